@@ -1,0 +1,40 @@
+# The two commands of the README: `make demo` and `make test`. Both set up .venv first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# On this project's machines `pip install torch==2.13.0` takes a CPU build from local
+# disk. Elsewhere, point pip at a CPU wheel index with TORCH_PIP_ARGS.
+TORCH_PIP_ARGS ?=
+
+.PHONY: install demo test lint format typecheck bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/langchain-expand demo
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests cookbooks scripts
+	$(VENV)/bin/ruff format --check src tests cookbooks scripts
+	$(VENV)/bin/mypy
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format src tests cookbooks scripts
+	$(VENV)/bin/ruff check --fix src tests cookbooks scripts
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .langchain-expand .pytest_cache .mypy_cache .ruff_cache

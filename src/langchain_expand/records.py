@@ -1,0 +1,100 @@
+"""How a document's units are stored in a vector store, and read back.
+
+Every unit (a sentence) is one record whose text is the unit alone, so the unit is
+what gets embedded. Its metadata carries its position, so windows are computed at
+query time from ids, with no window text stored:
+
+- ``lcx_doc``, ``lcx_i``, ``lcx_n``: document id, unit index, unit count;
+- ``lcx_start``, ``lcx_end``: char offsets of the unit in the source text;
+- ``lcx_gap``: the source text between this unit and the next one, so a window is
+  rebuilt exactly as it stands in the source;
+- ``lcx_rev``: a hash of the source text; unit 0 (the head) is written last and acts
+  as the commit marker, so a window never mixes two versions of a document;
+- the document's own metadata.
+
+Vector stores such as Chroma accept only ``str``, ``int``, ``float`` and ``bool``
+metadata values. Lists and dicts are stored as JSON strings and ``None`` is stored
+as an absent key; the names of such keys are kept in ``lcx_json`` and ``lcx_none``,
+so the original metadata comes back unchanged on the way out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["decode_metadata", "encode_metadata", "revision", "unit_id"]
+
+PREFIX = "lcx_"
+_SCALARS = (str, int, float, bool)
+
+
+def unit_id(doc_id: str, index: int) -> str:
+    """The store id of unit ``index`` of document ``doc_id``."""
+    return f"{doc_id}::{index}"
+
+
+def revision(text: str) -> str:
+    """A short content hash that changes whenever the text does."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def content_id(text: str) -> str:
+    """A deterministic document id derived from the content."""
+    return "doc-" + revision(text)
+
+
+def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
+    """Turn a document's metadata into values every vector store accepts.
+
+    Raises:
+        ValueError: When a key uses the reserved ``lcx_`` prefix, or a value is not
+            JSON-serialisable; the message names the document and the key.
+    """
+    out: dict[str, Any] = {}
+    as_json: list[str] = []
+    as_none: list[str] = []
+    for key, value in metadata.items():
+        if not isinstance(key, str) or key.startswith(PREFIX) or "," in key:
+            msg = (
+                f"Document {doc_id!r}: metadata key {key!r} is reserved or unusable "
+                f"(keys must be strings without ',' that do not start with {PREFIX!r}). "
+                "Rename the key."
+            )
+            raise ValueError(msg)
+        if value is None:
+            as_none.append(key)
+        elif isinstance(value, _SCALARS):
+            out[key] = value
+        else:
+            try:
+                out[key] = json.dumps(value, sort_keys=True)
+            except (TypeError, ValueError) as exc:
+                msg = (
+                    f"Document {doc_id!r}: metadata {key!r} holds a {type(value).__name__}, "
+                    "which is neither a scalar nor JSON-serialisable. Convert it to a "
+                    "str, number, bool, list or dict."
+                )
+                raise ValueError(msg) from exc
+            as_json.append(key)
+    if as_json:
+        out[PREFIX + "json"] = ",".join(as_json)
+    if as_none:
+        out[PREFIX + "none"] = ",".join(as_none)
+    return out
+
+
+def decode_metadata(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """The document's own metadata, as it was before :func:`encode_metadata`."""
+    out = {k: v for k, v in stored.items() if not k.startswith(PREFIX)}
+    for key in _keys(stored.get(PREFIX + "json")):
+        out[key] = json.loads(out[key])
+    for key in _keys(stored.get(PREFIX + "none")):
+        out[key] = None
+    return out
+
+
+def _keys(joined: Any) -> list[str]:
+    return joined.split(",") if isinstance(joined, str) and joined else []

@@ -1,0 +1,447 @@
+"""Sentence-window retrieval: match one sentence, return its neighbourhood.
+
+Each sentence is embedded on its own. The window around a hit is computed at query
+time from positions, so ``k``, ``before`` and ``after`` change per call with no
+re-embedding. A window's size is fixed by configuration: (before + after + 1)
+sentences, fewer only at the ends of a document.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+from pydantic import Field, model_validator
+
+from langchain_expand.records import (
+    PREFIX,
+    content_id,
+    decode_metadata,
+    encode_metadata,
+    revision,
+    unit_id,
+)
+from langchain_expand.sentences import SentenceSplitter, Span
+from langchain_expand.tokens import TokenCounter
+
+__all__ = ["SentenceWindowRetriever", "window_bounds"]
+
+logger = logging.getLogger(__name__)
+
+_PROBE = 64  # ids probed per step when looking for units left by an interrupted run
+
+
+def window_bounds(hit: int, n: int, before: int, after: int) -> tuple[int, int]:
+    """The ``[first, last + 1)`` sentence range of the window around ``hit``.
+
+    Clamped at the ends of a document of ``n`` sentences.
+    """
+    return max(0, hit - before), min(n, hit + after + 1)
+
+
+@dataclass(frozen=True)
+class _Hit:
+    doc_id: str
+    index: int
+    n: int
+    rev: str
+    score: float
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    doc_id: str
+    rev: str
+    records: list[Document]
+
+
+class SentenceWindowRetriever(BaseRetriever):
+    """Embeds sentences, returns each hit with ``before``/``after`` sentences around it.
+
+    Each returned ``Document`` is the window's text exactly as it stands in the source
+    (``source[start_index:end_index]``), with the source's metadata plus ``doc_id``,
+    ``hit`` (the matched sentence), ``span`` (``[first, last + 1)``), ``start_index``,
+    ``end_index``, ``score`` (relevance, higher is better) and ``tokens``.
+
+    Everything needed at query time lives in the vector store, so a new retriever over
+    the same persisted store answers the same.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_core.documents import Document
+            from langchain_expand import SentenceWindowRetriever, chroma_store
+
+            store = chroma_store("demo", persist_directory=".langchain-expand/chroma")
+            retriever = SentenceWindowRetriever(vectorstore=store, k=4)
+            retriever.add_documents([Document("A first. A second. A third.", id="d1")])
+            retriever.invoke("second", before=1, after=0)  # per-call window
+    """
+
+    vectorstore: VectorStore
+    """Where sentences are embedded and stored; it must support ids and get_by_ids."""
+    k: int = 4
+    """The number of windows returned."""
+    before: int = 2
+    """Sentences included before the matched one."""
+    after: int = 2
+    """Sentences included after the matched one."""
+    expand: bool = True
+    """Return windows; False returns the matched sentences alone (match-only mode)."""
+    splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
+    """Turns a text into sentence spans; a ``SentenceSplitter`` by default."""
+    token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
+    """Counts the ``tokens`` of each returned unit."""
+    max_sentence_tokens: int | None = 2048
+    """Refuse to index a sentence longer than this: the window bound would not hold."""
+    batch_size: int = 512
+    """Sentences embedded and written per call to the vector store."""
+
+    @model_validator(mode="after")
+    def _validate(self) -> SentenceWindowRetriever:
+        if self.splitter is None:
+            self.splitter = SentenceSplitter(token_counter=self.token_counter)
+        _check_query_params(self.k, self.before, self.after)
+        if self.batch_size < 1:
+            msg = f"`batch_size` must be >= 1, got {self.batch_size}."
+            raise ValueError(msg)
+        if self.max_sentence_tokens is not None and self.max_sentence_tokens < 1:
+            msg = f"`max_sentence_tokens` must be >= 1 or None, got {self.max_sentence_tokens}."
+            raise ValueError(msg)
+        return self
+
+    # -- indexing -------------------------------------------------------------------
+
+    def add_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
+        """Split, embed and store documents; re-adding an id replaces its sentences.
+
+        Args:
+            documents: The source documents.
+            ids: One id per document; else ``Document.id``; else a hash of the text.
+
+        Returns:
+            The document ids, in input order.
+
+        Raises:
+            ValueError: For an empty document, duplicate ids, unusable metadata or an
+                over-long sentence. Nothing is written when any document is bad.
+        """
+        prepared = self._prepare(documents, ids)
+        heads = self.vectorstore.get_by_ids([unit_id(p.doc_id, 0) for p in prepared])
+        todo = _changed(prepared, heads)
+        for batch, batch_ids in self._body_batches(todo):
+            self.vectorstore.add_documents(batch, ids=batch_ids)
+        stale = self._stale_ids(todo, heads)
+        if stale:
+            self.vectorstore.delete(stale)
+        if todo:  # heads last: each is its document's commit marker
+            self.vectorstore.add_documents([p.records[0] for p in todo], ids=[unit_id(p.doc_id, 0) for p in todo])
+        return [p.doc_id for p in prepared]
+
+    async def aadd_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
+        """Async twin of :meth:`add_documents`."""
+        prepared = self._prepare(documents, ids)
+        heads = await self.vectorstore.aget_by_ids([unit_id(p.doc_id, 0) for p in prepared])
+        todo = _changed(prepared, heads)
+        for batch, batch_ids in self._body_batches(todo):
+            await self.vectorstore.aadd_documents(batch, ids=batch_ids)
+        stale = await self._astale_ids(todo, heads)
+        if stale:
+            await self.vectorstore.adelete(stale)
+        if todo:
+            await self.vectorstore.aadd_documents(
+                [p.records[0] for p in todo], ids=[unit_id(p.doc_id, 0) for p in todo]
+            )
+        return [p.doc_id for p in prepared]
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
+        heads = self.vectorstore.get_by_ids([unit_id(d, 0) for d in ids])
+        known = _head_sizes(heads)
+        stale = [unit_id(d, i) for d in ids for i in range(known.get(d, 0))]
+        stale += self._probe(list(ids), known)
+        if stale:
+            self.vectorstore.delete(stale)
+
+    async def adelete(self, ids: Sequence[str]) -> None:
+        """Async twin of :meth:`delete`."""
+        heads = await self.vectorstore.aget_by_ids([unit_id(d, 0) for d in ids])
+        known = _head_sizes(heads)
+        stale = [unit_id(d, i) for d in ids for i in range(known.get(d, 0))]
+        stale += await self._aprobe(list(ids), known)
+        if stale:
+            await self.vectorstore.adelete(stale)
+
+    def _prepare(self, documents: Sequence[Document], ids: Sequence[str] | None) -> list[_Prepared]:
+        """Validate every document and build its records, before anything is written."""
+        if ids is not None and len(ids) != len(documents):
+            msg = f"`ids` has {len(ids)} entries for {len(documents)} documents; give one id per document."
+            raise ValueError(msg)
+        doc_ids = [
+            (ids[i] if ids is not None else None) or doc.id or content_id(doc.page_content)
+            for i, doc in enumerate(documents)
+        ]
+        seen: dict[str, int] = {}
+        for position, doc_id in enumerate(doc_ids):
+            if doc_id in seen:
+                msg = (
+                    f"Documents {seen[doc_id]} and {position} share the id {doc_id!r}; "
+                    "ids must be unique in one call. Drop the duplicate or give it its own id."
+                )
+                raise ValueError(msg)
+            seen[doc_id] = position
+        return [self._records(doc, doc_id) for doc, doc_id in zip(documents, doc_ids)]
+
+    def _records(self, doc: Document, doc_id: str) -> _Prepared:
+        text = doc.page_content
+        if not isinstance(text, str) or not text.strip():
+            msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
+            raise ValueError(msg)
+        spans = _checked_spans(self.splitter(text), len(text), doc_id)
+        if self.max_sentence_tokens is not None:
+            self._check_sentence_sizes(text, spans, doc_id)
+        rev = revision(text)
+        base = encode_metadata(doc.metadata, doc_id)
+        n = len(spans)
+        records = []
+        for i, (start, end) in enumerate(spans):
+            gap_end = spans[i + 1][0] if i + 1 < n else end
+            meta = {
+                **base,
+                PREFIX + "doc": doc_id,
+                PREFIX + "i": i,
+                PREFIX + "n": n,
+                PREFIX + "start": start,
+                PREFIX + "end": end,
+                PREFIX + "gap": text[end:gap_end],
+                PREFIX + "rev": rev,
+            }
+            records.append(Document(page_content=text[start:end], metadata=meta))
+        return _Prepared(doc_id, rev, records)
+
+    def _check_sentence_sizes(self, text: str, spans: list[Span], doc_id: str) -> None:
+        limit = self.max_sentence_tokens
+        assert limit is not None
+        counts = _count_many(self.token_counter, [text[s:e] for s, e in spans])
+        for i, count in enumerate(counts):
+            if count > limit:
+                msg = (
+                    f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
+                    f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
+                    "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
+                )
+                raise ValueError(msg)
+
+    def _body_batches(self, todo: list[_Prepared]) -> Iterable[tuple[list[Document], list[str]]]:
+        body = [(p.doc_id, i, r) for p in todo for i, r in enumerate(p.records) if i > 0]
+        for at in range(0, len(body), self.batch_size):
+            chunk = body[at : at + self.batch_size]
+            yield [r for _, _, r in chunk], [unit_id(d, i) for d, i, _ in chunk]
+
+    def _stale_ids(self, todo: list[_Prepared], heads: list[Document]) -> list[str]:
+        known = _head_sizes(heads)
+        stale = [unit_id(p.doc_id, i) for p in todo for i in range(len(p.records), known.get(p.doc_id, 0))]
+        floor = {p.doc_id: max(len(p.records), known.get(p.doc_id, 0)) for p in todo}
+        return stale + self._probe(list(floor), floor)
+
+    async def _astale_ids(self, todo: list[_Prepared], heads: list[Document]) -> list[str]:
+        known = _head_sizes(heads)
+        stale = [unit_id(p.doc_id, i) for p in todo for i in range(len(p.records), known.get(p.doc_id, 0))]
+        floor = {p.doc_id: max(len(p.records), known.get(p.doc_id, 0)) for p in todo}
+        return stale + await self._aprobe(list(floor), floor)
+
+    def _probe(self, doc_ids: list[str], start: dict[str, int]) -> list[str]:
+        """Ids past each document's known end that an interrupted run left behind."""
+        found: list[str] = []
+        pending = {d: start.get(d, 0) for d in doc_ids}
+        while pending:
+            asked = [unit_id(d, i) for d, at in pending.items() for i in range(at, at + _PROBE)]
+            hits = {doc.id for doc in self.vectorstore.get_by_ids(asked) if doc.id}
+            found += [i for i in asked if i in hits]
+            pending = _still_pending(pending, hits)
+        return found
+
+    async def _aprobe(self, doc_ids: list[str], start: dict[str, int]) -> list[str]:
+        found: list[str] = []
+        pending = {d: start.get(d, 0) for d in doc_ids}
+        while pending:
+            asked = [unit_id(d, i) for d, at in pending.items() for i in range(at, at + _PROBE)]
+            hits = {doc.id for doc in await self.vectorstore.aget_by_ids(asked) if doc.id}
+            found += [i for i in asked if i in hits]
+            pending = _still_pending(pending, hits)
+        return found
+
+    # -- querying ---------------------------------------------------------------------
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        expand: bool | None = None,
+    ) -> list[Document]:
+        k, before, after, expand = self._resolve(k, before, after, expand)
+        scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=k)
+        hits = [_to_hit(doc, score) for doc, score in scored]
+        if not expand:
+            before = after = 0
+        records = self.vectorstore.get_by_ids(_needed_ids(hits, before, after))
+        return self._assemble(hits, records, before, after)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        expand: bool | None = None,
+    ) -> list[Document]:
+        k, before, after, expand = self._resolve(k, before, after, expand)
+        scored = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=k)
+        hits = [_to_hit(doc, score) for doc, score in scored]
+        if not expand:
+            before = after = 0
+        records = await self.vectorstore.aget_by_ids(_needed_ids(hits, before, after))
+        return self._assemble(hits, records, before, after)
+
+    def _resolve(
+        self, k: int | None, before: int | None, after: int | None, expand: bool | None
+    ) -> tuple[int, int, int, bool]:
+        k = self.k if k is None else k
+        before = self.before if before is None else before
+        after = self.after if after is None else after
+        _check_query_params(k, before, after)
+        return k, before, after, self.expand if expand is None else expand
+
+    def _assemble(self, hits: list[_Hit], records: list[Document], before: int, after: int) -> list[Document]:
+        """Build one window per hit from the fetched records; skip uncommitted documents."""
+        by_id = {r.id: r for r in records if r.id is not None}
+        out: list[Document] = []
+        for hit in hits:
+            first, last = window_bounds(hit.index, hit.n, before, after)
+            head = by_id.get(unit_id(hit.doc_id, 0))
+            units = [by_id.get(unit_id(hit.doc_id, i)) for i in range(first, last)]
+            if head is None or head.metadata.get(PREFIX + "rev") != hit.rev or not _same_rev(units, hit.rev):
+                logger.warning(
+                    "Skipping a hit in document %r: the store holds an incomplete or "
+                    "superseded version of it (an interrupted or running add_documents). "
+                    "Re-run add_documents for it.",
+                    hit.doc_id,
+                )
+                continue
+            out.append(_window(hit, [u for u in units if u is not None], first, last))
+        texts = [d.page_content for d in out]
+        for doc, tokens in zip(out, _count_many(self.token_counter, texts)):
+            doc.metadata["tokens"] = tokens
+        return out
+
+
+def _check_query_params(k: int, before: int, after: int) -> None:
+    if not isinstance(k, int) or k <= 0:
+        msg = f"`k` must be a positive integer, got {k!r}."
+        raise ValueError(msg)
+    for name, value in (("before", before), ("after", after)):
+        if not isinstance(value, int) or value < 0:
+            msg = f"`{name}` must be an integer >= 0, got {value!r}."
+            raise ValueError(msg)
+
+
+def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
+    """Reject what a custom splitter got wrong, naming the document."""
+    end = 0
+    for i, (s, e) in enumerate(spans):
+        if not (end <= s < e <= length):
+            msg = (
+                f"Document {doc_id!r}: the splitter returned span {i} = ({s}, {e}), which is "
+                "empty, out of order, overlapping or outside the text. A splitter must return "
+                "ordered, non-overlapping (start, end) offsets into the text."
+            )
+            raise ValueError(msg)
+        end = e
+    if not spans:
+        msg = f"Document {doc_id!r}: the splitter found no sentences. Check the splitter or the text."
+        raise ValueError(msg)
+    return spans
+
+
+def _count_many(counter: Callable[[str], int], texts: list[str]) -> list[int]:
+    if isinstance(counter, TokenCounter):
+        return counter.count_many(texts)
+    return [counter(t) for t in texts]
+
+
+def _head_sizes(heads: list[Document]) -> dict[str, int]:
+    return {h.metadata[PREFIX + "doc"]: int(h.metadata[PREFIX + "n"]) for h in heads if PREFIX + "doc" in h.metadata}
+
+
+def _changed(prepared: list[_Prepared], heads: list[Document]) -> list[_Prepared]:
+    """Documents whose stored version differs (unchanged ones are not re-embedded)."""
+    stored = {
+        h.metadata.get(PREFIX + "doc"): (h.metadata.get(PREFIX + "rev"), h.metadata.get(PREFIX + "n"))
+        for h in heads
+    }
+    return [p for p in prepared if stored.get(p.doc_id) != (p.rev, len(p.records))]
+
+
+def _still_pending(pending: dict[str, int], hits: set[str]) -> dict[str, int]:
+    return {
+        d: at + _PROBE for d, at in pending.items() if any(unit_id(d, i) in hits for i in range(at, at + _PROBE))
+    }
+
+
+def _to_hit(doc: Document, score: float) -> _Hit:
+    meta = doc.metadata
+    try:
+        return _Hit(meta[PREFIX + "doc"], int(meta[PREFIX + "i"]), int(meta[PREFIX + "n"]), meta[PREFIX + "rev"], score)
+    except KeyError:
+        msg = (
+            f"The vector store returned a record without sentence positions ({doc.id!r}). "
+            "Give SentenceWindowRetriever a collection that only it writes to."
+        )
+        raise ValueError(msg) from None
+
+
+def _needed_ids(hits: list[_Hit], before: int, after: int) -> list[str]:
+    """Every id the windows need, plus each document's head, for one batched fetch."""
+    ids: dict[str, None] = {}
+    for hit in hits:
+        ids[unit_id(hit.doc_id, 0)] = None
+        first, last = window_bounds(hit.index, hit.n, before, after)
+        for i in range(first, last):
+            ids[unit_id(hit.doc_id, i)] = None
+    return list(ids)
+
+
+def _same_rev(units: list[Document | None], rev: str) -> bool:
+    return all(u is not None and u.metadata.get(PREFIX + "rev") == rev for u in units)
+
+
+def _window(hit: _Hit, units: list[Document], first: int, last: int) -> Document:
+    parts = []
+    for u in units[:-1]:
+        parts += [u.page_content, u.metadata[PREFIX + "gap"]]
+    parts.append(units[-1].page_content)
+    metadata: dict[str, Any] = {
+        **decode_metadata(units[0].metadata),
+        "doc_id": hit.doc_id,
+        "hit": hit.index,
+        "span": [first, last],
+        "start_index": units[0].metadata[PREFIX + "start"],
+        "end_index": units[-1].metadata[PREFIX + "end"],
+        "score": hit.score,
+    }
+    return Document(page_content="".join(parts), metadata=metadata, id=f"{hit.doc_id}::{first}-{last}")
