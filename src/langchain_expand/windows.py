@@ -136,7 +136,7 @@ class SentenceWindowRetriever(BaseRetriever):
                 over-long sentence. Nothing is written when any document is bad.
         """
         prepared = self._prepare(documents, ids)
-        heads = self.vectorstore.get_by_ids([unit_id(p.doc_id, 0) for p in prepared])
+        heads = _fetch(self.vectorstore, [unit_id(p.doc_id, 0) for p in prepared])
         todo = _changed(prepared, heads)
         for batch, batch_ids in self._body_batches(todo):
             self.vectorstore.add_documents(batch, ids=batch_ids)
@@ -150,7 +150,7 @@ class SentenceWindowRetriever(BaseRetriever):
     async def aadd_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
         """Async twin of :meth:`add_documents`."""
         prepared = self._prepare(documents, ids)
-        heads = await self.vectorstore.aget_by_ids([unit_id(p.doc_id, 0) for p in prepared])
+        heads = await _afetch(self.vectorstore, [unit_id(p.doc_id, 0) for p in prepared])
         todo = _changed(prepared, heads)
         for batch, batch_ids in self._body_batches(todo):
             await self.vectorstore.aadd_documents(batch, ids=batch_ids)
@@ -165,7 +165,7 @@ class SentenceWindowRetriever(BaseRetriever):
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
-        heads = self.vectorstore.get_by_ids([unit_id(d, 0) for d in ids])
+        heads = _fetch(self.vectorstore, [unit_id(d, 0) for d in ids])
         known = _head_sizes(heads)
         stale = [unit_id(d, i) for d in ids for i in range(known.get(d, 0))]
         stale += self._probe(list(ids), known)
@@ -174,7 +174,7 @@ class SentenceWindowRetriever(BaseRetriever):
 
     async def adelete(self, ids: Sequence[str]) -> None:
         """Async twin of :meth:`delete`."""
-        heads = await self.vectorstore.aget_by_ids([unit_id(d, 0) for d in ids])
+        heads = await _afetch(self.vectorstore, [unit_id(d, 0) for d in ids])
         known = _head_sizes(heads)
         stale = [unit_id(d, i) for d in ids for i in range(known.get(d, 0))]
         stale += await self._aprobe(list(ids), known)
@@ -265,7 +265,7 @@ class SentenceWindowRetriever(BaseRetriever):
         pending = {d: start.get(d, 0) for d in doc_ids}
         while pending:
             asked = [unit_id(d, i) for d, at in pending.items() for i in range(at, at + _PROBE)]
-            hits = {doc.id for doc in self.vectorstore.get_by_ids(asked) if doc.id}
+            hits = {doc.id for doc in _fetch(self.vectorstore, asked) if doc.id}
             found += [i for i in asked if i in hits]
             pending = _still_pending(pending, hits)
         return found
@@ -275,7 +275,7 @@ class SentenceWindowRetriever(BaseRetriever):
         pending = {d: start.get(d, 0) for d in doc_ids}
         while pending:
             asked = [unit_id(d, i) for d, at in pending.items() for i in range(at, at + _PROBE)]
-            hits = {doc.id for doc in await self.vectorstore.aget_by_ids(asked) if doc.id}
+            hits = {doc.id for doc in await _afetch(self.vectorstore, asked) if doc.id}
             found += [i for i in asked if i in hits]
             pending = _still_pending(pending, hits)
         return found
@@ -297,7 +297,7 @@ class SentenceWindowRetriever(BaseRetriever):
         hits = [_to_hit(doc, score) for doc, score in scored]
         if not expand:
             before = after = 0
-        records = self.vectorstore.get_by_ids(_needed_ids(hits, before, after))
+        records = _fetch(self.vectorstore, _needed_ids(hits, before, after))
         return self._assemble(hits, records, before, after)
 
     async def _aget_relevant_documents(
@@ -315,7 +315,7 @@ class SentenceWindowRetriever(BaseRetriever):
         hits = [_to_hit(doc, score) for doc, score in scored]
         if not expand:
             before = after = 0
-        records = await self.vectorstore.aget_by_ids(_needed_ids(hits, before, after))
+        records = await _afetch(self.vectorstore, _needed_ids(hits, before, after))
         return self._assemble(hits, records, before, after)
 
     def _resolve(
@@ -348,6 +348,15 @@ class SentenceWindowRetriever(BaseRetriever):
         for doc, tokens in zip(out, _count_many(self.token_counter, texts)):
             doc.metadata["tokens"] = tokens
         return out
+
+
+def _fetch(store: VectorStore, ids: list[str]) -> list[Document]:
+    """``get_by_ids``, skipping the call when there is nothing to ask (Chroma refuses [])."""
+    return store.get_by_ids(ids) if ids else []
+
+
+async def _afetch(store: VectorStore, ids: list[str]) -> list[Document]:
+    return await store.aget_by_ids(ids) if ids else []
 
 
 def _check_query_params(k: int, before: int, after: int) -> None:

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from langchain_expand import SentenceSplitter, TokenCounter
+
+from .conftest import load_docs
+
+COUNTER = TokenCounter()
+SPLITTER = SentenceSplitter(token_counter=COUNTER)
+
+
+def pieces(text: str, splitter: SentenceSplitter = SPLITTER) -> list[str]:
+    return [text[s:e] for s, e in splitter(text)]
+
+
+def test_abbreviations_decimals_and_initials_do_not_split() -> None:
+    text = "Dr. Smith paid $3.50 for it. J. R. R. Tolkien wrote e.g. this. It ends here."
+    assert pieces(text) == ["Dr. Smith paid $3.50 for it.", "J. R. R. Tolkien wrote e.g. this.", "It ends here."]
+
+
+def test_quotes_stay_with_their_sentence_and_ellipsis_before_lowercase_continues() -> None:
+    text = 'He said "stop." Then we waited... and waited. Why? Because!'
+    assert pieces(text) == ['He said "stop."', "Then we waited... and waited.", "Why?", "Because!"]
+
+
+def test_each_transcript_line_is_a_boundary() -> None:
+    text = "Grad C: So we had a long discussion\nPhD D: It didn't move . So .\nGrad C: OK ."
+    assert pieces(text) == ["Grad C: So we had a long discussion", "PhD D: It didn't move .", "So .", "Grad C: OK ."]
+
+
+def test_wrapped_prose_lines_join_into_one_sentence() -> None:
+    text = "If the remote does not pair to the TV, point it at the\nsensor and hold the buttons. Then wait."
+    assert pieces(text) == [
+        "If the remote does not pair to the TV, point it at the\nsensor and hold the buttons.",
+        "Then wait.",
+    ]
+
+
+def test_markdown_code_block_and_table_are_atomic_and_heading_is_its_own_unit() -> None:
+    code = "```python\nx = 1. \n\ny = 2. Z = 3.\n```"
+    table = "| code | meaning |\n|---|---|\n| 409 | Key used. Retry later. |\n| 200 | OK. |"
+    text = f"# Errors\n\nReturns 409 if used. See below.\n\n{code}\n\n{table}\n\nAfter the table."
+    assert pieces(text) == ["# Errors", "Returns 409 if used.", "See below.", code, table, "After the table."]
+
+
+def test_unclosed_fence_runs_to_the_end() -> None:
+    text = "Intro.\n\n```\nnever closed. Still code."
+    assert pieces(text) == ["Intro.", "```\nnever closed. Still code."]
+
+
+def test_list_items_start_new_units() -> None:
+    text = "Steps:\n- open the menu\n- press OK\n1. then wait"
+    assert pieces(text) == ["Steps:", "- open the menu", "- press OK", "1. then wait"]
+
+
+def test_cap_splits_long_log_lines_at_line_breaks_first() -> None:
+    logs = load_docs("loghub")
+    splitter = SentenceSplitter(max_tokens=48, token_counter=COUNTER)
+    for doc in logs:
+        units = pieces(doc["text"], splitter)
+        assert max(COUNTER.count_many(units)) <= 48
+    # a log of short lines: every unit is made of whole lines
+    text = "\n".join(f"081109 2035{i:02d} 148 INFO dfs.DataNode: Receiving block blk_{i}" for i in range(40))
+    for unit in pieces(text, SentenceSplitter(max_tokens=64, token_counter=COUNTER)):
+        assert all(line.startswith("081109") for line in unit.split("\n"))
+
+
+def test_cap_splits_an_oversized_table_at_row_boundaries() -> None:
+    rows = "\n".join(f"| {i} | value number {i} with some words |" for i in range(60))
+    table = "| id | value |\n|---|---|\n" + rows
+    units = pieces(table, SentenceSplitter(max_tokens=100, token_counter=COUNTER))
+    assert len(units) > 1
+    assert "\n".join(units) == table
+    assert all(COUNTER(u) <= 100 for u in units)
+
+
+def test_cap_bounds_a_five_megabyte_single_line() -> None:
+    text = ("status ok node seven reports nominal load " * 120_000)[:5_000_000]
+    splitter = SentenceSplitter(max_tokens=256, token_counter=COUNTER)
+    spans = splitter(text)
+    assert max(COUNTER.count_many([text[s:e] for s, e in spans])) <= 256
+    assert spans[0][0] == 0
+    assert spans[-1][1] == len(text.rstrip())
+
+
+def test_a_giant_word_splits_between_characters() -> None:
+    text = "x" * 5000 + "🚀" * 300
+    units = pieces(text, SentenceSplitter(max_tokens=50, token_counter=COUNTER))
+    assert "".join(units) == text
+    assert all(COUNTER(u) <= 50 for u in units)
+
+
+@pytest.mark.parametrize("bad", [0, -3])
+def test_cap_below_one_is_rejected(bad: int) -> None:
+    with pytest.raises(ValueError, match=f"`max_tokens` must be >= 1 or None, got {bad}"):
+        SentenceSplitter(max_tokens=bad)
+
+
+def test_unknown_line_mode_is_rejected() -> None:
+    with pytest.raises(ValueError, match="`line_breaks`"):
+        SentenceSplitter(line_breaks="sometimes")  # type: ignore[arg-type]
+
+
+def check_spans(text: str, spans: list[tuple[int, int]]) -> None:
+    """Ordered, non-overlapping, trimmed, and together covering every visible character."""
+    end = 0
+    covered = [False] * len(text)
+    for s, e in spans:
+        assert end <= s < e <= len(text)
+        assert not text[s].isspace() and not text[e - 1].isspace()
+        for i in range(s, e):
+            covered[i] = True
+        end = e
+    assert all(covered[i] or text[i].isspace() for i in range(len(text)))
+
+
+TOKENS = list("ab Z.!?\n\r\t#|`-:\"'1 é🚀\u0301\x00") + ["...", "```", "\n\n", "Dr.", "e.g.", "| a |", "## ", "- "]
+TEXT = st.lists(st.sampled_from(TOKENS), max_size=200).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(TEXT)
+def test_spans_cover_the_text_in_order_without_overlap(text: str) -> None:
+    check_spans(text, SPLITTER(text))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=600), st.integers(min_value=4, max_value=40))
+def test_no_unit_exceeds_the_cap_on_any_text(text: str, cap: int) -> None:
+    splitter = SentenceSplitter(max_tokens=cap, token_counter=COUNTER)
+    spans = splitter(text)
+    check_spans(text, spans)
+    assert all(COUNTER(text[s:e]) <= cap for s, e in spans)

@@ -1,0 +1,36 @@
+"""LangChain's own standard retriever tests, on real Chroma with real MiniLM embeddings."""
+
+from __future__ import annotations
+
+import tempfile
+from functools import cache
+from typing import Any
+
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+
+from langchain_expand import SentenceWindowRetriever, chroma_store, default_embeddings
+
+from .conftest import as_documents, load_docs
+
+
+@cache
+def _indexed_store() -> Any:
+    store = chroma_store(
+        "standard", persist_directory=tempfile.mkdtemp(prefix="lcx-standard-"), embeddings=default_embeddings()
+    )
+    SentenceWindowRetriever(vectorstore=store).add_documents(as_documents(load_docs("qmsum")[:1]))
+    return store
+
+
+class TestSentenceWindowRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[SentenceWindowRetriever]:
+        return SentenceWindowRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"vectorstore": _indexed_store(), "k": 4}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "what colour should the remote control be"

