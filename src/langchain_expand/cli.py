@@ -56,9 +56,7 @@ def _retriever(home: Path, device: str = "cpu"):  # type: ignore[no-untyped-def]
     from langchain_expand.stores import chroma_store, default_embeddings
     from langchain_expand.windows import SentenceWindowRetriever
 
-    store = chroma_store(
-        COLLECTION, persist_directory=home / "chroma", embeddings=default_embeddings(device=device)
-    )
+    store = chroma_store(COLLECTION, persist_directory=home / "chroma", embeddings=default_embeddings(device=device))
     return SentenceWindowRetriever(vectorstore=store)
 
 

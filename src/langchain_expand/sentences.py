@@ -9,6 +9,7 @@ pseudo-sentences.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -154,7 +155,7 @@ class SentenceSplitter:
         if speakers >= 0.5 * len(content):
             return True
         ended = sum(1 for c in content if c[-1] in ".!?:;\u2026")
-        wrapped = sum(1 for a, b in zip(content, content[1:]) if a[-1].isalpha() and b[0].islower())
+        wrapped = sum(1 for a, b in itertools.pairwise(content) if a[-1].isalpha() and b[0].islower())
         return ended < 0.2 * len(content) and wrapped < 0.05 * len(content)
 
     def _blocks(self, text: str, lines: list[Span]) -> Iterator[_Block]:
@@ -189,11 +190,11 @@ class SentenceSplitter:
                     yield _Block("heading", start, end)
                     i += 1
                     continue
-                j = _table_end(text, lines, i)
-                if j is not None:
+                table_end = _table_end(text, lines, i)
+                if table_end is not None:
                     yield from flush()
-                    yield _Block("atomic", start, lines[j][1])
-                    i = j + 1
+                    yield _Block("atomic", start, lines[table_end][1])
+                    i = table_end + 1
                     continue
             if para_start is None:
                 para_start = start
@@ -235,11 +236,10 @@ class SentenceSplitter:
     # -- the token cap ---------------------------------------------------------------
 
     def _cap(self, text: str, spans: list[Span]) -> list[Span]:
-        cap = self.max_tokens
-        assert cap is not None
+        cap = self.max_tokens or 0
         counts = self._count_many([text[s:e] for s, e in spans])
         out: list[Span] = []
-        for span, count in zip(spans, counts):
+        for span, count in zip(spans, counts, strict=False):
             if count <= cap:
                 out.append(span)
             else:
@@ -263,7 +263,7 @@ class SentenceSplitter:
                 return self._split_chars(text, start, end, cap)
         counts = self._count_many([text[s:e] for s, e in pieces])
         bounded: list[tuple[Span, int]] = []
-        for piece, count in zip(pieces, counts):
+        for piece, count in zip(pieces, counts, strict=False):
             if count <= cap:
                 bounded.append((piece, count))
             else:
@@ -308,9 +308,11 @@ def _fence_end(text: str, lines: list[Span], i: int, opener: str) -> int:
     """The index of the line that closes the fence opened on line ``i``."""
     for j in range(i + 1, len(lines)):
         m = _FENCE.match(text, lines[j][0], lines[j][1])
-        if m and m.group(1)[0] == opener[0] and len(m.group(1)) >= len(opener):
-            if not text[m.end() : lines[j][1]].strip():
-                return j
+        if m is None:
+            continue
+        closes = m.group(1)[0] == opener[0] and len(m.group(1)) >= len(opener)
+        if closes and not text[m.end() : lines[j][1]].strip():
+            return j
     return len(lines) - 1  # an unclosed fence runs to the end, as in CommonMark
 
 

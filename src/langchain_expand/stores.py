@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from langchain_core.embeddings import Embeddings
 
 if TYPE_CHECKING:
-    import chromadb
+    from chromadb.api import ClientAPI
     from langchain_chroma import Chroma
 
 __all__ = ["chroma_store", "default_embeddings"]
@@ -52,7 +52,7 @@ def chroma_store(
     collection_name: str = "langchain_expand",
     *,
     persist_directory: str | Path | None = None,
-    client: chromadb.ClientAPI | None = None,
+    client: ClientAPI | None = None,
     embeddings: Embeddings | None = None,
     ef_search: int = EF_SEARCH,
 ) -> Chroma:

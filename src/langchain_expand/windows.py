@@ -199,7 +199,7 @@ class SentenceWindowRetriever(BaseRetriever):
                 )
                 raise ValueError(msg)
             seen[doc_id] = position
-        return [self._records(doc, doc_id) for doc, doc_id in zip(documents, doc_ids)]
+        return [self._records(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=False)]
 
     def _records(self, doc: Document, doc_id: str) -> _Prepared:
         text = doc.page_content
@@ -345,7 +345,7 @@ class SentenceWindowRetriever(BaseRetriever):
                 continue
             out.append(_window(hit, [u for u in units if u is not None], first, last))
         texts = [d.page_content for d in out]
-        for doc, tokens in zip(out, _count_many(self.token_counter, texts)):
+        for doc, tokens in zip(out, _count_many(self.token_counter, texts), strict=False):
             doc.metadata["tokens"] = tokens
         return out
 
@@ -400,16 +400,13 @@ def _head_sizes(heads: list[Document]) -> dict[str, int]:
 def _changed(prepared: list[_Prepared], heads: list[Document]) -> list[_Prepared]:
     """Documents whose stored version differs (unchanged ones are not re-embedded)."""
     stored = {
-        h.metadata.get(PREFIX + "doc"): (h.metadata.get(PREFIX + "rev"), h.metadata.get(PREFIX + "n"))
-        for h in heads
+        h.metadata.get(PREFIX + "doc"): (h.metadata.get(PREFIX + "rev"), h.metadata.get(PREFIX + "n")) for h in heads
     }
     return [p for p in prepared if stored.get(p.doc_id) != (p.rev, len(p.records))]
 
 
 def _still_pending(pending: dict[str, int], hits: set[str]) -> dict[str, int]:
-    return {
-        d: at + _PROBE for d, at in pending.items() if any(unit_id(d, i) in hits for i in range(at, at + _PROBE))
-    }
+    return {d: at + _PROBE for d, at in pending.items() if any(unit_id(d, i) in hits for i in range(at, at + _PROBE))}
 
 
 def _to_hit(doc: Document, score: float) -> _Hit:
