@@ -3,13 +3,25 @@ import langchain_expand
 
 def test_public_names_are_pinned() -> None:
     assert sorted(langchain_expand.__all__) == [
+        "BudgetReport",
+        "EmbeddingsReranker",
+        "Expandable",
+        "FitToBudget",
+        "MergeOverlaps",
+        "RerankThenExpand",
         "SentenceSplitter",
         "SentenceWindowRetriever",
         "Span",
         "Splitter",
         "TokenCounter",
         "chroma_store",
+        "count_prompt_tokens",
         "default_embeddings",
+        "fit_to_budget",
+        "format_docs",
+        "merge_overlaps",
+        "rerank",
+        "rerank_then_expand_chain",
         "window_bounds",
     ]
     for name in langchain_expand.__all__:

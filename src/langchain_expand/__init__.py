@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
+from langchain_expand.rerank import (
+    EmbeddingsReranker,
+    Expandable,
+    RerankThenExpand,
+    rerank,
+    rerank_then_expand_chain,
+)
 from langchain_expand.sentences import SentenceSplitter, Span, Splitter
+from langchain_expand.spans import MergeOverlaps, merge_overlaps
 from langchain_expand.stores import chroma_store, default_embeddings
 from langchain_expand.tokens import TokenCounter
 from langchain_expand.windows import SentenceWindowRetriever, window_bounds
 
 __all__ = [
+    "BudgetReport",
+    "EmbeddingsReranker",
+    "Expandable",
+    "FitToBudget",
+    "MergeOverlaps",
+    "RerankThenExpand",
     "SentenceSplitter",
     "SentenceWindowRetriever",
     "Span",
     "Splitter",
     "TokenCounter",
     "chroma_store",
+    "count_prompt_tokens",
     "default_embeddings",
+    "fit_to_budget",
+    "format_docs",
+    "merge_overlaps",
+    "rerank",
+    "rerank_then_expand_chain",
     "window_bounds",
 ]

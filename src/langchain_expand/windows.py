@@ -48,13 +48,67 @@ def window_bounds(hit: int, n: int, before: int, after: int) -> tuple[int, int]:
     return max(0, hit - before), min(n, hit + after + 1)
 
 
+_CARRIED = ("rerank_score",)
+"""Metadata a hit may gain between matching and expanding, kept on its unit."""
+
+
 @dataclass(frozen=True)
 class _Hit:
     doc_id: str
     index: int
     n: int
-    rev: str
+    rev: str | None  # None: take whatever version the document's head has
     score: float
+    extra: dict[str, Any]
+
+
+@dataclass
+class _Unit:
+    """A window: sentences ``[first, last)`` of one document, and the hits inside it."""
+
+    doc_id: str
+    first: int
+    last: int
+    n: int
+    hits: list[_Hit]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One query's settings, and how they turn ranked hits into units."""
+
+    k: int
+    before: int
+    after: int
+    merge: bool
+    merge_gap: int
+
+    def units(self, hits: list[_Hit]) -> list[_Unit]:
+        """One unit per hit, or, when merging, one per group of overlapping windows."""
+        units: list[_Unit] = []
+        for hit in hits:
+            first, last = window_bounds(hit.index, hit.n, self.before, self.after)
+            joined = [
+                u
+                for u in units
+                if self.merge
+                and u.doc_id == hit.doc_id
+                and first <= u.last + self.merge_gap
+                and u.first <= last + self.merge_gap
+            ]
+            if not joined:
+                units.append(_Unit(hit.doc_id, first, last, hit.n, [hit]))
+                continue
+            keep = joined[0]  # the best-ranked unit absorbs the others
+            keep.first = min([first] + [u.first for u in joined])
+            keep.last = max([last] + [u.last for u in joined])
+            keep.hits = sorted([*keep.hits, *(h for u in joined[1:] for h in u.hits), hit], key=lambda h: -h.score)
+            units = [u for u in units if not any(u is j for j in joined[1:])]
+        return units
+
+    def wants_more(self, units: list[_Unit], found: int, asked: int) -> bool:
+        """Merging shrank the result below ``k`` and the store may hold more hits."""
+        return len(units) < self.k and found == asked and asked < 16 * self.k
 
 
 @dataclass(frozen=True)
@@ -69,8 +123,11 @@ class SentenceWindowRetriever(BaseRetriever):
 
     Each returned ``Document`` is the window's text exactly as it stands in the source
     (``source[start_index:end_index]``), with the source's metadata plus ``doc_id``,
-    ``hit`` (the matched sentence), ``span`` (``[first, last + 1)``), ``start_index``,
-    ``end_index``, ``score`` (relevance, higher is better) and ``tokens``.
+    ``hit`` (the matched sentence), ``hits`` (every hit inside, best first, more than one
+    only when merging), ``span`` (``[first, last + 1)``), ``start_index``, ``end_index``,
+    ``score`` (relevance of the best hit, higher is better), ``tokens``,
+    ``n_sentences`` (of the document) and ``sentences`` (each sentence's char offsets,
+    which ``FitToBudget`` uses to shrink a window from its edges).
 
     Everything needed at query time lives in the vector store, so a new retriever over
     the same persisted store answers the same.
@@ -97,6 +154,10 @@ class SentenceWindowRetriever(BaseRetriever):
     """Sentences included after the matched one."""
     expand: bool = True
     """Return windows; False returns the matched sentences alone (match-only mode)."""
+    merge: bool = False
+    """Merge overlapping or adjacent windows of one document; ``k`` then counts merged units."""
+    merge_gap: int = 0
+    """With ``merge``, also join windows this many sentences apart (the gap is filled in)."""
     splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
     """Turns a text into sentence spans; a ``SentenceSplitter`` by default."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
@@ -111,6 +172,9 @@ class SentenceWindowRetriever(BaseRetriever):
         if self.splitter is None:
             self.splitter = SentenceSplitter(token_counter=self.token_counter)
         _check_query_params(self.k, self.before, self.after)
+        if self.merge_gap < 0:
+            msg = f"`merge_gap` must be >= 0, got {self.merge_gap}."
+            raise ValueError(msg)
         if self.batch_size < 1:
             msg = f"`batch_size` must be >= 1, got {self.batch_size}."
             raise ValueError(msg)
@@ -291,14 +355,18 @@ class SentenceWindowRetriever(BaseRetriever):
         before: int | None = None,
         after: int | None = None,
         expand: bool | None = None,
+        merge: bool | None = None,
     ) -> list[Document]:
-        k, before, after, expand = self._resolve(k, before, after, expand)
-        scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=k)
-        hits = [_to_hit(doc, score) for doc, score in scored]
-        if not expand:
-            before = after = 0
-        records = _fetch(self.vectorstore, _needed_ids(hits, before, after))
-        return self._assemble(hits, records, before, after)
+        plan = self._resolve(k, before, after, expand, merge)
+        fetch_k = plan.k
+        while True:
+            scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=fetch_k)
+            units = plan.units([_to_hit(doc, score) for doc, score in scored])
+            if not plan.wants_more(units, len(scored), fetch_k):
+                break
+            fetch_k *= 2
+        units = units[: plan.k]
+        return self._assemble(units, _fetch(self.vectorstore, _needed_ids(units)))
 
     async def _aget_relevant_documents(
         self,
@@ -309,43 +377,99 @@ class SentenceWindowRetriever(BaseRetriever):
         before: int | None = None,
         after: int | None = None,
         expand: bool | None = None,
+        merge: bool | None = None,
     ) -> list[Document]:
-        k, before, after, expand = self._resolve(k, before, after, expand)
-        scored = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=k)
-        hits = [_to_hit(doc, score) for doc, score in scored]
-        if not expand:
-            before = after = 0
-        records = await _afetch(self.vectorstore, _needed_ids(hits, before, after))
-        return self._assemble(hits, records, before, after)
+        plan = self._resolve(k, before, after, expand, merge)
+        fetch_k = plan.k
+        while True:
+            scored = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=fetch_k)
+            units = plan.units([_to_hit(doc, score) for doc, score in scored])
+            if not plan.wants_more(units, len(scored), fetch_k):
+                break
+            fetch_k *= 2
+        units = units[: plan.k]
+        return self._assemble(units, await _afetch(self.vectorstore, _needed_ids(units)))
+
+    def expand_hits(
+        self,
+        hits: Sequence[Document],
+        *,
+        before: int | None = None,
+        after: int | None = None,
+        merge: bool | None = None,
+    ) -> list[Document]:
+        """Turn matched sentences (``expand=False`` results) into windows, keeping their order.
+
+        This is the second half of rerank-then-expand: match, rerank the sentences,
+        then expand. Metadata the hits gained on the way (``rerank_score``) is kept.
+        """
+        plan = self._resolve(len(hits) or 1, before, after, True, merge)
+        units = plan.units([_from_match(doc) for doc in hits])
+        return self._assemble(units, _fetch(self.vectorstore, _needed_ids(units)))
+
+    async def aexpand_hits(
+        self,
+        hits: Sequence[Document],
+        *,
+        before: int | None = None,
+        after: int | None = None,
+        merge: bool | None = None,
+    ) -> list[Document]:
+        """Async twin of :meth:`expand_hits`."""
+        plan = self._resolve(len(hits) or 1, before, after, True, merge)
+        units = plan.units([_from_match(doc) for doc in hits])
+        return self._assemble(units, await _afetch(self.vectorstore, _needed_ids(units)))
+
+    def source_text(self, doc_id: str) -> str:
+        """A document's text rebuilt from the store, at the offsets the units carry.
+
+        Whitespace before the first sentence is not stored and comes back as spaces.
+        Use it as ``MergeOverlaps(gap=..., source=retriever.source_text)``.
+        """
+        heads = _fetch(self.vectorstore, [unit_id(doc_id, 0)])
+        if not heads:
+            msg = f"Document {doc_id!r} is not in the store; add it first."
+            raise KeyError(msg)
+        n = int(heads[0].metadata[PREFIX + "n"])
+        records = _fetch(self.vectorstore, [unit_id(doc_id, i) for i in range(n)])
+        ordered = sorted(records, key=lambda r: int(r.metadata[PREFIX + "i"]))
+        return " " * int(ordered[0].metadata[PREFIX + "start"]) + _joined(ordered)
 
     def _resolve(
-        self, k: int | None, before: int | None, after: int | None, expand: bool | None
-    ) -> tuple[int, int, int, bool]:
-        k = self.k if k is None else k
-        before = self.before if before is None else before
-        after = self.after if after is None else after
-        _check_query_params(k, before, after)
-        return k, before, after, self.expand if expand is None else expand
+        self, k: int | None, before: int | None, after: int | None, expand: bool | None, merge: bool | None
+    ) -> _Plan:
+        plan = _Plan(
+            k=self.k if k is None else k,
+            before=self.before if before is None else before,
+            after=self.after if after is None else after,
+            merge=self.merge if merge is None else merge,
+            merge_gap=self.merge_gap,
+        )
+        _check_query_params(plan.k, plan.before, plan.after)
+        if not (self.expand if expand is None else expand):
+            return _Plan(k=plan.k, before=0, after=0, merge=False, merge_gap=0)
+        return plan
 
-    def _assemble(self, hits: list[_Hit], records: list[Document], before: int, after: int) -> list[Document]:
-        """Build one window per hit from the fetched records; skip uncommitted documents."""
+    def _assemble(self, units: list[_Unit], records: list[Document]) -> list[Document]:
+        """Build each unit's text from the fetched records; skip uncommitted documents."""
         by_id = {r.id: r for r in records if r.id is not None}
         out: list[Document] = []
-        for hit in hits:
-            first, last = window_bounds(hit.index, hit.n, before, after)
-            head = by_id.get(unit_id(hit.doc_id, 0))
-            units = [by_id.get(unit_id(hit.doc_id, i)) for i in range(first, last)]
-            if head is None or head.metadata.get(PREFIX + "rev") != hit.rev or not _same_rev(units, hit.rev):
+        for unit in units:
+            head = by_id.get(unit_id(unit.doc_id, 0))
+            parts = [by_id.get(unit_id(unit.doc_id, i)) for i in range(unit.first, unit.last)]
+            rev = head.metadata.get(PREFIX + "rev") if head is not None else None
+            present = [p for p in parts if p is not None and p.metadata.get(PREFIX + "rev") == rev]
+            if rev is None or len(present) != len(parts) or any(h.rev not in (None, rev) for h in unit.hits):
                 logger.warning(
                     "Skipping a hit in document %r: the store holds an incomplete or "
                     "superseded version of it (an interrupted or running add_documents). "
                     "Re-run add_documents for it.",
-                    hit.doc_id,
+                    unit.doc_id,
                 )
                 continue
-            out.append(_window(hit, [u for u in units if u is not None], first, last))
+            out.append(_window(unit, present))
         texts = [d.page_content for d in out]
-        for doc, tokens in zip(out, _count_many(self.token_counter, texts), strict=False):
+        for doc, tokens in zip(out, _count_many(self.token_counter, texts), strict=True):
             doc.metadata["tokens"] = tokens
         return out
 
@@ -412,7 +536,9 @@ def _still_pending(pending: dict[str, int], hits: set[str]) -> dict[str, int]:
 def _to_hit(doc: Document, score: float) -> _Hit:
     meta = doc.metadata
     try:
-        return _Hit(meta[PREFIX + "doc"], int(meta[PREFIX + "i"]), int(meta[PREFIX + "n"]), meta[PREFIX + "rev"], score)
+        return _Hit(
+            meta[PREFIX + "doc"], int(meta[PREFIX + "i"]), int(meta[PREFIX + "n"]), meta[PREFIX + "rev"], score, {}
+        )
     except KeyError:
         msg = (
             f"The vector store returned a record without sentence positions ({doc.id!r}). "
@@ -421,33 +547,52 @@ def _to_hit(doc: Document, score: float) -> _Hit:
         raise ValueError(msg) from None
 
 
-def _needed_ids(hits: list[_Hit], before: int, after: int) -> list[str]:
-    """Every id the windows need, plus each document's head, for one batched fetch."""
+def _from_match(doc: Document) -> _Hit:
+    """A hit rebuilt from a match-only result (or any unit with the same metadata)."""
+    m = doc.metadata
+    try:
+        extra = {key: m[key] for key in _CARRIED if key in m}
+        return _Hit(m["doc_id"], int(m["hit"]), int(m["n_sentences"]), None, float(m["score"]), extra)
+    except KeyError as exc:
+        msg = (
+            f"expand_hits needs the metadata of a match-only result (doc_id, hit, n_sentences, "
+            f"score); document {doc.id!r} lacks {exc}. Retrieve it with expand=False."
+        )
+        raise ValueError(msg) from None
+
+
+def _needed_ids(units: list[_Unit]) -> list[str]:
+    """Every id the units need, plus each document's head, for one batched fetch."""
     ids: dict[str, None] = {}
-    for hit in hits:
-        ids[unit_id(hit.doc_id, 0)] = None
-        first, last = window_bounds(hit.index, hit.n, before, after)
-        for i in range(first, last):
-            ids[unit_id(hit.doc_id, i)] = None
+    for unit in units:
+        ids[unit_id(unit.doc_id, 0)] = None
+        for i in range(unit.first, unit.last):
+            ids[unit_id(unit.doc_id, i)] = None
     return list(ids)
 
 
-def _same_rev(units: list[Document | None], rev: str) -> bool:
-    return all(u is not None and u.metadata.get(PREFIX + "rev") == rev for u in units)
-
-
-def _window(hit: _Hit, units: list[Document], first: int, last: int) -> Document:
+def _joined(records: list[Document]) -> str:
+    """Consecutive sentence records as they stand in the source, gaps included."""
     parts = []
-    for u in units[:-1]:
-        parts += [u.page_content, u.metadata[PREFIX + "gap"]]
-    parts.append(units[-1].page_content)
+    for r in records[:-1]:
+        parts += [r.page_content, r.metadata[PREFIX + "gap"]]
+    parts.append(records[-1].page_content)
+    return "".join(parts)
+
+
+def _window(unit: _Unit, records: list[Document]) -> Document:
+    best = unit.hits[0]
     metadata: dict[str, Any] = {
-        **decode_metadata(units[0].metadata),
-        "doc_id": hit.doc_id,
-        "hit": hit.index,
-        "span": [first, last],
-        "start_index": units[0].metadata[PREFIX + "start"],
-        "end_index": units[-1].metadata[PREFIX + "end"],
-        "score": hit.score,
+        **decode_metadata(records[0].metadata),
+        **best.extra,
+        "doc_id": unit.doc_id,
+        "hit": best.index,
+        "hits": [h.index for h in unit.hits],
+        "span": [unit.first, unit.last],
+        "start_index": records[0].metadata[PREFIX + "start"],
+        "end_index": records[-1].metadata[PREFIX + "end"],
+        "score": best.score,
+        "n_sentences": unit.n,
+        "sentences": [[r.metadata[PREFIX + "start"], r.metadata[PREFIX + "end"]] for r in records],
     }
-    return Document(page_content="".join(parts), metadata=metadata, id=f"{hit.doc_id}::{first}-{last}")
+    return Document(page_content=_joined(records), metadata=metadata, id=f"{unit.doc_id}::{unit.first}-{unit.last}")

@@ -1,0 +1,338 @@
+"""Fitting retrieved units into a token budget, and formatting them as the context.
+
+A per-unit cap does not bound a prompt: the budget applies to the sum of the units as
+the chain joins them, and, where the prompt is given, to the whole rendered prompt
+(system text, history, question). :func:`fit_to_budget` guarantees that the context it
+returns counts at most ``max_tokens`` (less ``reserve``), measured on the joined text
+itself, never unit by unit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal
+
+from langchain_core.callbacks import dispatch_custom_event
+from langchain_core.documents import Document
+from langchain_core.messages import BaseMessage
+from langchain_core.prompt_values import PromptValue
+from langchain_core.prompts import BasePromptTemplate
+from langchain_core.runnables import RunnableConfig, RunnableLambda
+
+from langchain_expand.tokens import TokenCounter
+
+__all__ = ["BudgetReport", "FitToBudget", "count_prompt_tokens", "fit_to_budget", "format_docs"]
+
+Order = Literal["rank", "score", "position", "lost_in_middle"]
+Formatter = Callable[[Sequence[Document]], str]
+
+MESSAGE_OVERHEAD = 4
+"""Tokens of framing per chat message (role and separators), as OpenAI's chat format counts."""
+REPLY_OVERHEAD = 3
+"""Tokens that prime the assistant's reply in OpenAI's chat format."""
+
+
+def format_docs(documents: Sequence[Document], *, separator: str = "\n\n", labels: bool = True) -> str:
+    """Join units into one context string, each under a source label.
+
+    Args:
+        documents: The units, in the order they should appear.
+        separator: What stands between units; count with the same one in ``FitToBudget``.
+        labels: Put ``[n] doc_id (chars start-end)`` above each unit.
+    """
+    if not labels:
+        return separator.join(d.page_content for d in documents)
+    blocks = []
+    for n, doc in enumerate(documents, 1):
+        m = doc.metadata
+        where = f" (chars {m['start_index']}-{m['end_index']})" if "start_index" in m and "end_index" in m else ""
+        blocks.append(f"[{n}] {m.get('doc_id', m.get('source', doc.id or '?'))}{where}\n{doc.page_content}")
+    return separator.join(blocks)
+
+
+def count_prompt_tokens(prompt: PromptValue, counter: Callable[[str], int]) -> int:
+    """Tokens of a rendered prompt: its text, or for chat, each message plus its framing."""
+    messages = prompt.to_messages()
+    if prompt.__class__.__name__ == "StringPromptValue":
+        return counter(prompt.to_string())
+    return REPLY_OVERHEAD + sum(_message_tokens(m, counter) for m in messages)
+
+
+def _message_tokens(message: BaseMessage, counter: Callable[[str], int]) -> int:
+    name = message.name or ""
+    return MESSAGE_OVERHEAD + counter(message.text) + (counter(name) if name else 0)
+
+
+@dataclass(frozen=True)
+class BudgetReport:
+    """What fitting did: the tokens used, and how many units were kept, shrunk or dropped."""
+
+    max_tokens: int
+    used: int
+    kept: int
+    truncated: int
+    dropped: int
+
+    def as_dict(self) -> dict[str, int]:
+        """The report as plain data, for metadata and callback events."""
+        return {
+            "max_tokens": self.max_tokens,
+            "used": self.used,
+            "kept": self.kept,
+            "truncated": self.truncated,
+            "dropped": self.dropped,
+        }
+
+
+def fit_to_budget(
+    documents: Sequence[Document],
+    max_tokens: int,
+    *,
+    token_counter: Callable[[str], int] | None = None,
+    separator: str = "\n\n",
+    formatter: Formatter | None = None,
+    reserve: int = 0,
+    order: Order = "rank",
+    measure: Callable[[str], int] | None = None,
+) -> tuple[list[Document], BudgetReport]:
+    """Keep the best-ranked units whose joined context fits ``max_tokens - reserve``.
+
+    Policy: units are taken in rank (input) order. A unit that does not fit is first
+    shrunk, a window losing sentences from its edges but never its hit; if even that
+    does not fit it is dropped and smaller, lower-ranked units still get their turn.
+    Kept units are then put in ``order``. Shrunk units carry ``truncated=True``; every
+    unit carries ``budget`` (the report as a dict). The input is never mutated.
+
+    Args:
+        documents: Units, best first.
+        max_tokens: The budget for the context (or the whole prompt, with ``measure``).
+        token_counter: Counts tokens; a ``TokenCounter`` (cl100k_base) by default.
+        separator: Joins the units when no ``formatter`` is given.
+        formatter: Builds the context string exactly as the chain will, e.g.
+            :func:`format_docs`; its output is what gets counted.
+        reserve: Tokens kept free for the rest of the prompt.
+        order: ``"rank"`` (as given), ``"score"``, ``"position"`` (document order) or
+            ``"lost_in_middle"`` (best units at both ends, weakest in the middle).
+        measure: Counts the whole prompt around a context string; replaces the plain
+            count of the context when the budget is for the whole prompt.
+
+    Returns:
+        The kept units and a :class:`BudgetReport`.
+
+    Raises:
+        ValueError: When ``max_tokens`` or ``reserve`` is out of range or ``order`` unknown.
+    """
+    _check(max_tokens, reserve, order)
+    counter = token_counter or TokenCounter()
+    render: Formatter = formatter or (lambda docs: separator.join(d.page_content for d in docs))
+    size = measure or counter
+    limit = max_tokens - reserve
+
+    def fits(units: Sequence[Document]) -> bool:
+        return size(render(units)) <= limit
+
+    def fits_after(prefix: list[Document], unit: Document) -> bool:
+        return fits([*prefix, unit])
+
+    if not fits([]):
+        msg = (
+            f"The prompt without any context is already {size(render([]))} tokens, over the budget of "
+            f"{limit}. Raise `max_tokens` or shorten the prompt, history or question."
+        )
+        raise ValueError(msg)
+    kept: list[tuple[int, Document]] = []
+    dropped = truncated = 0
+    for rank, doc in enumerate(documents):
+        current = [d for _, d in kept]
+        if fits([*current, doc]):
+            kept.append((rank, doc))
+            continue
+        smaller = _shrink(doc, partial(fits_after, current), counter)
+        if smaller is None:
+            dropped += 1
+        else:
+            kept.append((rank, smaller))
+            truncated += 1
+    ordered = _ordered(kept, order)
+    while ordered and not fits([d for _, d in ordered]):  # reordering moved a token boundary
+        worst = max(ordered, key=lambda item: item[0])
+        ordered.remove(worst)
+        dropped += 1
+    final = [d for _, d in ordered]
+    report = BudgetReport(limit, size(render(final)), len(final), truncated, dropped)
+    stamped = [
+        Document(
+            page_content=d.page_content,
+            metadata={"truncated": False, **d.metadata, "budget": report.as_dict()},
+            id=d.id,
+        )
+        for d in final
+    ]
+    return stamped, report
+
+
+def _check(max_tokens: int, reserve: int, order: str) -> None:
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        msg = f"`max_tokens` must be a positive integer, got {max_tokens!r}."
+        raise ValueError(msg)
+    if reserve < 0 or reserve >= max_tokens:
+        msg = f"`reserve` must be >= 0 and below `max_tokens` ({max_tokens}), got {reserve}."
+        raise ValueError(msg)
+    if order not in ("rank", "score", "position", "lost_in_middle"):
+        msg = f"`order` must be 'rank', 'score', 'position' or 'lost_in_middle', got {order!r}."
+        raise ValueError(msg)
+
+
+def _shrink(doc: Document, fits: Callable[[Document], bool], counter: Callable[[str], int]) -> Document | None:
+    """The largest edge-trimmed version of a window that fits and keeps its hit, or None."""
+    m = doc.metadata
+    sentences = m.get("sentences")
+    if not sentences or "hit" not in m or "span" not in m or "start_index" not in m:
+        return None
+    hit = int(m["hit"]) - int(m["span"][0])
+    if not 0 <= hit < len(sentences):
+        return None
+    lo, hi = 0, len(sentences)
+    while (lo, hi) != (hit, hit + 1):
+        # drop the sentence farthest from the hit; on a tie, the one after it
+        if hi - 1 - hit >= hit - lo:
+            hi -= 1
+        else:
+            lo += 1
+        candidate = _trimmed(doc, lo, hi, counter)
+        if fits(candidate):
+            return candidate
+    return None
+
+
+def _trimmed(doc: Document, lo: int, hi: int, counter: Callable[[str], int]) -> Document:
+    m = doc.metadata
+    base = int(m["start_index"])
+    sentences = m["sentences"][lo:hi]
+    start, end = int(sentences[0][0]), int(sentences[-1][1])
+    first = int(m["span"][0]) + lo
+    text = doc.page_content[start - base : end - base]
+    metadata = {
+        **m,
+        "span": [first, first + (hi - lo)],
+        "start_index": start,
+        "end_index": end,
+        "sentences": [list(s) for s in sentences],
+        "truncated": True,
+    }
+    if "hits" in m:
+        metadata["hits"] = [h for h in m["hits"] if first <= h < first + (hi - lo)]
+    if "tokens" in m:
+        metadata["tokens"] = counter(text)
+    return Document(page_content=text, metadata=metadata, id=doc.id)
+
+
+def _ordered(kept: list[tuple[int, Document]], order: Order) -> list[tuple[int, Document]]:
+    if order == "score":
+        return sorted(kept, key=lambda item: -float(item[1].metadata.get("score", 0.0)))
+    if order == "position":
+        return sorted(
+            kept, key=lambda item: (str(item[1].metadata.get("doc_id", "")), item[1].metadata.get("start_index", 0))
+        )
+    if order == "lost_in_middle":
+        front, back = kept[0::2], kept[1::2]
+        return front + back[::-1]
+    return list(kept)
+
+
+class FitToBudget(RunnableLambda[Any, Any]):
+    """A runnable that fits units into a token budget: ``... | FitToBudget(max_tokens=2000)``.
+
+    Without ``prompt``, it maps ``list[Document]`` to the kept ``list[Document]``, and
+    the joined context (``separator``, or ``formatter``) counts at most
+    ``max_tokens - reserve``.
+
+    With ``prompt`` (whole-prompt mode), its input is the prompt's input dict with the
+    units under ``context_key``; the output is the same dict with the formatted context
+    string there (and the kept units under ``context_key + "_docs"``), ready for
+    ``| prompt``, and the whole rendered prompt counts at most ``max_tokens``.
+
+    Each call reports what it did as a ``fit_to_budget`` custom callback event.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_core.prompts import ChatPromptTemplate
+            from langchain_expand import FitToBudget, MergeOverlaps
+
+            prompt = ChatPromptTemplate.from_messages(
+                [("system", "Answer from the context: {context}"), ("human", "{question}")]
+            )
+            chain = (
+                {"context": retriever | MergeOverlaps(), "question": lambda q: q}
+                | FitToBudget(max_tokens=4000, prompt=prompt)
+                | prompt
+                | model
+            )
+    """
+
+    def __init__(
+        self,
+        max_tokens: int,
+        *,
+        token_counter: Callable[[str], int] | None = None,
+        separator: str = "\n\n",
+        formatter: Formatter | None = None,
+        reserve: int = 0,
+        order: Order = "rank",
+        prompt: BasePromptTemplate[Any] | None = None,
+        context_key: str = "context",
+    ) -> None:
+        """Configure the budget; arguments as in :func:`fit_to_budget`.
+
+        Args:
+            max_tokens: The budget.
+            token_counter: Counts tokens; ``TokenCounter()`` by default.
+            separator: Joins units when no ``formatter`` is given.
+            formatter: Builds the context string; it is what gets counted.
+            reserve: Tokens kept free.
+            order: The order of the kept units.
+            prompt: The chain's prompt; turns on whole-prompt mode.
+            context_key: The prompt variable that receives the context.
+        """
+        _check(max_tokens, reserve, order)
+        counter = token_counter or TokenCounter()
+        render: Formatter = formatter or (lambda docs: separator.join(d.page_content for d in docs))
+
+        def fit_documents(documents: list[Document], config: RunnableConfig) -> list[Document]:
+            kept, report = fit_to_budget(
+                documents, max_tokens, token_counter=counter, formatter=render, reserve=reserve, order=order
+            )
+            _report(report, config)
+            return kept
+
+        def fit_prompt(inputs: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
+            assert prompt is not None
+            if not isinstance(inputs, Mapping) or context_key not in inputs:
+                msg = f"In whole-prompt mode the input must be a dict holding the units under {context_key!r}."
+                raise ValueError(msg)
+
+            def measure(context: str) -> int:
+                return count_prompt_tokens(prompt.invoke({**inputs, context_key: context}), counter)
+
+            kept, report = fit_to_budget(
+                list(inputs[context_key]),
+                max_tokens,
+                token_counter=counter,
+                formatter=render,
+                reserve=reserve,
+                order=order,
+                measure=measure,
+            )
+            _report(report, config)
+            return {**inputs, context_key: render(kept), f"{context_key}_docs": kept}
+
+        super().__init__(fit_prompt if prompt is not None else fit_documents, name="FitToBudget")
+
+
+def _report(report: BudgetReport, config: RunnableConfig) -> None:
+    with suppress(RuntimeError):  # called outside a run: there is no callback to tell
+        dispatch_custom_event("fit_to_budget", report.as_dict(), config=config)

@@ -1,0 +1,192 @@
+"""Rerank the matched units, then expand them: never the other way round.
+
+The ordering rule: a reranker must score what the retriever matched, the sentence
+(or the parent retriever's child chunk), not the window or parent built around it. A
+cross-encoder that scores a five-sentence window is scoring four sentences the
+retriever never matched, and a distinctive one-sentence match can be scored down to
+nothing by its neighbours. So the pipeline is: match (``expand=False``), rerank the
+matches, keep ``top_n``, then expand the survivors into windows or parents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+    Callbacks,
+)
+from langchain_core.documents import BaseDocumentCompressor, Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
+from pydantic import ConfigDict
+
+__all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "rerank", "rerank_then_expand_chain"]
+
+
+@runtime_checkable
+class Expandable(Protocol):
+    """A retriever that can return matches alone and expand them afterwards."""
+
+    def invoke(self, input: str, config: Any = None, **kwargs: Any) -> list[Document]:
+        """Retrieve; called with ``k=`` and ``expand=False`` for matches alone."""
+        ...
+
+    def expand_hits(self, hits: Sequence[Document]) -> list[Document]:
+        """Expand matches (in the given order) into their bigger units."""
+        ...
+
+    async def aexpand_hits(self, hits: Sequence[Document]) -> list[Document]:
+        """Async twin of ``expand_hits``."""
+        ...
+
+
+def rerank(
+    reranker: BaseDocumentCompressor, hits: Sequence[Document], query: str, top_n: int, callbacks: Callbacks = None
+) -> list[Document]:
+    """Rerank matches, keep ``top_n``, and record ``rerank_score`` on copies of them.
+
+    LangChain's ``CrossEncoderReranker`` drops its scores, so for it the cross-encoder
+    is called directly (the same scoring and sort); other compressors are asked to
+    ``compress_documents`` and their ``relevance_score`` metadata, where they set one,
+    becomes ``rerank_score``.
+    """
+    scored = _cross_encoder_scores(reranker, hits, query)
+    if scored is None:
+        kept = list(reranker.compress_documents(hits, query, callbacks=callbacks))
+        scored = [(d, d.metadata.get("relevance_score")) for d in kept]
+    out = []
+    for doc, score in scored[:top_n]:
+        metadata = {**doc.metadata}
+        if score is not None:
+            metadata["rerank_score"] = float(score)
+        out.append(Document(page_content=doc.page_content, metadata=metadata, id=doc.id))
+    return out
+
+
+def _cross_encoder_scores(
+    reranker: BaseDocumentCompressor, hits: Sequence[Document], query: str
+) -> list[tuple[Document, float | None]] | None:
+    from langchain_classic.retrievers.document_compressors import CrossEncoderReranker
+
+    if not isinstance(reranker, CrossEncoderReranker) or not hits:
+        return None
+    scores = reranker.model.score([(query, doc.page_content) for doc in hits])
+    order = sorted(range(len(hits)), key=lambda i: -float(scores[i]))
+    return [(hits[i], float(scores[i])) for i in order]
+
+
+class RerankThenExpand(BaseRetriever):
+    """Match small units, rerank them, expand the best: a drop-in ``BaseRetriever``.
+
+    The reranker sees only the matched sentences (or child chunks); expansion to
+    windows (or parents) happens after. Each result keeps ``score`` (retrieval) and
+    ``rerank_score``.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_expand import EmbeddingsReranker, RerankThenExpand
+
+            pipeline = RerankThenExpand(
+                retriever=window_retriever,  # a SentenceWindowRetriever
+                reranker=EmbeddingsReranker(embeddings=my_embeddings),  # or CrossEncoderReranker
+                fetch_k=20,
+                top_n=4,
+            )
+            pipeline.invoke("what did they decide about the budget?")
+    """
+
+    retriever: Any
+    """The retriever: ``SentenceWindowRetriever`` or ``BudgetedParentDocumentRetriever``."""
+    reranker: BaseDocumentCompressor
+    """Scores the matches, e.g. LangChain's ``CrossEncoderReranker``."""
+    fetch_k: int = 20
+    """Matches retrieved for the reranker to score."""
+    top_n: int = 4
+    """Matches kept after reranking, each then expanded."""
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Validate the collaborators and the counts."""
+        if not isinstance(self.retriever, Expandable):
+            msg = (
+                f"`retriever` must match first and expand after (have `expand_hits`), got "
+                f"{type(self.retriever).__name__}. Use SentenceWindowRetriever or BudgetedParentDocumentRetriever."
+            )
+            raise ValueError(msg)
+        if self.top_n < 1 or self.fetch_k < self.top_n:
+            msg = f"Need 1 <= `top_n` <= `fetch_k`, got top_n={self.top_n}, fetch_k={self.fetch_k}."
+            raise ValueError(msg)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, top_n: int | None = None
+    ) -> list[Document]:
+        hits = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()}, k=self.fetch_k, expand=False)
+        best = rerank(self.reranker, hits, query, top_n or self.top_n, callbacks=run_manager.get_child())
+        expanded: list[Document] = self.retriever.expand_hits(best)
+        return expanded
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, top_n: int | None = None
+    ) -> list[Document]:
+        hits = await self.retriever.ainvoke(
+            query, config={"callbacks": run_manager.get_child()}, k=self.fetch_k, expand=False
+        )
+        best = rerank(self.reranker, hits, query, top_n or self.top_n, callbacks=run_manager.get_child())
+        expanded: list[Document] = await self.retriever.aexpand_hits(best)
+        return expanded
+
+
+def rerank_then_expand_chain(
+    retriever: Any, reranker: BaseDocumentCompressor, *, fetch_k: int = 20, top_n: int = 4
+) -> Runnable[str, list[Document]]:
+    """The same pipeline as an explicit LCEL chain: hits, then rerank, then expand.
+
+    ``question -> {"query", "hits"} -> reranked hits -> expanded units``; each step is
+    its own runnable, visible in traces, and any can be swapped.
+    """
+    matches = RunnableLambda(lambda q: retriever.invoke(q, k=fetch_k, expand=False), name="match")
+    reranked: RunnableLambda[dict[str, Any], list[Document]] = RunnableLambda(
+        lambda x: rerank(reranker, x["hits"], x["query"], top_n), name="rerank"
+    )
+    expanded = RunnableLambda(retriever.expand_hits, afunc=retriever.aexpand_hits, name="expand")
+    chain: Runnable[str, list[Document]] = {"query": RunnablePassthrough(), "hits": matches} | reranked | expanded
+    return chain
+
+
+class EmbeddingsReranker(BaseDocumentCompressor):
+    """Reranks by cosine similarity between the query and each text: an offline scorer.
+
+    A stand-in for a cross-encoder where none can be loaded; it reads the text it is
+    given, so it obeys the same ordering rule. Sets ``relevance_score``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    embeddings: Embeddings
+    """The model that embeds the query and the texts."""
+    top_n: int | None = None
+    """How many to keep; all when None."""
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        """Sort ``documents`` by cosine similarity to ``query``, best first."""
+        if not documents:
+            return []
+        q = np.asarray(self.embeddings.embed_query(query), dtype=np.float64)
+        m = np.asarray(self.embeddings.embed_documents([d.page_content for d in documents]), dtype=np.float64)
+        sims = (m @ q) / (np.linalg.norm(m, axis=1) * np.linalg.norm(q) + 1e-12)
+        order = np.argsort(-sims)[: self.top_n]
+        return [
+            Document(
+                page_content=documents[i].page_content,
+                metadata={**documents[i].metadata, "relevance_score": float(sims[i])},
+                id=documents[i].id,
+            )
+            for i in order
+        ]

@@ -1,0 +1,187 @@
+"""Merging overlapping units, so the same source text is never sent twice.
+
+Two windows around adjacent hits overlap; sent as they are, the shared sentences reach
+the model twice and read as corroboration. :func:`merge_overlaps` turns every group of
+units of one document whose char ranges overlap (or touch within ``gap``) into a single
+unit covering the union, text in document order, each character once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.runnables import RunnableLambda
+
+from langchain_expand.tokens import TokenCounter
+
+__all__ = ["MergeOverlaps", "merge_overlaps"]
+
+SourceText = Callable[[str], str]
+"""Gives the full source text of a document id; needed only to bridge gaps."""
+
+
+def _located(doc: Document) -> bool:
+    m = doc.metadata
+    return (
+        isinstance(m.get("doc_id"), str)
+        and isinstance(m.get("start_index"), int)
+        and isinstance(m.get("end_index"), int)
+    )
+
+
+def _distance(a: Document, b: Document) -> int:
+    """How far ``b`` starts after ``a`` ends: sentences where both have spans, else chars."""
+    if "span" in a.metadata and "span" in b.metadata:
+        return int(b.metadata["span"][0]) - int(a.metadata["span"][1])
+    return int(b.metadata["start_index"]) - int(a.metadata["end_index"])
+
+
+def merge_overlaps(
+    documents: Sequence[Document],
+    *,
+    gap: int = 0,
+    source: SourceText | None = None,
+    token_counter: Callable[[str], int] | None = None,
+) -> list[Document]:
+    """Merge units of the same document whose ranges overlap or lie within ``gap``.
+
+    Units need ``doc_id``, ``start_index`` and ``end_index`` metadata; others pass
+    through untouched. A merged unit sits at the rank of its best-ranked member and
+    holds ``hits`` (every member's hits, best first), ``score`` (the best), the union's
+    ``start_index``/``end_index``, and ``span`` when all members had one. The input is
+    never mutated, and merging a merged list changes nothing.
+
+    Args:
+        documents: Units, best first.
+        gap: Also merge units this far apart: in sentences where both carry ``span``,
+            else in chars. 0 merges units whose char ranges overlap or touch, the
+            ones that would send text twice; it never needs ``source``.
+        source: Full text by document id; required when ``gap`` > 0 has to bridge text
+            that no unit holds.
+        token_counter: Recounts ``tokens`` of merged units; a ``TokenCounter`` by default.
+
+    Raises:
+        ValueError: When ``gap`` is negative, or a gap must be bridged without ``source``.
+    """
+    if gap < 0:
+        msg = f"`gap` must be >= 0, got {gap}."
+        raise ValueError(msg)
+    groups: dict[str, list[int]] = {}
+    for rank, doc in enumerate(documents):
+        if _located(doc):
+            groups.setdefault(doc.metadata["doc_id"], []).append(rank)
+    placed: dict[int, Document] = {}
+    absorbed: set[int] = set()
+    for ranks in groups.values():
+        ordered = sorted(ranks, key=lambda r: (documents[r].metadata["start_index"], r))
+        component = [ordered[0]]
+        reach = documents[ordered[0]]
+        for r in ordered[1:]:
+            doc = documents[r]
+            touching = doc.metadata["start_index"] <= reach.metadata["end_index"]
+            if touching or (gap > 0 and _distance(reach, doc) <= gap):
+                component.append(r)
+                if doc.metadata["end_index"] > reach.metadata["end_index"]:
+                    reach = doc
+            else:
+                _place(documents, component, placed, absorbed, source)
+                component, reach = [r], doc
+        _place(documents, component, placed, absorbed, source)
+    counter = token_counter
+    out = []
+    for rank, doc in enumerate(documents):
+        if rank in absorbed:
+            continue
+        merged = placed.get(rank, doc)
+        if merged is not doc and "tokens" in merged.metadata:
+            counter = counter or TokenCounter()
+            merged.metadata["tokens"] = counter(merged.page_content)
+        out.append(merged)
+    return out
+
+
+def _place(
+    documents: Sequence[Document],
+    component: list[int],
+    placed: dict[int, Document],
+    absorbed: set[int],
+    source: SourceText | None,
+) -> None:
+    if len(component) == 1:
+        return
+    best = min(component)
+    placed[best] = _union([documents[r] for r in component], [documents[r] for r in sorted(component)], source)
+    absorbed.update(r for r in component if r != best)
+
+
+def _union(by_position: list[Document], by_rank: list[Document], source: SourceText | None) -> Document:
+    """One unit covering ``by_position`` (sorted by start), ranked as ``by_rank[0]``."""
+    first = by_position[0]
+    doc_id = first.metadata["doc_id"]
+    parts = [first.page_content]
+    end = first.metadata["end_index"]
+    for doc in by_position[1:]:
+        start, stop = doc.metadata["start_index"], doc.metadata["end_index"]
+        if start > end:
+            if source is None:
+                msg = (
+                    f"Merging units of document {doc_id!r} across chars {end}-{start} needs the text "
+                    "between them: pass `source=` (a function from document id to its text)."
+                )
+                raise ValueError(msg)
+            parts.append(source(doc_id)[end:start])
+            parts.append(doc.page_content)
+        elif stop > end:
+            parts.append(doc.page_content[end - start :])
+        end = max(end, stop)
+    best = by_rank[0]
+    metadata: dict[str, Any] = {**best.metadata}
+    metadata["hits"] = [h for d in by_rank for h in d.metadata.get("hits", [d.metadata.get("hit")]) if h is not None]
+    scores = [d.metadata["score"] for d in by_rank if isinstance(d.metadata.get("score"), int | float)]
+    if scores:
+        metadata["score"] = max(scores)
+    metadata["start_index"] = first.metadata["start_index"]
+    metadata["end_index"] = end
+    if all("span" in d.metadata for d in by_position):
+        metadata["span"] = [
+            min(d.metadata["span"][0] for d in by_position),
+            max(d.metadata["span"][1] for d in by_position),
+        ]
+    if all("sentences" in d.metadata for d in by_position):
+        seen = {tuple(s) for d in by_position for s in d.metadata["sentences"]}
+        metadata["sentences"] = [list(s) for s in sorted(seen)]
+    return Document(page_content="".join(parts), metadata=metadata, id=best.id)
+
+
+class MergeOverlaps(RunnableLambda[list[Document], list[Document]]):
+    """A runnable that merges overlapping units: ``retriever | MergeOverlaps()``.
+
+    See :func:`merge_overlaps` for the rules. Sync, async and batch all work.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_expand import FitToBudget, MergeOverlaps
+
+            context = retriever | MergeOverlaps() | FitToBudget(max_tokens=2000)
+    """
+
+    def __init__(
+        self,
+        *,
+        gap: int = 0,
+        source: SourceText | None = None,
+        token_counter: Callable[[str], int] | None = None,
+    ) -> None:
+        """Configure the merge; arguments as in :func:`merge_overlaps`."""
+        if gap < 0:
+            msg = f"`gap` must be >= 0, got {gap}."
+            raise ValueError(msg)
+        counter = token_counter or TokenCounter()
+
+        def merge(documents: list[Document]) -> list[Document]:
+            return merge_overlaps(documents, gap=gap, source=source, token_counter=counter)
+
+        super().__init__(merge, name="MergeOverlaps")

@@ -1,0 +1,194 @@
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.documents import Document
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import RunnablePassthrough
+from pydantic import Field
+
+from langchain_expand import (
+    FitToBudget,
+    MergeOverlaps,
+    SentenceWindowRetriever,
+    TokenCounter,
+    count_prompt_tokens,
+    fit_to_budget,
+    format_docs,
+)
+
+from .test_spans import SENTENCES, SOURCE, window
+
+COUNTER = TokenCounter()
+
+
+def joined_tokens(docs: list[Document], separator: str = "\n\n") -> int:
+    return COUNTER(separator.join(d.page_content for d in docs))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, len(SENTENCES) - 1), st.integers(0, 4), st.integers(0, 4)), max_size=10),
+    st.integers(1, 800),
+    st.sampled_from(["rank", "score", "position", "lost_in_middle"]),
+)
+def test_budget_is_never_exceeded(hits: list[tuple[int, int, int]], budget: int, order: Any) -> None:
+    docs = [window(h, b, a, score=1 - i / 50) for i, (h, b, a) in enumerate(hits)]
+    frozen = copy.deepcopy(docs)
+    kept, report = fit_to_budget(docs, budget, order=order)
+    assert docs == frozen
+    assert joined_tokens(kept) <= budget
+    assert report.used == joined_tokens(kept)
+    assert report.kept + report.dropped == len(docs)
+    for doc in kept:
+        m = doc.metadata
+        assert SOURCE[m["start_index"] : m["end_index"]] == doc.page_content
+        assert m["span"][0] <= m["hit"] < m["span"][1]  # shrinking never loses the hit
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=300), max_size=8), st.integers(1, 300), st.sampled_from(["\n\n", " | ", ""]))
+def test_budget_holds_for_any_units_and_separator(texts: list[str], budget: int, separator: str) -> None:
+    docs = [Document(t) for t in texts]
+    kept, _ = fit_to_budget(docs, budget, separator=separator)
+    assert joined_tokens(kept, separator) <= budget
+
+
+def test_a_unit_that_does_not_fit_is_shrunk_from_its_edges_keeping_the_hit() -> None:
+    doc = window(60, 4, 4)
+    budget = COUNTER(doc.page_content) - 1
+    (kept,), report = fit_to_budget([doc], budget)
+    m = kept.metadata
+    assert m["truncated"] is True
+    assert report.truncated == 1
+    assert m["span"][0] <= 60 < m["span"][1]
+    assert m["span"][1] - m["span"][0] < 9
+    assert kept.page_content == SOURCE[m["start_index"] : m["end_index"]]
+
+
+def test_skip_and_continue_keeps_smaller_lower_ranked_units() -> None:
+    big = Document("word " * 400, metadata={"score": 0.9})  # no sentence map: cannot shrink
+    small = window(30, 0, 0, score=0.5)
+    kept, report = fit_to_budget([big, small], 100)
+    assert kept[0].page_content == small.page_content
+    assert report.dropped == 1
+    assert kept[0].metadata["budget"]["dropped"] == 1
+
+
+def test_reserve_leaves_room_for_the_rest_of_the_prompt() -> None:
+    docs = [window(h, 2, 2) for h in (10, 50, 90, 130)]
+    kept, report = fit_to_budget(docs, 300, reserve=200)
+    assert joined_tokens(kept) <= 100
+    assert report.max_tokens == 100
+
+
+def test_output_orders() -> None:
+    docs = [window(90, 0, 0, score=0.9), window(10, 0, 0, score=0.8), window(50, 0, 0, score=0.95)]
+    by = {
+        o: [d.metadata["hit"] for d in fit_to_budget(docs, 10_000, order=o)[0]] for o in ("rank", "score", "position")
+    }
+    assert by == {"rank": [90, 10, 50], "score": [50, 90, 10], "position": [10, 50, 90]}
+    five = [window(h, 0, 0) for h in (1, 2, 3, 4, 5)]
+    middle = [d.metadata["hit"] for d in fit_to_budget(five, 10_000, order="lost_in_middle")[0]]
+    assert middle == [1, 3, 5, 4, 2]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"max_tokens": 0}, "`max_tokens` must be a positive integer, got 0"),
+        ({"max_tokens": 10, "reserve": 10}, "`reserve` must be >= 0 and below `max_tokens`"),
+        ({"max_tokens": 10, "order": "random"}, "`order` must be"),
+    ],
+)
+def test_bad_budget_settings_fail_when_built(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        FitToBudget(**kwargs)
+
+
+def test_format_docs_labels_each_unit_and_budget_counts_the_formatted_text() -> None:
+    docs = [window(h, 1, 1) for h in (10, 50, 90)]
+    text = format_docs(docs)
+    assert text.startswith("[1] m (chars ")
+    assert text.count("\n\n[") == 2
+    kept, _ = fit_to_budget(docs, 120, formatter=format_docs)
+    assert COUNTER(format_docs(kept)) <= 120
+
+
+class Events(BaseCallbackHandler):
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def on_custom_event(self, name: str, data: Any, **kwargs: Any) -> None:
+        if name == "fit_to_budget":
+            self.events.append(data)
+
+
+async def test_runnable_sync_async_batch_and_callback_event() -> None:
+    docs = [window(h, 2, 2) for h in (10, 50, 90, 130)]
+    fit = FitToBudget(max_tokens=150)
+    handler = Events()
+    kept = fit.invoke(docs, config={"callbacks": [handler]})
+    assert joined_tokens(kept) <= 150
+    assert handler.events
+    assert handler.events[0]["kept"] == len(kept)
+    assert [d.page_content for d in await fit.ainvoke(docs)] == [d.page_content for d in kept]
+    assert len(fit.batch([docs, docs[:1]])) == 2
+
+
+class Recorder(GenericFakeChatModel):
+    """A fake chat model (no LLM can run here) that keeps the messages it was sent."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(messages)
+        return super()._generate(messages, *args, **kwargs)
+
+
+def test_whole_prompt_mode_fits_the_rendered_prompt_in_a_chain(qmsum_index: SentenceWindowRetriever) -> None:
+    prompt = ChatPromptTemplate.from_messages(
+        [
+            ("system", "You answer questions about meetings using only this context:\n\n{context}"),
+            MessagesPlaceholder("history"),
+            ("human", "{question}"),
+        ]
+    )
+    history = [("human", "Earlier question about the meeting " * 20), ("ai", "An earlier answer " * 20)]
+    model = Recorder(messages=iter([AIMessage("fine")] * 3))
+    budget = 600
+    chain = (
+        {
+            "context": (lambda x: x["question"]) | qmsum_index | MergeOverlaps(),
+            "question": lambda x: x["question"],
+            "history": lambda x: x["history"],
+        }
+        | FitToBudget(max_tokens=budget, prompt=prompt, formatter=format_docs)
+        | RunnablePassthrough.assign(rendered=prompt)
+    )
+    out = chain.invoke({"question": "what colour will the remote control be?", "history": history})
+    assert out["context_docs"], "some context must fit"
+    assert count_prompt_tokens(out["rendered"], COUNTER) <= budget
+    answer = (prompt | model).invoke({k: out[k] for k in ("context", "question", "history")})
+    assert answer.content == "fine"
+    sent = model.seen[-1]
+    assert 3 + sum(4 + COUNTER(m.text) for m in sent) <= budget
+    # without the whole-prompt reserve the same context would overflow the prompt
+    loose = FitToBudget(max_tokens=budget).invoke(qmsum_index.invoke("what colour will the remote control be?"))
+    overflow = prompt.invoke(
+        {"context": "\n\n".join(d.page_content for d in loose), "question": "q", "history": history}
+    )
+    assert count_prompt_tokens(overflow, COUNTER) > budget
+
+
+def test_a_prompt_already_over_budget_is_a_clear_error() -> None:
+    prompt = ChatPromptTemplate.from_messages([("system", "rules " * 200 + "{context}"), ("human", "{question}")])
+    with pytest.raises(ValueError, match="without any context is already"):
+        FitToBudget(max_tokens=50, prompt=prompt).invoke({"context": [], "question": "q"})

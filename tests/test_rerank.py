@@ -1,0 +1,134 @@
+"""Rerank-then-expand with real scorers that read the text they are given."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_classic.retrievers.document_compressors import CrossEncoderReranker
+from langchain_community.cross_encoders.base import BaseCrossEncoder
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import BaseDocumentCompressor, Document
+from langchain_core.embeddings import Embeddings
+from pydantic import Field
+from rank_bm25 import BM25Okapi
+
+from langchain_expand import (
+    EmbeddingsReranker,
+    RerankThenExpand,
+    SentenceSplitter,
+    SentenceWindowRetriever,
+    rerank_then_expand_chain,
+)
+
+from .conftest import load_docs
+
+
+class RecordingBM25(BaseDocumentCompressor):
+    """BM25 over exactly the texts it receives; keeps them for inspection."""
+
+    received: list[str] = Field(default_factory=list)
+
+    def compress_documents(
+        self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
+    ) -> Sequence[Document]:
+        self.received.extend(d.page_content for d in documents)
+        bm25 = BM25Okapi([d.page_content.lower().split() for d in documents])
+        scores = bm25.get_scores(query.lower().split())
+        order = np.argsort(-scores)
+        return [
+            Document(
+                documents[i].page_content,
+                metadata={**documents[i].metadata, "relevance_score": float(scores[i])},
+                id=documents[i].id,
+            )
+            for i in order
+        ]
+
+
+class MiniLMCrossScorer(BaseCrossEncoder):
+    """A cross-encoder interface over the bundled MiniLM (no cross-encoder model can be downloaded)."""
+
+    def __init__(self, embeddings: Embeddings) -> None:
+        self.embeddings = embeddings
+        self.pairs: list[tuple[str, str]] = []
+
+    def score(self, text_pairs: list[tuple[str, str]]) -> list[float]:
+        self.pairs.extend(text_pairs)
+        q = np.asarray(self.embeddings.embed_query(text_pairs[0][0]))
+        m = np.asarray(self.embeddings.embed_documents([t for _, t in text_pairs]))
+        return list(m @ q)
+
+
+QUERY = "what functions should the remote control have"
+
+
+def sentences_of_corpus() -> set[str]:
+    splitter = SentenceSplitter()
+    return {d["text"][s:e] for d in load_docs("qmsum") for s, e in splitter(d["text"])}
+
+
+def test_reranker_sees_only_matched_sentences_and_expansion_comes_after(qmsum_index: SentenceWindowRetriever) -> None:
+    reranker = RecordingBM25()
+    pipeline = RerankThenExpand(retriever=qmsum_index, reranker=reranker, fetch_k=15, top_n=4)
+    results = pipeline.invoke(QUERY)
+    sentences = sentences_of_corpus()
+    assert len(reranker.received) == 15
+    assert all(text in sentences for text in reranker.received)  # single sentences, never windows
+    assert len(results) == 4
+    for doc in results:
+        m = doc.metadata
+        assert m["span"][1] - m["span"][0] > 1 or m["hit"] in (0, m["n_sentences"] - 1)
+        assert "score" in m
+        assert "rerank_score" in m
+    scores = [d.metadata["rerank_score"] for d in results]
+    assert scores == sorted(scores, reverse=True)
+    # the windows are those of the 4 matches BM25 ranks best among the 15
+    matches = qmsum_index.invoke(QUERY, k=15, expand=False)
+    bm25 = BM25Okapi([d.page_content.lower().split() for d in matches]).get_scores(QUERY.lower().split())
+    best = [(matches[i].metadata["doc_id"], matches[i].metadata["hit"]) for i in np.argsort(-bm25)[:4]]
+    assert [(d.metadata["doc_id"], d.metadata["hit"]) for d in results] == best
+
+
+def test_crossencoder_reranker_keeps_its_scores(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
+    scorer = MiniLMCrossScorer(minilm)
+    pipeline = RerankThenExpand(
+        retriever=qmsum_index, reranker=CrossEncoderReranker(model=scorer, top_n=3), fetch_k=10, top_n=3
+    )
+    results = pipeline.invoke(QUERY)
+    sentences = sentences_of_corpus()
+    assert len(scorer.pairs) == 10
+    assert all(text in sentences for _, text in scorer.pairs)
+    assert [round(d.metadata["rerank_score"], 6) for d in results] == sorted(
+        (round(d.metadata["rerank_score"], 6) for d in results), reverse=True
+    )
+
+
+async def test_explicit_chain_matches_the_retriever_sync_and_async(
+    qmsum_index: SentenceWindowRetriever, minilm: Embeddings
+) -> None:
+    reranker = EmbeddingsReranker(embeddings=minilm)
+    retriever = RerankThenExpand(retriever=qmsum_index, reranker=reranker, fetch_k=12, top_n=3)
+    chain = rerank_then_expand_chain(qmsum_index, reranker, fetch_k=12, top_n=3)
+    expected = [d.page_content for d in retriever.invoke(QUERY)]
+    assert [d.page_content for d in chain.invoke(QUERY)] == expected
+    assert [d.page_content for d in await chain.ainvoke(QUERY)] == expected
+    assert [d.page_content for d in await retriever.ainvoke(QUERY)] == expected
+
+
+def test_a_retriever_that_cannot_expand_is_refused(minilm: Embeddings) -> None:
+    from langchain_core.retrievers import BaseRetriever
+
+    class Plain(BaseRetriever):
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+            return []
+
+    with pytest.raises(ValueError, match="must match first and expand after"):
+        RerankThenExpand(retriever=Plain(), reranker=EmbeddingsReranker(embeddings=minilm))
+
+
+def test_top_n_above_fetch_k_is_refused(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
+    with pytest.raises(ValueError, match="Need 1 <= `top_n` <= `fetch_k`"):
+        RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=2, top_n=3)

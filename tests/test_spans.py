@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.documents import Document
+
+from langchain_expand import MergeOverlaps, SentenceSplitter, SentenceWindowRetriever, merge_overlaps, window_bounds
+
+from .conftest import as_documents, load_docs
+
+SOURCE = load_docs("qmsum")[0]["text"]
+SENTENCES = SentenceSplitter()(SOURCE)
+
+
+def window(hit: int, before: int, after: int, doc_id: str = "m", score: float = 0.5) -> Document:
+    first, last = window_bounds(hit, len(SENTENCES), before, after)
+    start, end = SENTENCES[first][0], SENTENCES[last - 1][1]
+    return Document(
+        SOURCE[start:end],
+        metadata={
+            "doc_id": doc_id,
+            "hit": hit,
+            "span": [first, last],
+            "start_index": start,
+            "end_index": end,
+            "score": score,
+            "sentences": [list(s) for s in SENTENCES[first:last]],
+        },
+    )
+
+
+def test_overlapping_windows_become_one_unit_covering_the_union() -> None:
+    a, b, c = window(40, 2, 2, score=0.9), window(42, 2, 2, score=0.7), window(80, 2, 2, score=0.8)
+    merged = merge_overlaps([a, b, c])
+    assert len(merged) == 2
+    union = merged[0]
+    assert union.metadata["span"] == [38, 45]
+    assert union.metadata["hits"] == [40, 42]
+    assert union.metadata["score"] == 0.9
+    assert union.page_content == SOURCE[union.metadata["start_index"] : union.metadata["end_index"]]
+    assert merged[1] is c
+
+
+def test_adjacent_windows_merge_only_with_a_gap_and_a_source() -> None:
+    a, b = window(40, 1, 1), window(43, 1, 1)  # sentences 39-41 and 42-44: adjacent, no shared text
+    assert len(merge_overlaps([a, b])) == 2
+    with pytest.raises(ValueError, match="needs the text between them: pass `source=`"):
+        merge_overlaps([a, b], gap=1)
+    (merged,) = merge_overlaps([a, b], gap=1, source={"m": SOURCE}.__getitem__)
+    assert merged.metadata["span"] == [39, 45]
+    assert merged.page_content == SOURCE[merged.metadata["start_index"] : merged.metadata["end_index"]]
+
+
+def test_units_without_offsets_pass_through_untouched() -> None:
+    plain = Document("no offsets here")
+    assert merge_overlaps([plain, window(10, 1, 1)])[0] is plain
+
+
+def test_negative_gap_is_rejected() -> None:
+    with pytest.raises(ValueError, match="`gap` must be >= 0, got -1"):
+        MergeOverlaps(gap=-1)
+
+
+HITS = st.lists(
+    st.tuples(st.integers(0, len(SENTENCES) - 1), st.integers(0, 4), st.integers(0, 4), st.sampled_from("ab")),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(HITS)
+def test_merging_covers_the_union_once_and_is_idempotent(hits: list[tuple[int, int, int, str]]) -> None:
+    docs = [window(h, b, a, doc_id=d, score=1.0 - i / 100) for i, (h, b, a, d) in enumerate(hits)]
+    frozen = copy.deepcopy(docs)
+    merged = merge_overlaps(docs)
+    assert docs == frozen  # the input is not mutated
+    for doc_id in "ab":
+        wanted = {i for d in docs if d.metadata["doc_id"] == doc_id for i in range(*d.metadata["span"])}
+        got = [i for d in merged if d.metadata["doc_id"] == doc_id for i in range(*d.metadata["span"])]
+        assert sorted(got) == sorted(wanted)  # the union, and no sentence twice
+    for doc in merged:
+        assert doc.page_content == SOURCE[doc.metadata["start_index"] : doc.metadata["end_index"]]
+    assert merge_overlaps(merged) == merged
+
+
+async def test_merge_runnable_supports_sync_async_and_batch() -> None:
+    docs = [window(40, 2, 2), window(41, 2, 2)]
+    runnable = MergeOverlaps()
+    assert len(runnable.invoke(docs)) == 1
+    assert len(await runnable.ainvoke(docs)) == 1
+    assert [len(r) for r in runnable.batch([docs, docs[:1]])] == [1, 1]
+
+
+def test_retriever_merge_counts_merged_units_and_refills_to_k(
+    make_retriever: Callable[..., SentenceWindowRetriever],
+) -> None:
+    retriever = make_retriever(k=6)
+    rows = load_docs("qmsum")
+    retriever.add_documents(as_documents(rows))
+    sources = {r["doc_id"]: r["text"] for r in rows}
+    query = "the remote control should be trendy and original"
+    plain = retriever.invoke(query, before=3, after=3)
+    merged = retriever.invoke(query, before=3, after=3, merge=True)
+    assert len(merged) == 6
+    seen: dict[str, set[int]] = {}
+    for doc in merged:
+        m = doc.metadata
+        assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == doc.page_content
+        sentences = set(range(*m["span"]))
+        assert not sentences & seen.setdefault(m["doc_id"], set())
+        seen[m["doc_id"]] |= sentences
+        assert m["hit"] in m["hits"]
+    # every hit of the unmerged top k is inside some merged unit
+    merged_hits = {(d.metadata["doc_id"], h) for d in merged for h in d.metadata["hits"]}
+    assert {(d.metadata["doc_id"], d.metadata["hit"]) for d in plain} <= merged_hits
+    # merging is also available on the retriever's own output, bridging gaps from the store
+    bridged = MergeOverlaps(gap=2, source=retriever.source_text).invoke(plain)
+    for doc in bridged:
+        m = doc.metadata
+        assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == doc.page_content
