@@ -25,16 +25,19 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests cookbooks scripts
-	$(VENV)/bin/ruff format --check src tests cookbooks scripts
+	$(VENV)/bin/ruff check src tests cookbooks scripts benchmarks
+	$(VENV)/bin/ruff format --check src tests cookbooks scripts benchmarks
 	$(VENV)/bin/mypy
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format src tests cookbooks scripts
-	$(VENV)/bin/ruff check --fix src tests cookbooks scripts
+	$(VENV)/bin/ruff format src tests cookbooks scripts benchmarks
+	$(VENV)/bin/ruff check --fix src tests cookbooks scripts benchmarks
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py
 
 clean:
 	rm -rf $(VENV) .langchain-expand .pytest_cache .mypy_cache .ruff_cache

@@ -306,3 +306,13 @@ def test_a_restarted_process_gives_the_same_answers(tmp_path: Path) -> None:
     second = json.loads(run("query"))
     assert len(first) == 4
     assert first == second
+
+
+def test_small_write_batches_store_the_same_windows(make_retriever: Make) -> None:
+    rows = load_docs("qmsum")[:2]
+    one_batch = make_retriever(k=5)
+    many_batches = make_retriever(k=5, batch_size=37)
+    one_batch.add_documents(as_documents(rows))
+    many_batches.add_documents(as_documents(rows))
+    query = "the remote should be easy to use"
+    assert [d.page_content for d in many_batches.invoke(query)] == [d.page_content for d in one_batch.invoke(query)]

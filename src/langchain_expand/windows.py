@@ -158,14 +158,19 @@ class SentenceWindowRetriever(BaseRetriever):
     """Merge overlapping or adjacent windows of one document; ``k`` then counts merged units."""
     merge_gap: int = 0
     """With ``merge``, also join windows this many sentences apart (the gap is filled in)."""
+    filter: dict[str, Any] | None = None
+    """A metadata filter in the vector store's own syntax, e.g. ``{"source": "a.md"}`` for Chroma."""
     splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
     """Turns a text into sentence spans; a ``SentenceSplitter`` by default."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
     """Counts the ``tokens`` of each returned unit."""
     max_sentence_tokens: int | None = 2048
     """Refuse to index a sentence longer than this: the window bound would not hold."""
-    batch_size: int = 512
-    """Sentences embedded and written per call to the vector store."""
+    batch_size: int = 4096
+    """Sentences embedded and written per call to the vector store. Large on purpose:
+    sentence-transformers sorts each call's texts by length before batching, so big calls
+    pad less (measured: 512 ran at 0.65x the raw-encode floor, 4096+ at ~0.95x). Keep it
+    under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
 
     @model_validator(mode="after")
     def _validate(self) -> SentenceWindowRetriever:
@@ -356,11 +361,13 @@ class SentenceWindowRetriever(BaseRetriever):
         after: int | None = None,
         expand: bool | None = None,
         merge: bool | None = None,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         plan = self._resolve(k, before, after, expand, merge)
+        where = _where(filter if filter is not None else self.filter)
         fetch_k = plan.k
         while True:
-            scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=fetch_k)
+            scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=fetch_k, **where)
             units = plan.units([_to_hit(doc, score) for doc, score in scored])
             if not plan.wants_more(units, len(scored), fetch_k):
                 break
@@ -378,11 +385,13 @@ class SentenceWindowRetriever(BaseRetriever):
         after: int | None = None,
         expand: bool | None = None,
         merge: bool | None = None,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         plan = self._resolve(k, before, after, expand, merge)
+        where = _where(filter if filter is not None else self.filter)
         fetch_k = plan.k
         while True:
-            scored = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=fetch_k)
+            scored = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=fetch_k, **where)
             units = plan.units([_to_hit(doc, score) for doc, score in scored])
             if not plan.wants_more(units, len(scored), fetch_k):
                 break
@@ -472,6 +481,10 @@ class SentenceWindowRetriever(BaseRetriever):
         for doc, tokens in zip(out, _count_many(self.token_counter, texts), strict=True):
             doc.metadata["tokens"] = tokens
         return out
+
+
+def _where(metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
+    return {} if metadata_filter is None else {"filter": metadata_filter}
 
 
 def _fetch(store: VectorStore, ids: list[str]) -> list[Document]:

@@ -1,0 +1,67 @@
+"""Indexing throughput as a ratio to the floor, measured side by side in one run.
+
+The floor is what every design pays: the same sentences through a raw
+``embed_documents`` plus a raw Chroma ``add``. Ours is ``SentenceWindowRetriever.add_documents``
+(splitting, metadata, ids, commit marker included). Reads ../shared/data/qmsum.
+
+Run: ``python benchmarks/indexing.py [--meetings 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+
+import chromadb
+from common import machine, read  # type: ignore[import-not-found]
+from langchain_core.documents import Document
+
+from langchain_expand import SentenceSplitter, SentenceWindowRetriever, chroma_store, default_embeddings
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--meetings", type=int, default=5)
+    args = parser.parse_args()
+    docs = read("qmsum", "docs.jsonl.gz")[: args.meetings]
+    embeddings = default_embeddings()
+    embeddings.embed_documents(["warm up the model"] * 64)
+
+    splitter = SentenceSplitter()
+    sentences = [d["text"][s:e] for d in docs for s, e in splitter(d["text"])]
+    started = time.perf_counter()
+    vectors = embeddings.embed_documents(sentences)
+    collection = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("floor")
+    step = collection._client.get_max_batch_size()
+    for at in range(0, len(sentences), step):
+        collection.add(
+            ids=[str(i) for i in range(at, min(at + step, len(sentences)))],
+            embeddings=vectors[at : at + step],
+            documents=sentences[at : at + step],
+        )
+    floor = time.perf_counter() - started
+
+    store = chroma_store("ours", persist_directory=tempfile.mkdtemp(), embeddings=embeddings)
+    retriever = SentenceWindowRetriever(vectorstore=store)
+    started = time.perf_counter()
+    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    ours = time.perf_counter() - started
+
+    print(
+        json.dumps(
+            {
+                "corpus": f"qmsum, {len(docs)} meetings, {len(sentences)} sentences",
+                "machine": machine(),
+                "floor_seconds": round(floor, 2),
+                "ours_seconds": round(ours, 2),
+                "throughput_vs_floor": round(floor / ours, 3),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
