@@ -4,11 +4,15 @@ import langchain_expand
 def test_public_names_are_pinned() -> None:
     assert sorted(langchain_expand.__all__) == [
         "BudgetReport",
+        "BudgetedParentDocumentRetriever",
         "EmbeddingsReranker",
         "Expandable",
         "FitToBudget",
+        "MarkdownSectionSplitter",
         "MergeOverlaps",
         "RerankThenExpand",
+        "SQLDocStore",
+        "SectionSplitter",
         "SentenceSplitter",
         "SentenceWindowRetriever",
         "Span",

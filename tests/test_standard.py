@@ -6,9 +6,17 @@ import tempfile
 from functools import cache
 from typing import Any
 
+from langchain_core.documents import Document
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
-from langchain_expand import SentenceWindowRetriever, chroma_store, default_embeddings
+from langchain_expand import (
+    BudgetedParentDocumentRetriever,
+    MarkdownSectionSplitter,
+    SentenceWindowRetriever,
+    SQLDocStore,
+    chroma_store,
+    default_embeddings,
+)
 
 from .conftest import as_documents, load_docs
 
@@ -34,3 +42,30 @@ class TestSentenceWindowRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "what colour should the remote control be"
+
+
+@cache
+def _parent_retriever_parts() -> dict[str, Any]:
+    path = tempfile.mkdtemp(prefix="lcx-standard-parents-")
+    parts = {
+        "vectorstore": chroma_store("standard-parents", persist_directory=path, embeddings=default_embeddings()),
+        "docstore": SQLDocStore(f"sqlite:///{path}/docstore.sqlite"),
+        "parent_splitter": MarkdownSectionSplitter(max_level=2),
+    }
+    rows = load_docs("emanual")
+    BudgetedParentDocumentRetriever(**parts).add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
+    return parts
+
+
+class TestBudgetedParentDocumentRetrieverStandard(RetrieversIntegrationTests):
+    @property
+    def retriever_constructor(self) -> type[BudgetedParentDocumentRetriever]:
+        return BudgetedParentDocumentRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {**_parent_retriever_parts(), "k": 4}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "how do I pair the remote control with the TV"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
+from langchain_expand.docstore import SQLDocStore
+from langchain_expand.parents import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.rerank import (
     EmbeddingsReranker,
     Expandable,
@@ -18,11 +20,15 @@ from langchain_expand.windows import SentenceWindowRetriever, window_bounds
 
 __all__ = [
     "BudgetReport",
+    "BudgetedParentDocumentRetriever",
     "EmbeddingsReranker",
     "Expandable",
     "FitToBudget",
+    "MarkdownSectionSplitter",
     "MergeOverlaps",
     "RerankThenExpand",
+    "SQLDocStore",
+    "SectionSplitter",
     "SentenceSplitter",
     "SentenceWindowRetriever",
     "Span",

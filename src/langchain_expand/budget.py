@@ -22,6 +22,8 @@ from langchain_core.prompt_values import PromptValue
 from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
+from langchain_expand.sentences import SentenceSplitter, Span, Splitter
+from langchain_expand.spans import grow, largest_fitting
 from langchain_expand.tokens import TokenCounter
 
 __all__ = ["BudgetReport", "FitToBudget", "count_prompt_tokens", "fit_to_budget", "format_docs"]
@@ -101,7 +103,8 @@ def fit_to_budget(
     """Keep the best-ranked units whose joined context fits ``max_tokens - reserve``.
 
     Policy: units are taken in rank (input) order. A unit that does not fit is first
-    shrunk, a window losing sentences from its edges but never its hit; if even that
+    shrunk, a window losing sentences from its edges but never its hit, a parent cut to
+    a span of whole sentences, tables and code blocks around its best child; if even that
     does not fit it is dropped and smaller, lower-ranked units still get their turn.
     Kept units are then put in ``order``. Shrunk units carry ``truncated=True``; every
     unit carries ``budget`` (the report as a dict). The input is never mutated.
@@ -127,6 +130,7 @@ def fit_to_budget(
     """
     _check(max_tokens, reserve, order)
     counter = token_counter or TokenCounter()
+    splitter = SentenceSplitter(token_counter=counter)
     render: Formatter = formatter or (lambda docs: separator.join(d.page_content for d in docs))
     size = measure or counter
     limit = max_tokens - reserve
@@ -150,7 +154,7 @@ def fit_to_budget(
         if fits([*current, doc]):
             kept.append((rank, doc))
             continue
-        smaller = _shrink(doc, partial(fits_after, current), counter)
+        smaller = _shrink(doc, partial(fits_after, current), counter, splitter)
         if smaller is None:
             dropped += 1
         else:
@@ -186,45 +190,56 @@ def _check(max_tokens: int, reserve: int, order: str) -> None:
         raise ValueError(msg)
 
 
-def _shrink(doc: Document, fits: Callable[[Document], bool], counter: Callable[[str], int]) -> Document | None:
-    """The largest edge-trimmed version of a window that fits and keeps its hit, or None."""
+def _shrink(
+    doc: Document, fits: Callable[[Document], bool], counter: Callable[[str], int], splitter: Splitter
+) -> Document | None:
+    """The largest trimmed version of a unit that fits and keeps its focus, or None.
+
+    A window is trimmed by whole sentences around its hit; a parent by the splitter's
+    units (sentences, whole tables and code blocks) around its best-matching child.
+    """
+    located = _units_and_focus(doc, splitter)
+    if located is None:
+        return None
+    units, focus = located
+    ranges = grow(units, focus)[:-1]  # the whole unit did not fit
+    best = largest_fitting(ranges, lambda r: fits(trim(doc, units, r, counter)))
+    return None if best is None else trim(doc, units, ranges[best], counter)
+
+
+def _units_and_focus(doc: Document, splitter: Splitter) -> tuple[list[Span], Span] | None:
+    """Absolute offsets of the unit's trimmable pieces, and of the part that must stay."""
     m = doc.metadata
-    sentences = m.get("sentences")
-    if not sentences or "hit" not in m or "span" not in m or "start_index" not in m:
+    if not isinstance(m.get("start_index"), int):
         return None
-    hit = int(m["hit"]) - int(m["span"][0])
-    if not 0 <= hit < len(sentences):
-        return None
-    lo, hi = 0, len(sentences)
-    while (lo, hi) != (hit, hit + 1):
-        # drop the sentence farthest from the hit; on a tie, the one after it
-        if hi - 1 - hit >= hit - lo:
-            hi -= 1
-        else:
-            lo += 1
-        candidate = _trimmed(doc, lo, hi, counter)
-        if fits(candidate):
-            return candidate
+    base = int(m["start_index"])
+    if m.get("sentences") and "hit" in m and "span" in m:
+        units = [(int(s), int(e)) for s, e in m["sentences"]]
+        local = int(m["hit"]) - int(m["span"][0])
+        return (units, units[local]) if 0 <= local < len(units) else None
+    if m.get("children"):
+        best = m["children"][0]
+        units = [(base + s, base + e) for s, e in splitter(doc.page_content)]
+        return units, (int(best["start_index"]), int(best["end_index"]))
     return None
 
 
-def _trimmed(doc: Document, lo: int, hi: int, counter: Callable[[str], int]) -> Document:
+def trim(doc: Document, units: Sequence[Span], kept: tuple[int, int], counter: Callable[[str], int]) -> Document:
+    """``doc`` cut down to ``units[lo:hi]``, its metadata following the cut."""
+    lo, hi = kept
     m = doc.metadata
     base = int(m["start_index"])
-    sentences = m["sentences"][lo:hi]
-    start, end = int(sentences[0][0]), int(sentences[-1][1])
-    first = int(m["span"][0]) + lo
+    start, end = units[lo][0], units[hi - 1][1]
     text = doc.page_content[start - base : end - base]
-    metadata = {
-        **m,
-        "span": [first, first + (hi - lo)],
-        "start_index": start,
-        "end_index": end,
-        "sentences": [list(s) for s in sentences],
-        "truncated": True,
-    }
-    if "hits" in m:
-        metadata["hits"] = [h for h in m["hits"] if first <= h < first + (hi - lo)]
+    metadata = {**m, "start_index": start, "end_index": end, "truncated": True}
+    if "sentences" in m and "span" in m:
+        first = int(m["span"][0]) + lo
+        metadata["span"] = [first, first + (hi - lo)]
+        metadata["sentences"] = [list(u) for u in units[lo:hi]]
+        if "hits" in m:
+            metadata["hits"] = [h for h in m["hits"] if first <= h < first + (hi - lo)]
+    if "children" in m:
+        metadata["children"] = [c for c in m["children"] if c["start_index"] < end and c["end_index"] > start]
     if "tokens" in m:
         metadata["tokens"] = counter(text)
     return Document(page_content=text, metadata=metadata, id=doc.id)

@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableLambda
 
 from langchain_expand.tokens import TokenCounter
 
-__all__ = ["MergeOverlaps", "merge_overlaps"]
+__all__ = ["MergeOverlaps", "grow", "largest_fitting", "merge_overlaps"]
 
 SourceText = Callable[[str], str]
 """Gives the full source text of a document id; needed only to bridge gaps."""
@@ -185,3 +185,39 @@ class MergeOverlaps(RunnableLambda[list[Document], list[Document]]):
             return merge_overlaps(documents, gap=gap, source=source, token_counter=counter)
 
         super().__init__(merge, name="MergeOverlaps")
+
+
+def grow(units: Sequence[tuple[int, int]], focus: tuple[int, int]) -> list[tuple[int, int]]:
+    """Ranges ``[lo, hi)`` of ``units`` from those covering ``focus`` outward.
+
+    Each step adds one unit, the nearer side first (before on a tie), so read backwards
+    the list trims the unit farthest from the focus first. The last range is all units.
+    """
+    n = len(units)
+    if n == 0:
+        return []
+    inside = [i for i, (s, e) in enumerate(units) if s < focus[1] and e > focus[0]]
+    if not inside:  # the focus falls between units: take the nearest one
+        inside = [min(range(n), key=lambda i: abs(units[i][0] - focus[0]))]
+    first, last = inside[0], inside[-1] + 1
+    lo, hi = first, last
+    ranges = [(lo, hi)]
+    while lo > 0 or hi < n:
+        if lo > 0 and (hi >= n or first - lo <= hi - last):
+            lo -= 1
+        else:
+            hi += 1
+        ranges.append((lo, hi))
+    return ranges
+
+
+def largest_fitting(ranges: Sequence[tuple[int, int]], ok: Callable[[tuple[int, int]], bool]) -> int | None:
+    """The index of the last range for which ``ok`` holds, ``ok`` being monotone."""
+    lo, hi, best = 0, len(ranges) - 1, None
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if ok(ranges[mid]):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best

@@ -1,0 +1,261 @@
+"""BudgetedParentDocumentRetriever on real Chroma, real MiniLM, a SQLite docstore."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_classic.retrievers import ParentDocumentRetriever
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+from langchain_expand import (
+    BudgetedParentDocumentRetriever,
+    EmbeddingsReranker,
+    MarkdownSectionSplitter,
+    RerankThenExpand,
+    SectionSplitter,
+    SQLDocStore,
+    TokenCounter,
+    chroma_store,
+)
+
+from .conftest import load_docs
+
+COUNTER = TokenCounter()
+Make = Callable[..., BudgetedParentDocumentRetriever]
+QUERY = "how do I connect the remote control to the TV"
+
+
+@pytest.fixture
+def make_parents(tmp_path: Path, minilm: Embeddings) -> Make:
+    made = iter(range(1000))
+
+    def make(**kwargs: Any) -> BudgetedParentDocumentRetriever:
+        n = next(made)
+        kwargs.setdefault("docstore", SQLDocStore(f"sqlite:///{tmp_path}/docstore-{n}.sqlite"))
+        kwargs.setdefault("parent_splitter", MarkdownSectionSplitter(max_level=2))
+        store = chroma_store(f"children-{n}", persist_directory=tmp_path / "chroma", embeddings=minilm)
+        return BudgetedParentDocumentRetriever(vectorstore=store, **kwargs)
+
+    return make
+
+
+def manual() -> list[Document]:
+    return [Document(d["text"], id=d["doc_id"]) for d in load_docs("emanual")]
+
+
+def source_text() -> str:
+    return load_docs("emanual")[0]["text"]
+
+
+def test_markdown_sections_are_parents_with_heading_paths_and_offsets() -> None:
+    text = "Intro line.\n\n# Guide\nText.\n\n```\n# not a heading\n```\n## Install\nSteps here.\n# Other\nEnd."
+    parents = MarkdownSectionSplitter(max_level=2).split_documents([Document(text)])
+    assert [p.metadata["headings"] for p in parents] == [[], ["Guide"], ["Guide", "Install"], ["Other"]]
+    for p in parents:
+        assert text[p.metadata["start_index"] : p.metadata["end_index"]] == p.page_content
+    assert "# not a heading" in parents[1].page_content
+
+
+def test_given_sections_are_parents_and_uncovered_text_is_kept() -> None:
+    text = "preamble text. " + "A" * 30 + " middle " + "B" * 30
+    sections = [{"title": "a", "start": 15, "end": 45}, {"title": "b", "start": 40, "end": len(text)}]
+    parents = SectionSplitter().split_documents([Document(text, metadata={"sections": sections})])
+    assert [p.metadata["title"] for p in parents] == ["", "a", "b"]
+    covered = "".join(text[p.metadata["start_index"] : p.metadata["end_index"]] for p in parents)
+    assert covered.replace(" ", "") == text.replace(" ", "")  # nothing lost, nothing twice
+
+
+def test_k_counts_distinct_parents_with_scores_and_matched_children(make_parents: Make) -> None:
+    retriever = make_parents(k=5)
+    retriever.add_documents(manual())
+    text = source_text()
+    for k in (1, 3, 5, 8):
+        parents = retriever.invoke(QUERY, k=k)
+        assert len(parents) == k
+        assert len({p.metadata["parent_id"] for p in parents}) == k
+    parents = retriever.invoke(QUERY)
+    scores = [p.metadata["score"] for p in parents]
+    assert scores == sorted(scores, reverse=True)
+    for p in parents:
+        m = p.metadata
+        assert text[m["start_index"] : m["end_index"]] == p.page_content
+        assert m["tokens"] == COUNTER(p.page_content)
+        assert m["children"][0]["score"] == m["score"]  # max aggregation
+        for child in m["children"]:
+            assert m["start_index"] <= child["start_index"] < child["end_index"] <= m["end_index"]
+
+
+def test_mean_aggregation_and_threshold(make_parents: Make) -> None:
+    retriever = make_parents(k=3, aggregate="mean", score_threshold=0.3)
+    retriever.add_documents(manual())
+    for p in retriever.invoke(QUERY):
+        scores = [c["score"] for c in p.metadata["children"]]
+        assert p.metadata["score"] == pytest.approx(sum(scores) / len(scores))
+        assert min(scores) >= 0.3
+
+
+def test_per_parent_cap_gives_a_span_around_the_matched_child(make_parents: Make) -> None:
+    uncapped = make_parents(k=4)
+    uncapped.add_documents(manual())
+    capped = make_parents(k=4, max_parent_tokens=60)
+    capped.add_documents(manual())
+    text = source_text()
+    big = [p for p in uncapped.invoke(QUERY) if p.metadata["tokens"] > 60]
+    assert big, "the test needs a parent over the cap"
+    for p in capped.invoke(QUERY):
+        m = p.metadata
+        assert m["tokens"] <= 60
+        assert text[m["start_index"] : m["end_index"]] == p.page_content
+        best = m["children"][0]
+        assert m["start_index"] < best["end_index"]
+        assert best["start_index"] < m["end_index"]  # the best child is inside the span
+
+
+def test_a_table_is_not_cut_in_the_middle_when_it_fits() -> None:
+    table = "| key | meaning |\n|---|---|\n" + "\n".join(f"| {i} | code {i} |" for i in range(6))
+    text = "## Errors\n" + "Filler sentence here. " * 40 + "\n\n" + table + "\n\nReturns 409 if the key was used.\n"
+    parent = Document(
+        text,
+        metadata={
+            "start_index": 0,
+            "end_index": len(text),
+            "tokens": COUNTER(text),
+            "children": [
+                {"id": "c", "start_index": text.index("Returns 409"), "end_index": len(text) - 1, "score": 0.9}
+            ],
+        },
+    )
+    retriever = BudgetedParentDocumentRetriever.model_construct(max_parent_tokens=120, token_counter=COUNTER)
+    capped = retriever._cap(parent)
+    assert table in capped.page_content
+    assert capped.metadata["tokens"] <= 120
+
+
+def test_total_budget_holds_on_the_joined_parents(make_parents: Make) -> None:
+    retriever = make_parents(k=6, max_tokens=300)
+    retriever.add_documents(manual())
+    parents = retriever.invoke(QUERY)
+    assert parents
+    assert COUNTER("\n\n".join(p.page_content for p in parents)) <= 300
+
+
+def test_budgets_are_off_by_default_and_match_the_stock_retriever(make_parents: Make, tmp_path: Path) -> None:
+    ours = make_parents(k=4)
+    ours.add_documents(manual())
+    stock = ParentDocumentRetriever(
+        vectorstore=ours.vectorstore,
+        docstore=ours.docstore,
+        child_splitter=RecursiveCharacterTextSplitter(chunk_size=400, chunk_overlap=0),
+        search_kwargs={"k": 20},
+    )
+    stock_ids = {d.id for d in stock.invoke(QUERY)}
+    ours_ids = [d.metadata["parent_id"] for d in ours.invoke(QUERY, k=len(stock_ids))]
+    assert set(ours_ids) == stock_ids  # the same parents, now counted, scored and ordered
+
+
+def test_readding_replaces_parents_and_leaves_no_orphans(make_parents: Make) -> None:
+    retriever = make_parents(k=2)
+    long = "\n\n".join(f"## Part {i}\n" + f"Sentence about item {i}. " * 40 for i in range(6))
+    retriever.add_documents([Document(long, id="doc")])
+    retriever.add_documents([Document("## Only\nA single short section now.", id="doc")])
+    assert sorted(retriever.docstore.yield_keys()) == ["doc::p0"]
+    children = retriever.vectorstore.get_by_ids([f"doc::p{j}::{i}" for j in range(6) for i in range(20)])
+    assert [c.id for c in children] == ["doc::p0::0"]
+    retriever.delete(["doc"])
+    assert list(retriever.docstore.yield_keys()) == []
+    assert retriever.vectorstore.get_by_ids(["doc::p0::0"]) == []
+
+
+def test_a_parent_missing_from_the_docstore_is_skipped_with_a_log(
+    make_parents: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    retriever = make_parents(k=3)
+    retriever.add_documents(manual())
+    first = retriever.invoke(QUERY)
+    retriever.docstore.mdelete([first[0].metadata["parent_id"]])
+    with caplog.at_level(logging.WARNING):
+        again = retriever.invoke(QUERY)
+    assert len(again) == 3
+    assert first[0].metadata["parent_id"] not in {d.metadata["parent_id"] for d in again}
+    assert "is not in the docstore" in caplog.text
+
+
+def test_rerank_scores_children_and_expands_to_parents_after(make_parents: Make, minilm: Embeddings) -> None:
+    retriever = make_parents(k=4)
+    retriever.add_documents(manual())
+    seen: list[str] = []
+
+    class Recording(EmbeddingsReranker):
+        def compress_documents(self, documents: Any, query: str, callbacks: Any = None) -> Any:
+            seen.extend(d.page_content for d in documents)
+            return super().compress_documents(documents, query, callbacks)
+
+    pipeline = RerankThenExpand(retriever=retriever, reranker=Recording(embeddings=minilm), fetch_k=8, top_n=3)
+    parents = pipeline.invoke(QUERY)
+    assert len(parents) == 3
+    assert all(COUNTER(text) <= 120 for text in seen)  # children (400 chars), never sections
+    for p in parents:
+        assert "rerank_score" in p.metadata
+        assert p.page_content in source_text()
+
+
+async def test_async_add_query_and_delete(make_parents: Make) -> None:
+    retriever = make_parents(k=2)
+    await retriever.aadd_documents(manual())
+    parents = await retriever.ainvoke(QUERY)
+    assert [p.page_content for p in parents] == [p.page_content for p in retriever.invoke(QUERY)]
+    await retriever.adelete(["smart_tv_remote"])
+    assert await retriever.ainvoke(QUERY) == []
+
+
+def test_bad_settings_and_input_are_clear_errors(make_parents: Make) -> None:
+    with pytest.raises(ValueError, match="`k` must be a positive integer, got 0"):
+        make_parents(k=0)
+    with pytest.raises(ValueError, match="`max_tokens` must be >= 1 or None, got 0"):
+        make_parents(max_tokens=0)
+    retriever = make_parents()
+    with pytest.raises(ValueError, match="Document 'empty' has no text to index"):
+        retriever.add_documents([Document("## Fine\ntext", id="ok"), Document("  ", id="empty")])
+    assert list(retriever.docstore.yield_keys()) == []
+
+
+_RESTART = """
+import json, sys
+from langchain_core.documents import Document
+from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SQLDocStore, chroma_store
+path, mode = sys.argv[1], sys.argv[2]
+retriever = BudgetedParentDocumentRetriever(
+    vectorstore=chroma_store("restart", persist_directory=path),
+    docstore=SQLDocStore(f"sqlite:///{path}/docstore.sqlite"),
+    parent_splitter=MarkdownSectionSplitter(max_level=2),
+    k=3,
+)
+if mode == "index":
+    rows = [json.loads(line) for line in open(sys.argv[3])]
+    retriever.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
+else:
+    print(json.dumps([[d.metadata["parent_id"], d.page_content] for d in retriever.invoke("pair the remote")]))
+"""
+
+
+def test_a_restarted_process_finds_the_same_parents(tmp_path: Path) -> None:
+    data = Path(__file__).parent / "data" / "emanual" / "docs.jsonl"
+
+    def run(*args: str) -> str:
+        done = subprocess.run([sys.executable, "-c", _RESTART, str(tmp_path), *args], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout
+
+    run("index", str(data))
+    first, second = json.loads(run("query")), json.loads(run("query"))
+    assert len(first) == 3
+    assert first == second
