@@ -69,7 +69,14 @@ def slice_into(dest: Path, meetings: list[str], manual: str, n_sections: int) ->
 
 def main() -> None:
     fastapi = {d["doc_id"]: d for d in read("fastapi-docs", "docs.jsonl.gz")}
-    picked = [d for d in fastapi.values() if "```" in d["text"] and "|" in d["text"] and len(d["text"]) < 12000][:3]
+    picked = [
+        d
+        for d in fastapi.values()
+        if not Path(d["doc_id"]).name.startswith("_")
+        and "```" in d["text"]
+        and "|" in d["text"]
+        and len(d["text"]) < 12000
+    ][:3]
     write(ROOT / "tests" / "data" / "fastapi-docs" / "docs.jsonl", picked)
     logs = read("loghub", "docs.jsonl.gz")[:3]
     write(ROOT / "tests" / "data" / "loghub" / "docs.jsonl", [log_head(d, 300) for d in logs])

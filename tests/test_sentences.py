@@ -51,6 +51,11 @@ def test_unclosed_fence_runs_to_the_end() -> None:
     assert pieces(text) == ["Intro.", "```\nnever closed. Still code."]
 
 
+def test_markup_lines_join_their_neighbours_instead_of_counting_as_sentences() -> None:
+    text = "Intro here.\n\n/// note\n\nMind the gap.\n\n///\n\n---\n\nAfter."
+    assert pieces(text) == ["Intro here.", "/// note\n\nMind the gap.\n\n///\n\n---", "After."]
+
+
 def test_list_items_start_new_units() -> None:
     text = "Steps:\n- open the menu\n- press OK\n1. then wait"
     assert pieces(text) == ["Steps:", "- open the menu", "- press OK", "1. then wait"]
@@ -118,7 +123,20 @@ def check_spans(text: str, spans: list[tuple[int, int]]) -> None:
     assert all(covered[i] or text[i].isspace() for i in range(len(text)))
 
 
-TOKENS = [*list("ab Z.!?\n\r\t#|`-:\"'1 é🚀́\x00"), "...", "```", "\n\n", "Dr.", "e.g.", "| a |", "## ", "- "]
+TOKENS = [
+    *list("ab Z.!?\n\r\t#|`-:\"'1 é🚀́\x00"),
+    "...",
+    "```",
+    "\n\n",
+    "Dr.",
+    "e.g.",
+    "| a |",
+    "## ",
+    "- ",
+    "/// note\n",
+    "////\n",
+    "::: tip\n",
+]
 TEXT = st.lists(st.sampled_from(TOKENS), max_size=200).map("".join)
 
 

@@ -406,11 +406,12 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
         expand: bool = True,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         k = self._k(k)
         fetch_k = max(k, self.search_kwargs.get("k", 4))
         while True:
-            scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=fetch_k, **self._search())
+            scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=fetch_k, **self._search(filter))
             ranked = self._rank(scored)
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
             if self._enough(ranked, stored, k, expand, len(scored), fetch_k):
@@ -427,11 +428,14 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
         expand: bool = True,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         k = self._k(k)
         fetch_k = max(k, self.search_kwargs.get("k", 4))
         while True:
-            scored = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=fetch_k, **self._search())
+            scored = await self.vectorstore.asimilarity_search_with_relevance_scores(
+                query, k=fetch_k, **self._search(filter)
+            )
             ranked = self._rank(scored)
             stored = await self.docstore.amget([p.parent_id for p in ranked]) if expand else []
             if self._enough(ranked, stored, k, expand, len(scored), fetch_k):
@@ -465,8 +469,12 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         have = sum(doc is not None for doc in stored) if expand else len(ranked)
         return have >= k or found < asked or asked >= 64 * k
 
-    def _search(self) -> dict[str, Any]:
-        return {key: v for key, v in self.search_kwargs.items() if key not in ("k", "score_threshold")}
+    def _search(self, metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
+        """``search_kwargs`` less what this class handles itself, plus a per-call filter."""
+        kwargs = {key: v for key, v in self.search_kwargs.items() if key not in ("k", "score_threshold")}
+        if metadata_filter is not None:
+            kwargs["filter"] = metadata_filter
+        return kwargs
 
     def _rank(self, scored: list[tuple[Document, float]]) -> list[_Parent]:
         """Group children by parent, score parents, best first."""

@@ -40,6 +40,7 @@ _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 _SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 _TERMINATOR = re.compile(r"(?:[.!?\u2026\u3002\uff01\uff1f]+)[\"'\u201d\u2019)\]]*(?=\s)")
 _WORD = re.compile(r"\S+")
+_ADMONITION = re.compile(r"(?:/{3,}|:{3,}|!{3}|\?{3})[ \t]*\w")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,8 @@ class SentenceSplitter:
 
     The cap: any unit longer than ``max_tokens`` is split at line breaks first (table
     rows, code lines, log lines), then at whitespace, then, for a single giant word,
-    between characters. After splitting, no unit exceeds the cap.
+    between characters. After splitting, no unit exceeds the cap. A line with no letter
+    or digit (``////``, ``---``) is markup, not a sentence, and joins the unit before it.
 
     Example:
         .. code-block:: python
@@ -118,7 +120,7 @@ class SentenceSplitter:
 
         Every non-whitespace character of ``text`` lies in exactly one span.
         """
-        spans = list(self._units(text))
+        spans = _attach_markup(text, list(self._units(text)))
         if self.max_tokens is None or not spans:
             return spans
         return self._cap(text, spans)
@@ -302,6 +304,35 @@ class SentenceSplitter:
             out.append((pos, pos + width))
             pos += width
         return out
+
+
+def _attach_markup(text: str, spans: list[Span]) -> list[Span]:
+    """Join markup lines to a neighbouring unit instead of counting them as sentences.
+
+    A unit without a letter or digit ("////", "---", "...") joins the unit before it; an
+    admonition opener ("/// note", "::: tip", "!!! warning") joins the unit after it.
+    As units of their own they would count as sentences of one or two tokens and make a
+    window of n sentences hold less text than n sentences.
+    """
+    out: list[Span] = []
+    opener: Span | None = None  # an admonition opener waiting for its first sentence
+    for start, end in spans:
+        unit = text[start:end]
+        if out and opener is None and not any(ch.isalnum() for ch in unit):
+            out[-1] = (out[-1][0], end)
+            continue
+        if _ADMONITION.match(unit) and "\n" not in unit:
+            if opener is not None:
+                out.append(opener)
+            opener = (start, end)
+            continue
+        out.append((start if opener is None else opener[0], end))
+        opener = None
+    if opener is not None:
+        out.append(opener)
+    if len(out) > 1 and not any(ch.isalnum() for ch in text[out[0][0] : out[0][1]]):
+        out[:2] = [(out[0][0], out[1][1])]
+    return out
 
 
 def _fence_end(text: str, lines: list[Span], i: int, opener: str) -> int:

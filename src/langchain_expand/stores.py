@@ -2,8 +2,8 @@
 
 Chroma's default HNSW search is approximate and misses part of the exact top-k on
 sentence collections, which repeat short filler lines ("OK .") whose identical vectors
-hurt the graph. The collection made here uses cosine distance (relevance = 1 - distance)
-and a larger search beam (``ef_search``); ``tests/test_stores.py`` measures the recall
+hurt the graph. The collection made here uses cosine distance (relevance = 1 - distance,
+floored at 0) and a larger search beam (``ef_search``); ``tests/test_stores.py`` measures the recall
 against a brute-force top-k.
 """
 
@@ -79,4 +79,15 @@ def chroma_store(
         collection_configuration={
             "hnsw": {"space": "cosine", "ef_search": ef_search, "ef_construction": EF_CONSTRUCTION}
         },
+        relevance_score_fn=cosine_relevance,
     )
+
+
+def cosine_relevance(distance: float) -> float:
+    """Relevance from Chroma's cosine distance: the cosine similarity, clamped to [0, 1].
+
+    LangChain expects relevance in [0, 1] and warns on every query otherwise; cosine
+    similarity is negative only for texts that point away from the query, which rank
+    last either way (the order comes from the distances, not from this score).
+    """
+    return min(1.0, max(0.0, 1.0 - distance))

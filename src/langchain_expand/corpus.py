@@ -1,0 +1,97 @@
+"""Reading a user's corpus: folders of ``.txt``/``.md`` files, or JSON Lines.
+
+JSON Lines rows follow the shared data sets: ``{"doc_id": str, "text": str,
+"sections": [{"title", "start", "end"}]?}``; other keys become metadata. Files are
+read one at a time, so a large corpus streams.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from langchain_core.documents import Document
+
+__all__ = ["SUFFIXES", "read_corpus", "read_queries"]
+
+SUFFIXES = (".txt", ".md", ".jsonl")
+
+
+def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
+    """Documents from files and folders, in a stable order.
+
+    ``.txt``/``.md`` files become one document each, with the path as id and
+    ``source``; ``.md`` files are marked ``format: markdown``. JSON Lines rows keep
+    their ``doc_id`` and their ``sections`` (as metadata, for ``SectionSplitter``).
+
+    Raises:
+        ValueError: For a file that is not UTF-8 text, or a malformed JSON Lines row,
+            naming the file (and line) and the fix.
+    """
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            yield from read_corpus(sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file()))
+        elif path.suffix == ".jsonl":
+            yield from _jsonl(path)
+        elif not path.exists():
+            msg = f"{path}: no such file or folder."
+            raise ValueError(msg)
+        else:
+            meta: dict[str, object] = {"source": str(path)}
+            if path.suffix == ".md":
+                meta["format"] = "markdown"
+            yield Document(_text(path), id=str(path), metadata=meta)
+
+
+def read_queries(path: Path | str) -> list[dict[str, object]]:
+    """Rows of ``{"query": str, ...}`` from a JSON Lines file."""
+    rows = []
+    for line_no, row in _rows(Path(path)):
+        query = row.get("query")
+        if not isinstance(query, str) or not query.strip():
+            msg = f"{path}:{line_no}: a query row needs a non-empty 'query' string."
+            raise ValueError(msg)
+        rows.append(row)
+    return rows
+
+
+def _text(path: Path) -> str:
+    data = path.read_bytes()
+    if b"\x00" in data[:8192]:
+        msg = f"{path}: looks binary (NUL bytes), not text. Convert it to UTF-8 text or leave it out."
+        raise ValueError(msg)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = (
+            f"{path}: not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 4]!r}). "
+            "Re-encode it as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
+        )
+        raise ValueError(msg) from None
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
+    for line_no, line in enumerate(_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            msg = f"{path}:{line_no}: not valid JSON ({exc.msg}). Fix or remove the line."
+            raise ValueError(msg) from None
+        if not isinstance(row, dict):
+            msg = f"{path}:{line_no}: each line must be a JSON object."
+            raise ValueError(msg)
+        yield line_no, row
+
+
+def _jsonl(path: Path) -> Iterator[Document]:
+    for line_no, row in _rows(path):
+        text = row.get("text")
+        if not isinstance(row.get("doc_id"), str | int) or not isinstance(text, str):
+            msg = f"{path}:{line_no}: a document row needs 'doc_id' and a 'text' string."
+            raise ValueError(msg)
+        meta = {k: v for k, v in row.items() if k not in {"doc_id", "text"}}
+        yield Document(text, id=str(row["doc_id"]), metadata={"source": str(path), **meta})

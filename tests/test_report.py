@@ -1,0 +1,155 @@
+"""The budget report on the small corpora in tests/data: invariants, not golden numbers."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_expand.cli import main
+from langchain_expand.corpus import read_corpus
+from langchain_expand.report import SCHEMA_PATH, CorpusReport, Sizes, budget_report, write_plots
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def manual_report(minilm: Embeddings) -> CorpusReport:
+    docs = list(read_corpus([DATA / "emanual" / "docs.jsonl"]))
+    queries = [json.loads(line)["query"] for line in (DATA / "emanual" / "queries.jsonl").open()][:60]
+    return budget_report(
+        docs, queries=queries, k=8, budget=1200, windows=[(0, 0), (1, 1), (2, 2), (3, 1), (8, 8)], embeddings=minilm
+    )
+
+
+def all_sizes(report: CorpusReport) -> list[Sizes]:
+    s = report.sentences
+    out = [s.tokens, s.uncapped]
+    for w in report.windows:
+        out += [w.unit, w.prompt, w.prompt_merged]
+    for d in report.designs:
+        out += [d.unit, d.prompt]
+    return out
+
+
+def test_percentiles_are_monotone(manual_report: CorpusReport) -> None:
+    for sizes in all_sizes(manual_report):
+        assert sizes.median <= sizes.p95 <= sizes.p99 <= sizes.max
+
+
+def test_window_sizes_follow_the_formula_on_punctuated_text(manual_report: CorpusReport) -> None:
+    rows = {(w.before, w.after): w for w in manual_report.windows}
+    assert abs(rows[(0, 0)].prediction_error) < 0.25
+    for key in [(1, 1), (2, 2), (3, 1)]:
+        assert abs(rows[key].prediction_error) < 0.3  # retrieval favours longer sentences: a small positive bias
+    # asymmetric and symmetric windows of five sentences cost about the same
+    assert rows[(3, 1)].unit.median == pytest.approx(rows[(2, 2)].unit.median, rel=0.15)
+
+
+def test_share_over_budget_follows_the_p99_prompt(manual_report: CorpusReport) -> None:
+    limit = manual_report.budget - manual_report.reserve
+    wide = next(w for w in manual_report.windows if (w.before, w.after) == (8, 8))
+    assert wide.prompt.p99 > limit
+    assert wide.over_budget > 0
+    for w in manual_report.windows:
+        if w.prompt.p99 > limit:
+            assert w.over_budget > 0
+        if w.prompt.max <= limit:
+            assert w.over_budget == 0
+    verdicts = {v.design: v for v in manual_report.verdicts}
+    assert verdicts["window 8:8"].margin == pytest.approx(limit - wide.prompt.p99)
+    assert not verdicts["window 8:8"].safe
+    assert verdicts["window 0:0"].safe
+
+
+def test_merging_never_makes_the_prompt_bigger(manual_report: CorpusReport) -> None:
+    for w in manual_report.windows:
+        assert w.prompt_merged.median <= w.prompt.median
+        assert w.over_budget_merged <= w.over_budget
+
+
+def test_parents_come_from_the_corpus_sections(manual_report: CorpusReport) -> None:
+    assert manual_report.parents_from == "given sections"
+    parent = next(d for d in manual_report.designs if d.design.startswith("parent"))
+    assert parent.unit.max > 0
+    assert "Parents" in manual_report.recommendation
+
+
+def test_json_output_validates_against_its_schema(manual_report: CorpusReport) -> None:
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.validate(json.loads(manual_report.to_json()), schema)
+
+
+def test_markdown_has_the_four_tables(manual_report: CorpusReport) -> None:
+    text = manual_report.to_markdown()
+    for title in (
+        "### Sentences",
+        "### Radius sweep",
+        "### Windows against parents",
+        "### Verdict",
+        "### Recommendation",
+    ):
+        assert title in text
+
+
+def test_plots_are_written(manual_report: CorpusReport, tmp_path: Path) -> None:
+    paths = write_plots(manual_report, tmp_path / "plots")
+    assert [p.name for p in paths] == ["units.png", "prompts.png"]
+    for path in paths:
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert path.stat().st_size > 5000
+
+
+def test_unpunctuated_text_gets_a_warning_and_the_cap_bounds_windows(minilm: Embeddings) -> None:
+    words = " ".join(f"node{i} status ok load {i % 7} queue {i % 13}" for i in range(900))
+    docs = [Document(words, id="dump"), Document("A normal sentence. Another one here.", id="prose")]
+    report = budget_report(docs, k=4, budget=2000, windows=[(1, 1)], embeddings=minilm, pseudo_queries=20, cap=64)
+    assert report.pseudo_queries
+    assert report.sentences.warning is not None
+    assert report.sentences.capped_share > 0.9
+    assert report.sentences.tokens.max <= 64
+    assert report.windows[0].unit.max <= 3 * 64
+    assert "not a reliable unit" in report.recommendation
+
+
+def test_cli_report_prints_valid_json(tmp_path: Path) -> None:
+    out = io.StringIO()
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("\n".join(json.dumps({"query": q}) for q in ["remote design", "the budget", "buttons"]))
+    with contextlib.redirect_stdout(out):
+        code = main(
+            [
+                "report",
+                str(DATA / "qmsum" / "docs.jsonl"),
+                "--queries",
+                str(queries),
+                "--windows",
+                "3:1,2:2",
+                "--budget",
+                "300",
+                "--k",
+                "4",
+                "--format",
+                "json",
+                "--plots",
+                str(tmp_path / "p"),
+            ]
+        )
+    assert code == 0
+    data = json.loads(out.getvalue())
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
+    assert [(w["before"], w["after"]) for w in data["windows"]] == [(3, 1), (2, 2)]
+    assert data["queries"] == 3
+    assert not data["pseudo_queries"]
+    assert (tmp_path / "p" / "prompts.png").is_file()
+
+
+def test_cli_rejects_a_malformed_window_list() -> None:
+    with pytest.raises(SystemExit, match="before:after pairs"):
+        main(["report", str(DATA / "qmsum" / "docs.jsonl"), "--windows", "3-1"])
