@@ -37,7 +37,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
-	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py
+	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py && ../$(PY) parents.py
 
 clean:
 	rm -rf $(VENV) .langchain-expand .pytest_cache .mypy_cache .ruff_cache
