@@ -167,12 +167,12 @@ def test_readding_replaces_parents_and_leaves_no_orphans(make_parents: Make) -> 
     long = "\n\n".join(f"## Part {i}\n" + f"Sentence about item {i}. " * 40 for i in range(6))
     retriever.add_documents([Document(long, id="doc")])
     retriever.add_documents([Document("## Only\nA single short section now.", id="doc")])
-    assert sorted(retriever.docstore.yield_keys()) == ["doc::p0"]
-    children = retriever.vectorstore.get_by_ids([f"doc::p{j}::{i}" for j in range(6) for i in range(20)])
-    assert [c.id for c in children] == ["doc::p0::0"]
+    assert sorted(retriever.docstore.yield_keys()) == ["doc.p0"]
+    children = retriever.vectorstore.get_by_ids([f"doc.p{j}::{i}" for j in range(6) for i in range(20)])
+    assert [c.id for c in children] == ["doc.p0::0"]
     retriever.delete(["doc"])
     assert list(retriever.docstore.yield_keys()) == []
-    assert retriever.vectorstore.get_by_ids(["doc::p0::0"]) == []
+    assert retriever.vectorstore.get_by_ids(["doc.p0::0"]) == []
 
 
 def test_a_parent_missing_from_the_docstore_is_skipped_with_a_log(
@@ -259,3 +259,31 @@ def test_a_restarted_process_finds_the_same_parents(tmp_path: Path) -> None:
     first, second = json.loads(run("query")), json.loads(run("query"))
     assert len(first) == 3
     assert first == second
+
+
+def test_children_carry_offsets_into_their_parent(make_parents: Make) -> None:
+    retriever = make_parents(k=3)
+    retriever.add_documents(manual())
+    for parent in retriever.invoke(QUERY):
+        stored = retriever.docstore.mget([parent.metadata["parent_id"]])[0]
+        assert stored is not None
+        for child in parent.metadata["children"]:
+            s, e = child["in_parent"]
+            assert stored.page_content[s:e] == source_text()[child["start_index"] : child["end_index"]]
+
+
+def test_any_basestore_works_for_example_a_local_file_store(tmp_path: Path, minilm: Embeddings) -> None:
+    from langchain_classic.storage import LocalFileStore, create_kv_docstore
+
+    def build() -> BudgetedParentDocumentRetriever:
+        return BudgetedParentDocumentRetriever(
+            vectorstore=chroma_store("files", persist_directory=tmp_path / "chroma", embeddings=minilm),
+            docstore=create_kv_docstore(LocalFileStore(tmp_path / "parents")),
+            parent_splitter=MarkdownSectionSplitter(max_level=2),
+            k=2,
+        )
+
+    build().add_documents(manual())
+    parents = build().invoke(QUERY)
+    assert len(parents) == 2
+    assert all(p.page_content in source_text() for p in parents)

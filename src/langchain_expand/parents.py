@@ -181,8 +181,9 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
     Children are over-fetched until ``k`` distinct parents are found (or the store runs
     out); parents are ranked by their children's scores (``max``, ``mean`` or ``sum``).
     Each returned parent carries ``parent_id``, ``doc_id`` (the source document),
-    ``score``, ``children`` (matched child ids, source char offsets and scores, best
-    first), ``start_index``/``end_index`` in the source, and ``tokens``.
+    ``score``, ``children`` (matched children, best first: ``id``, ``score``,
+    ``start_index``/``end_index`` in the source and ``in_parent`` offsets into the
+    stored parent), ``start_index``/``end_index`` in the source, and ``tokens``.
 
     ``max_parent_tokens`` turns a parent over the cap into a span of it around its
     matched children (whole sentences, tables and code blocks); ``max_tokens`` bounds the
@@ -191,7 +192,7 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
     The default docstore is a :class:`SQLDocStore` (a SQLite file), so a restart loses
     nothing. Ids are deterministic: the ids passed to ``add_documents`` name the
     *source* documents (else ``Document.id``, else a content hash); with a
-    ``parent_splitter``, parent ``j`` of document ``d`` is ``"d::p{j}"``, without one the
+    ``parent_splitter``, parent ``j`` of document ``d`` is ``"d.p{j}"``, without one the
     parent id is the document id. Re-adding an id replaces its parents and children.
 
     Example:
@@ -321,17 +322,31 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         if stale_parents:
             await self.docstore.amdelete(stale_parents)
 
-    def _parent_keys(self, doc_id: str) -> list[str]:
-        return [doc_id] if self.parent_splitter is None else list(self.docstore.yield_keys(prefix=f"{doc_id}::p"))
+    def _head_id(self, doc_id: str) -> str:
+        """The first parent of a document, whose metadata counts its parents (``n_parents``)."""
+        return doc_id if self.parent_splitter is None else parent_key(doc_id, 0)
+
+    def _parent_keys(self, doc_ids: list[str], heads: Sequence[Document | None]) -> list[str]:
+        """Every parent stored for ``doc_ids``, read off their heads (no key listing needed)."""
+        if self.parent_splitter is None:
+            return [d for d, head in zip(doc_ids, heads, strict=True) if head is not None]
+        return [
+            parent_key(d, j)
+            for d, head in zip(doc_ids, heads, strict=True)
+            if head is not None
+            for j in range(int(head.metadata.get("n_parents", 1)))
+        ]
 
     def _stale(self, doc_ids: list[str], keep: set[str]) -> tuple[list[str], list[str]]:
         """Children and parents stored for ``doc_ids`` now (those in ``keep`` are overwritten)."""
-        keys = [key for d in doc_ids for key in self._parent_keys(d)]
+        heads = self.docstore.mget([self._head_id(d) for d in doc_ids]) if doc_ids else []
+        keys = self._parent_keys(doc_ids, heads)
         stored = self.docstore.mget(keys) if keys else []
         return _stale_ids(keys, stored, keep)
 
     async def _astale(self, doc_ids: list[str], keep: set[str]) -> tuple[list[str], list[str]]:
-        keys = [key for d in doc_ids for key in self._parent_keys(d)]
+        heads = await self.docstore.amget([self._head_id(d) for d in doc_ids]) if doc_ids else []
+        keys = self._parent_keys(doc_ids, heads)
         stored = await self.docstore.amget(keys) if keys else []
         return _stale_ids(keys, stored, keep)
 
@@ -355,10 +370,13 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
             if not isinstance(doc.page_content, str) or not doc.page_content.strip():
                 msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
                 raise ValueError(msg)
-            for j, parent in enumerate(self._parents_of(doc, doc_id)):
-                parent_id = doc_id if self.parent_splitter is None else f"{doc_id}::p{j}"
+            doc_parents = self._parents_of(doc, doc_id)
+            for j, parent in enumerate(doc_parents):
+                parent_id = doc_id if self.parent_splitter is None else parent_key(doc_id, j)
                 kids = self._children_of(parent, parent_id, doc_id)
                 parent.metadata["n_children"] = len(kids)
+                if j == 0:
+                    parent.metadata["n_parents"] = len(doc_parents)
                 parent.id = parent_id
                 parents.append((parent_id, parent))
                 children.extend(kids)
@@ -522,20 +540,23 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         return out
 
     def _parent_out(self, parent: _Parent, doc: Document) -> Document:
-        children = [
-            {
-                "id": child.id,
-                "start_index": child.metadata.get(PREFIX + "start", child.metadata.get("start_index")),
-                "end_index": child.metadata.get(PREFIX + "end", child.metadata.get("end_index")),
-                "score": score,
-            }
-            for child, score in sorted(parent.children, key=lambda cs: -cs[1])
-        ]
-        extra = {
-            key: parent.children[0][0].metadata[key]
-            for key in ("rerank_score",)
-            if key in parent.children[0][0].metadata
-        }
+        base = int(doc.metadata.get("start_index", 0))
+        children = []
+        for child, score in sorted(parent.children, key=lambda cs: -cs[1]):
+            m = child.metadata
+            start = int(m.get(PREFIX + "start", m.get("start_index", base)))
+            end = int(m.get(PREFIX + "end", m.get("end_index", base)))
+            children.append(
+                {
+                    "id": child.id,
+                    "start_index": start,
+                    "end_index": end,
+                    "in_parent": [start - base, end - base],
+                    "score": score,
+                }
+            )
+        best = parent.children[0][0].metadata
+        extra = {key: best[key] for key in ("rerank_score",) if key in best}
         metadata = {**doc.metadata, **extra, "parent_id": parent.parent_id, "score": parent.score, "children": children}
         metadata["tokens"] = self.token_counter(doc.page_content)
         return Document(doc.page_content, metadata=metadata, id=parent.parent_id)
@@ -563,6 +584,15 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
             if fit is not None:
                 return trim(doc, units, ranges[fit], self.token_counter)
         return trim(doc, units, ranges[0], self.token_counter)
+
+
+def parent_key(doc_id: str, index: int) -> str:
+    """The docstore key of parent ``index`` of document ``doc_id``.
+
+    Only characters that every LangChain store accepts (``LocalFileStore`` allows
+    letters, digits and ``_.-/``) are added to the document id.
+    """
+    return f"{doc_id}.p{index}"
 
 
 def _aggregate(how: str, scores: list[float]) -> float:
