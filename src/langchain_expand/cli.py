@@ -1,7 +1,9 @@
-"""The ``langchain-expand`` command: index files, query them, run the demo.
+"""The ``langchain-expand`` command: index files, query them, report on them, run the demo.
 
 Everything lives under ``./.langchain-expand/`` by default: an embedded, persistent
-Chroma that a later run (or another process) opens again.
+Chroma and a SQLite docstore that a later run (or another process) opens again. For a
+shared deployment, ``--chroma-host``/``--chroma-port`` point at a Chroma server and
+``--docstore`` at a SQL database.
 """
 
 from __future__ import annotations
@@ -9,17 +11,24 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
 
 from langchain_expand.corpus import read_corpus
 
+if TYPE_CHECKING:
+    from langchain_core.vectorstores import VectorStore
+
+    from langchain_expand.parents import BudgetedParentDocumentRetriever
+    from langchain_expand.windows import SentenceWindowRetriever
+
 __all__ = ["main"]
 
 HOME = Path(".langchain-expand")
-COLLECTION = "sentences"
 DEMO_DATA = Path(__file__).resolve().parents[2] / "cookbooks" / "data"
 DEMO_QUESTIONS = [
     "What did the group decide about the remote control's buttons and design?",
@@ -29,35 +38,117 @@ DEMO_QUESTIONS = [
 ]
 
 
-def _retriever(home: Path, device: str = "cpu"):  # type: ignore[no-untyped-def]
+def _store(args: argparse.Namespace, collection: str) -> VectorStore:
+    import chromadb
+
     from langchain_expand.stores import chroma_store, default_embeddings
+
+    embeddings = default_embeddings(device=args.device, batch_size=args.embed_batch)
+    if args.chroma_host:
+        client = chromadb.HttpClient(host=args.chroma_host, port=args.chroma_port)
+        return chroma_store(collection, client=client, embeddings=embeddings)
+    return chroma_store(collection, persist_directory=args.home / "chroma", embeddings=embeddings)
+
+
+def _windows_retriever(args: argparse.Namespace) -> SentenceWindowRetriever:
     from langchain_expand.windows import SentenceWindowRetriever
 
-    store = chroma_store(COLLECTION, persist_directory=home / "chroma", embeddings=default_embeddings(device=device))
-    return SentenceWindowRetriever(vectorstore=store)
+    return SentenceWindowRetriever(vectorstore=_store(args, "sentences"))
+
+
+def _parents_retriever(args: argparse.Namespace) -> BudgetedParentDocumentRetriever:
+    from langchain_expand.docstore import SQLDocStore
+    from langchain_expand.parents import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SectionSplitter
+
+    url = args.docstore or f"sqlite:///{args.home / 'docstore.sqlite'}"
+    return BudgetedParentDocumentRetriever(
+        vectorstore=_store(args, "children"),
+        docstore=SQLDocStore(url),
+        parent_splitter=SectionSplitter(fallback=MarkdownSectionSplitter(max_level=2)),
+    )
+
+
+def _batches(items: Iterable[Document], size: int) -> Iterator[list[Document]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def _for_windows(doc: Document) -> Document:
+    """Section offsets matter to parent splitting, not to sentences: don't copy them onto each."""
+    meta = {k: v for k, v in doc.metadata.items() if k != "sections"}
+    return Document(doc.page_content, metadata=meta, id=doc.id)
+
+
+def _index(args: argparse.Namespace) -> int:
+    """Stream the corpus in batches; each batch is committed, so a re-run resumes."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    retriever: Any = _parents_retriever(args) if args.mode == "parent" else _windows_retriever(args)
+    done = 0
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), disable=not sys.stderr.isatty()
+    ) as progress:
+        task = progress.add_task("indexing", total=None)
+        for batch in _batches(read_corpus(args.paths), args.batch_docs):
+            retriever.add_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
+            done += len(batch)
+            progress.update(task, description=f"indexed {done} documents")
+            if not sys.stderr.isatty():  # a log line per committed batch instead of a bar
+                print(f"indexed {done} documents", file=sys.stderr, flush=True)
+    where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
+    print(f"indexed {done} documents ({args.mode} mode) into {where}")
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from langchain_expand.budget import fit_to_budget
+
+    docs: list[Document]
+    if args.mode == "parent":
+        parents = _parents_retriever(args)
+        if args.budget:
+            parents.max_tokens = args.budget
+        docs = parents.invoke(args.question, k=args.k)
+    else:
+        windows = _windows_retriever(args)
+        docs = windows.invoke(args.question, k=args.k, before=args.before, after=args.after, merge=args.merge)
+        if args.budget:
+            docs, _ = fit_to_budget(docs, args.budget)
+    _print_units(args.question, docs, args.format == "json")
+    return 0
 
 
 def _print_units(question: str, docs: list[Document], as_json: bool) -> None:
+    from langchain_expand.tokens import TokenCounter
+
+    context_tokens = TokenCounter()("\n\n".join(d.page_content for d in docs))
     if as_json:
         rows = [{"page_content": d.page_content, "metadata": d.metadata} for d in docs]
-        print(json.dumps({"query": question, "results": rows}, ensure_ascii=False))
+        print(json.dumps({"query": question, "context_tokens": context_tokens, "results": rows}, ensure_ascii=False))
         return
-    total = sum(d.metadata["tokens"] for d in docs)
-    print(f"\nQ: {question}\n   {len(docs)} windows, {total} tokens in all")
+    print(f"\nQ: {question}\n   {len(docs)} units, {context_tokens} tokens joined")
     for d in docs:
         m = d.metadata
+        where = f"sentences {m['span'][0]}-{m['span'][1] - 1}, " if "span" in m else f"{m.get('title') or 'parent'}, "
         print(
-            f"  - {m['doc_id']} sentences {m['span'][0]}-{m['span'][1] - 1} (hit {m['hit']}), "
-            f"chars {m['start_index']}-{m['end_index']}, score {m['score']:.3f}, {m['tokens']} tokens"
+            f"  - {m['doc_id']} {where}chars {m['start_index']}-{m['end_index']}, "
+            f"score {m['score']:.3f}, {m['tokens']} tokens{' (trimmed)' if m.get('truncated') else ''}"
         )
         for line in d.page_content.splitlines():
             print(f"      {line}")
 
 
-def _without_sections(doc: Document) -> Document:
-    """Section offsets matter to parent splitting, not to sentences: don't copy them onto each."""
-    meta = {k: v for k, v in doc.metadata.items() if k != "sections"}
-    return Document(doc.page_content, metadata=meta, id=doc.id)
+def _demo(args: argparse.Namespace) -> int:
+    retriever = _windows_retriever(args)
+    corpus = [DEMO_DATA / "qmsum" / "docs.jsonl", DEMO_DATA / "emanual" / "docs.jsonl"]
+    docs = [_for_windows(d) for d in read_corpus(corpus)]
+    retriever.add_documents(docs)
+    print(f"Indexed {len(docs)} documents (3 meetings, 1 manual) into {args.home / 'chroma'}.")
+    print("Windows: 2 sentences before and 2 after each hit; token counts are cl100k_base.")
+    for question in DEMO_QUESTIONS:
+        _print_units(question, retriever.invoke(question, k=3), as_json=False)
+    return 0
 
 
 def _windows(args: argparse.Namespace) -> list[tuple[int, int]]:
@@ -77,6 +168,7 @@ def _windows(args: argparse.Namespace) -> list[tuple[int, int]]:
 def _report(args: argparse.Namespace) -> int:
     from langchain_expand.corpus import read_queries
     from langchain_expand.report import budget_report, write_plots
+    from langchain_expand.stores import default_embeddings
 
     windows = _windows(args)
     documents = list(read_corpus([args.corpus]))
@@ -88,6 +180,7 @@ def _report(args: argparse.Namespace) -> int:
         budget=args.budget,
         windows=windows,
         reserve=args.reserve,
+        embeddings=default_embeddings(device=args.device, batch_size=args.embed_batch),
         corpus_name=args.corpus.name,
         progress=args.format == "table" and sys.stderr.isatty(),
     )
@@ -103,20 +196,33 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``langchain-expand`` command."""
-    parser = argparse.ArgumentParser(prog="langchain-expand", description=__doc__.splitlines()[0])
-    parser.add_argument("--home", type=Path, default=HOME, help="where the index lives (default: %(default)s)")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="langchain-expand", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--home", type=Path, default=HOME, help="where embedded indexes live (default: %(default)s)")
+    parser.add_argument("--chroma-host", help="use a Chroma server (chroma run) instead of an embedded one")
+    parser.add_argument("--chroma-port", type=int, default=8000)
+    parser.add_argument("--docstore", help="SQLAlchemy URL of the parent docstore (default: SQLite under --home)")
+    parser.add_argument("--device", default="cpu", help="embedding device: cpu, or cuda where a GPU exists")
+    parser.add_argument("--embed-batch", type=int, default=64, help="sentences per embedding forward pass")
     sub = parser.add_subparsers(dest="command", required=True)
-    index = sub.add_parser("index", help="index .txt, .md and .jsonl files")
+
+    index = sub.add_parser("index", help="index .txt, .md and .jsonl files (resumable)")
     index.add_argument("paths", nargs="+", type=Path)
+    index.add_argument("--mode", choices=["window", "parent"], default="window")
+    index.add_argument("--batch-docs", type=int, default=32, help="documents committed per batch")
+
     query = sub.add_parser("query", help="ask the index")
     query.add_argument("question")
+    query.add_argument("--mode", choices=["window", "parent"], default="window")
     query.add_argument("--k", type=int, default=4)
     query.add_argument("--before", type=int, default=2)
     query.add_argument("--after", type=int, default=2)
+    query.add_argument("--merge", action="store_true", help="merge overlapping windows")
+    query.add_argument("--budget", type=int, help="fit the joined context into this many tokens")
     query.add_argument("--format", choices=["text", "json"], default="text")
+
     sub.add_parser("demo", help="index the bundled sample corpus and ask it a few questions")
+
     report = sub.add_parser("report", help="measure windows and parents on a corpus against a budget")
     report.add_argument("corpus", type=Path, help="a folder of .txt/.md files, or a JSON Lines file")
     report.add_argument("--queries", type=Path, help='JSON Lines of {"query": ...}; else sampled sentences')
@@ -128,29 +234,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.add_argument("--reserve", type=int, default=0, help="tokens the rest of the prompt needs")
     report.add_argument("--format", choices=["table", "markdown", "json"], default="table")
     report.add_argument("--plots", type=Path, help="write PNG histograms into this folder")
-    args = parser.parse_args(argv)
+    return parser
 
-    if args.command == "report":
-        return _report(args)
 
-    if args.command == "index":
-        docs = [_without_sections(d) for d in read_corpus(args.paths)]
-        ids = _retriever(args.home).add_documents(docs)
-        print(f"indexed {len(ids)} documents into {args.home / 'chroma'}")
-    elif args.command == "query":
-        retriever = _retriever(args.home)
-        docs = retriever.invoke(args.question, k=args.k, before=args.before, after=args.after)
-        _print_units(args.question, docs, args.format == "json")
-    else:
-        retriever = _retriever(args.home)
-        corpus = [DEMO_DATA / "qmsum" / "docs.jsonl", DEMO_DATA / "emanual" / "docs.jsonl"]
-        docs = [_without_sections(d) for d in read_corpus(corpus)]
-        retriever.add_documents(docs)
-        print(f"Indexed {len(docs)} documents (3 meetings, 1 manual) into {args.home / 'chroma'}.")
-        print("Windows: 2 sentences before and 2 after each hit; token counts are cl100k_base.")
-        for question in DEMO_QUESTIONS:
-            _print_units(question, retriever.invoke(question, k=3), as_json=False)
-    return 0
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``langchain-expand`` command."""
+    args = _parser().parse_args(argv)
+    commands = {"index": _index, "query": _query, "demo": _demo, "report": _report}
+    try:
+        return commands[args.command](args)
+    except ValueError as exc:  # bad input: say what and where, without a traceback
+        print(f"langchain-expand {args.command}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -21,6 +21,9 @@ SUFFIXES = (".txt", ".md", ".jsonl")
 def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
     """Documents from files and folders, in a stable order.
 
+    In a folder, JSON Lines files of queries (rows with ``query`` and no ``text``) are
+    skipped, so a data set's ``docs.jsonl`` and ``queries.jsonl`` can sit together.
+
     ``.txt``/``.md`` files become one document each, with the path as id and
     ``source``; ``.md`` files are marked ``format: markdown``. JSON Lines rows keep
     their ``doc_id`` and their ``sections`` (as metadata, for ``SectionSplitter``).
@@ -32,7 +35,8 @@ def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            yield from read_corpus(sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file()))
+            files = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+            yield from read_corpus([p for p in files if not _is_query_file(p)])
         elif path.suffix == ".jsonl":
             yield from _jsonl(path)
         elif not path.exists():
@@ -55,6 +59,19 @@ def read_queries(path: Path | str) -> list[dict[str, object]]:
             raise ValueError(msg)
         rows.append(row)
     return rows
+
+
+def _is_query_file(path: Path) -> bool:
+    """A JSON Lines file of queries (``{"query": ...}`` rows) found in a corpus folder."""
+    if path.suffix != ".jsonl":
+        return False
+    with path.open("rb") as f:
+        first = f.readline()
+    try:
+        row = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(row, dict) and "query" in row and "text" not in row
 
 
 def _text(path: Path) -> str:

@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 
 from langchain_expand.budget import fit_to_budget, trim
 from langchain_expand.docstore import SQLDocStore
-from langchain_expand.records import PREFIX, content_id, decode_metadata, encode_metadata, unit_id
+from langchain_expand.records import PREFIX, content_id, decode_metadata, encode_metadata, revision, unit_id
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.spans import grow, largest_fitting
 from langchain_expand.tokens import TokenCounter
@@ -129,14 +129,23 @@ class SectionSplitter(_StructureSplitter):
     that one ends (real annotations overlap), so no text is in two parents.
     """
 
-    def __init__(self, key: str = "sections") -> None:
-        """Read the sections from ``metadata[key]``."""
+    def __init__(self, key: str = "sections", *, fallback: _StructureSplitter | None = None) -> None:
+        """Read the sections from ``metadata[key]``.
+
+        Args:
+            key: The metadata key holding the sections.
+            fallback: Splits documents that have no sections (e.g. a
+                ``MarkdownSectionSplitter``); without one they are a single parent.
+        """
         super().__init__()
         self.key = key
+        self.fallback = fallback
 
     def sections(self, document: Document) -> list[tuple[int, int, dict[str, Any]]]:
         """The given sections, plus untitled parents for uncovered text."""
         text = document.page_content
+        if not document.metadata.get(self.key) and self.fallback is not None:
+            return self.fallback.sections(document)
         given = sorted(document.metadata.get(self.key) or [], key=lambda s: s["start"])
         out: list[tuple[int, int, dict[str, Any]]] = []
         at = 0
@@ -275,11 +284,14 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
                 nothing is written then.
         """
         doc_ids, parents, children = self._prepare(documents, ids)
-        stale_children, stale_parents = self._stale(doc_ids, {pid for pid, _ in parents})
+        heads = self.docstore.mget([self._head_id(d) for d in doc_ids]) if doc_ids else []
+        parents, children, changed = _changed(doc_ids, heads, parents, children)
+        stale_children, stale_parents = self._stale(changed, {pid for pid, _ in parents})
         for at in range(0, len(children), self.batch_size):
             batch = children[at : at + self.batch_size]
             self.vectorstore.add_documents([c for _, c in batch], ids=[i for i, _ in batch], **kwargs)
-        self.docstore.mset(parents)
+        for group in _heads_last(parents):
+            self.docstore.mset(group)
         new_children = {i for i, _ in children}
         gone = [i for i in stale_children if i not in new_children]
         if gone:
@@ -293,11 +305,14 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
     ) -> list[str]:
         """Async twin of :meth:`add_documents`."""
         doc_ids, parents, children = self._prepare(documents, ids)
-        stale_children, stale_parents = await self._astale(doc_ids, {pid for pid, _ in parents})
+        heads = await self.docstore.amget([self._head_id(d) for d in doc_ids]) if doc_ids else []
+        parents, children, changed = _changed(doc_ids, heads, parents, children)
+        stale_children, stale_parents = await self._astale(changed, {pid for pid, _ in parents})
         for at in range(0, len(children), self.batch_size):
             batch = children[at : at + self.batch_size]
             await self.vectorstore.aadd_documents([c for _, c in batch], ids=[i for i, _ in batch], **kwargs)
-        await self.docstore.amset(parents)
+        for group in _heads_last(parents):
+            await self.docstore.amset(group)
         new_children = {i for i, _ in children}
         gone = [i for i in stale_children if i not in new_children]
         if gone:
@@ -377,6 +392,7 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
                 parent.metadata["n_children"] = len(kids)
                 if j == 0:
                     parent.metadata["n_parents"] = len(doc_parents)
+                    parent.metadata["revision"] = revision(doc.page_content, self.parent_splitter, self.child_splitter)
                 parent.id = parent_id
                 parents.append((parent_id, parent))
                 children.extend(kids)
@@ -616,6 +632,33 @@ def _child_out(child: Document, score: float, id_key: str) -> Document:
         "score": score,
     }
     return Document(child.page_content, metadata=metadata, id=child.id)
+
+
+def _changed(
+    doc_ids: list[str],
+    heads: Sequence[Document | None],
+    parents: list[tuple[str, Document]],
+    children: list[tuple[str, Document]],
+) -> tuple[list[tuple[str, Document]], list[tuple[str, Document]], list[str]]:
+    """Drop documents whose stored head has the same revision: nothing to re-embed."""
+    revisions = {p.metadata["doc_id"]: p.metadata["revision"] for _, p in parents if "revision" in p.metadata}
+    same = {
+        d
+        for d, head in zip(doc_ids, heads, strict=True)
+        if head is not None and head.metadata.get("revision") == revisions[d]
+    }
+    return (
+        [(i, p) for i, p in parents if p.metadata["doc_id"] not in same],
+        [(i, c) for i, c in children if c.metadata[PREFIX + "doc"] not in same],
+        [d for d in doc_ids if d not in same],
+    )
+
+
+def _heads_last(parents: list[tuple[str, Document]]) -> list[list[tuple[str, Document]]]:
+    """Write each document's first parent last: it is the commit marker a re-run checks."""
+    body = [(i, p) for i, p in parents if "n_parents" not in p.metadata]
+    heads = [(i, p) for i, p in parents if "n_parents" in p.metadata]
+    return [group for group in (body, heads) if group]
 
 
 def _stale_ids(keys: list[str], stored: Sequence[Document | None], keep: set[str]) -> tuple[list[str], list[str]]:

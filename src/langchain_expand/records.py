@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,9 +37,24 @@ def unit_id(doc_id: str, index: int) -> str:
     return f"{doc_id}::{index}"
 
 
-def revision(text: str) -> str:
-    """A short content hash that changes whenever the text does."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+def revision(text: str, *settings: object) -> str:
+    """A short hash that changes whenever the text, or the settings that split it, do."""
+    salt = "\x00".join(fingerprint(s) for s in settings)
+    return hashlib.sha256((text + "\x00" + salt).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def fingerprint(obj: object) -> str:
+    """A stable description of a splitter's settings (its type and plain attributes)."""
+    if obj is None:
+        return "None"
+    if isinstance(obj, types.FunctionType | types.MethodType):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    try:
+        attrs = vars(obj)
+    except TypeError:
+        return repr(obj)
+    plain = sorted((k, v) for k, v in attrs.items() if isinstance(v, str | int | float | bool | type(None)))
+    return f"{type(obj).__module__}.{type(obj).__qualname__}{plain}"
 
 
 def content_id(text: str) -> str:

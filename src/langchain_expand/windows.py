@@ -278,7 +278,7 @@ class SentenceWindowRetriever(BaseRetriever):
         spans = _checked_spans(self.splitter(text), len(text), doc_id)
         if self.max_sentence_tokens is not None:
             self._check_sentence_sizes(text, spans, doc_id)
-        rev = revision(text)
+        rev = revision(text, self.splitter)
         base = encode_metadata(doc.metadata, doc_id)
         n = len(spans)
         records = []

@@ -1,0 +1,109 @@
+"""The command line as a user runs it: index, query, an interrupted index, a re-run."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import chromadb
+
+from langchain_expand.cli import main
+
+from .conftest import load_docs
+
+CLI = [sys.executable, "-m", "langchain_expand.cli"]
+
+
+def small_docs(path: Path) -> Path:
+    """The test meetings cut into documents of 15 lines, so indexing takes many batches."""
+    rows = []
+    for doc in load_docs("qmsum"):
+        lines = doc["text"].split("\n")
+        for i in range(0, len(lines), 15):
+            rows.append({"doc_id": f"{doc['doc_id']}-{i // 15}", "text": "\n".join(lines[i : i + 15])})
+    corpus = path / "corpus.jsonl"
+    corpus.write_text("\n".join(json.dumps(r) for r in rows if r["text"].strip()))
+    return corpus
+
+
+def cli(home: Path, *args: str) -> str:
+    """Run the command in this process (the model loads once), return what it printed."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--home", str(home), *args]) == 0
+    return out.getvalue()
+
+
+def count(home: Path) -> int:
+    return chromadb.PersistentClient(str(home / "chroma")).get_collection("sentences").count()
+
+
+def test_index_query_interrupted_index_and_rerun(tmp_path: Path) -> None:
+    corpus = small_docs(tmp_path)
+    n_docs = len(corpus.read_text().splitlines())
+    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
+    assert f"indexed {n_docs} documents" in cli(reference, "index", str(corpus))
+
+    process = subprocess.Popen(
+        [*CLI, "--home", str(interrupted), "index", str(corpus), "--batch-docs", "2"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("indexed 6 documents"):
+            process.send_signal(signal.SIGKILL)
+            break
+    process.wait(timeout=60)
+    assert process.returncode == -signal.SIGKILL
+    partial = count(interrupted)
+    assert 0 < partial < count(reference)
+
+    cli(interrupted, "index", str(corpus))
+    assert count(interrupted) == count(reference)
+    cli(interrupted, "index", str(corpus))  # a third run changes nothing
+    assert count(interrupted) == count(reference)
+
+    question = "what should the remote control cost"
+    ours = json.loads(cli(interrupted, "query", question, "--k", "3", "--format", "json"))
+    theirs = json.loads(cli(reference, "query", question, "--k", "3", "--format", "json"))
+    assert [r["page_content"] for r in ours["results"]] == [r["page_content"] for r in theirs["results"]]
+    assert len(ours["results"]) == 3
+
+
+def test_query_with_merge_and_budget_and_parent_mode(tmp_path: Path) -> None:
+    data = Path(__file__).parent / "data"
+    cli(tmp_path, "index", str(data / "qmsum" / "docs.jsonl"))
+    cli(tmp_path, "index", "--mode", "parent", str(data / "emanual" / "docs.jsonl"))
+    merged = json.loads(cli(tmp_path, "query", "remote design", "--merge", "--budget", "150", "--format", "json"))
+    assert merged["context_tokens"] <= 150
+    parents = json.loads(cli(tmp_path, "query", "pair the remote", "--mode", "parent", "--k", "2", "--format", "json"))
+    assert len(parents["results"]) == 2
+    assert all("children" in r["metadata"] for r in parents["results"])
+
+
+def test_a_binary_file_is_refused_naming_it(tmp_path: Path) -> None:
+    def run(path: Path) -> tuple[int, str]:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["--home", str(tmp_path), "index", str(path)])
+        return code, err.getvalue()
+
+    bad = tmp_path / "image.txt"
+    bad.write_bytes(b"\x89PNG\x00\x00binary")
+    code, err = run(bad)
+    assert code == 2
+    assert f"{bad}: looks binary" in err
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("caf\xe9 au lait".encode("latin-1"))
+    code, err = run(latin)
+    assert code == 2
+    assert "not valid UTF-8" in err
