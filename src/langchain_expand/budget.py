@@ -9,6 +9,7 @@ itself, never unit by unit.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_expand.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.spans import grow, largest_fitting
 from langchain_expand.tokens import TokenCounter
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["BudgetReport", "FitToBudget", "count_prompt_tokens", "fit_to_budget", "format_docs"]
 
@@ -166,6 +169,13 @@ def fit_to_budget(
         ordered.remove(worst)
         dropped += 1
     final = [d for _, d in ordered]
+    if documents and not final:
+        logger.warning(
+            "fit_to_budget kept none of %d units: not even a matched sentence fits in %d tokens. "
+            "Raise max_tokens or lower the reserve.",
+            len(documents),
+            limit,
+        )
     report = BudgetReport(limit, size(render(final)), len(final), truncated, dropped)
     stamped = [
         Document(

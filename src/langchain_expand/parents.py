@@ -32,6 +32,7 @@ from langchain_expand.records import PREFIX, content_id, decode_metadata, encode
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.spans import grow, largest_fitting
 from langchain_expand.tokens import TokenCounter
+from langchain_expand.windows import check_query
 
 __all__ = ["BudgetedParentDocumentRetriever", "MarkdownSectionSplitter", "SectionSplitter"]
 
@@ -442,6 +443,7 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         expand: bool = True,
         filter: dict[str, Any] | None = None,
     ) -> list[Document]:
+        check_query(query)
         k = self._k(k)
         fetch_k = max(k, self.search_kwargs.get("k", 4))
         while True:
@@ -464,6 +466,7 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         expand: bool = True,
         filter: dict[str, Any] | None = None,
     ) -> list[Document]:
+        check_query(query)
         k = self._k(k)
         fetch_k = max(k, self.search_kwargs.get("k", 4))
         while True:

@@ -363,6 +363,7 @@ class SentenceWindowRetriever(BaseRetriever):
         merge: bool | None = None,
         filter: dict[str, Any] | None = None,
     ) -> list[Document]:
+        check_query(query)
         plan = self._resolve(k, before, after, expand, merge)
         where = _where(filter if filter is not None else self.filter)
         fetch_k = plan.k
@@ -387,6 +388,7 @@ class SentenceWindowRetriever(BaseRetriever):
         merge: bool | None = None,
         filter: dict[str, Any] | None = None,
     ) -> list[Document]:
+        check_query(query)
         plan = self._resolve(k, before, after, expand, merge)
         where = _where(filter if filter is not None else self.filter)
         fetch_k = plan.k
@@ -447,6 +449,7 @@ class SentenceWindowRetriever(BaseRetriever):
     def _resolve(
         self, k: int | None, before: int | None, after: int | None, expand: bool | None, merge: bool | None
     ) -> _Plan:
+        """This call's settings, validated; the instance's fields fill what the call leaves out."""
         plan = _Plan(
             k=self.k if k is None else k,
             before=self.before if before is None else before,
@@ -494,6 +497,17 @@ def _fetch(store: VectorStore, ids: list[str]) -> list[Document]:
 
 async def _afetch(store: VectorStore, ids: list[str]) -> list[Document]:
     return await store.aget_by_ids(ids) if ids else []
+
+
+def check_query(query: str) -> None:
+    """An empty query matches nothing meaningfully: say so instead of returning noise.
+
+    A very long query is accepted; the embedding model reads its beginning (MiniLM: the
+    first 256 word pieces).
+    """
+    if not isinstance(query, str) or not query.strip():
+        msg = f"The query is empty ({query!r}); pass the question text."
+        raise ValueError(msg)
 
 
 def _check_query_params(k: int, before: int, after: int) -> None:
