@@ -134,7 +134,7 @@ def fit_to_budget(
     _check(max_tokens, reserve, order)
     counter = token_counter or TokenCounter()
     splitter = SentenceSplitter(token_counter=counter)
-    render: Formatter = formatter or (lambda docs: separator.join(d.page_content for d in docs))
+    render = _renderer(separator, formatter)
     size = measure or counter
     limit = max_tokens - reserve
 
@@ -186,6 +186,11 @@ def fit_to_budget(
         for d in final
     ]
     return stamped, report
+
+
+def _renderer(separator: str, formatter: Formatter | None) -> Formatter:
+    """What the budget counts: the formatter's output, else the contents joined."""
+    return formatter or (lambda docs: separator.join(d.page_content for d in docs))
 
 
 def _check(max_tokens: int, reserve: int, order: str) -> None:
@@ -325,7 +330,7 @@ class FitToBudget(RunnableLambda[Any, Any]):
         """
         _check(max_tokens, reserve, order)
         counter = token_counter or TokenCounter()
-        render: Formatter = formatter or (lambda docs: separator.join(d.page_content for d in docs))
+        render = _renderer(separator, formatter)
 
         def fit_documents(documents: list[Document], config: RunnableConfig) -> list[Document]:
             kept, report = fit_to_budget(

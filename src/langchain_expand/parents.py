@@ -28,7 +28,7 @@ from pydantic import Field, model_validator
 
 from langchain_expand.budget import fit_to_budget, trim
 from langchain_expand.docstore import SQLDocStore
-from langchain_expand.records import PREFIX, content_id, decode_metadata, encode_metadata, revision, unit_id
+from langchain_expand.records import PREFIX, decode_metadata, document_ids, encode_metadata, revision, unit_id
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.spans import grow, largest_fitting
 from langchain_expand.tokens import TokenCounter
@@ -369,17 +369,7 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
     def _prepare(
         self, documents: Sequence[Document], ids: Sequence[str] | None
     ) -> tuple[list[str], list[tuple[str, Document]], list[tuple[str, Document]]]:
-        if ids is not None and len(ids) != len(documents):
-            msg = f"`ids` has {len(ids)} entries for {len(documents)} documents; give one id per document."
-            raise ValueError(msg)
-        doc_ids = [
-            (ids[i] if ids is not None else None) or doc.id or content_id(doc.page_content)
-            for i, doc in enumerate(documents)
-        ]
-        if len(set(doc_ids)) != len(doc_ids):
-            dup = next(d for d in doc_ids if doc_ids.count(d) > 1)
-            msg = f"The id {dup!r} appears twice in one call; ids must be unique. Drop the duplicate."
-            raise ValueError(msg)
+        doc_ids = document_ids(documents, ids)
         parents: list[tuple[str, Document]] = []
         children: list[tuple[str, Document]] = []
         for doc, doc_id in zip(documents, doc_ids, strict=True):

@@ -23,10 +23,12 @@ from __future__ import annotations
 import hashlib
 import json
 import types
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["decode_metadata", "encode_metadata", "revision", "unit_id"]
+from langchain_core.documents import Document
+
+__all__ = ["decode_metadata", "document_ids", "encode_metadata", "revision", "unit_id"]
 
 PREFIX = "lcx_"
 _SCALARS = (str, int, float, bool)
@@ -60,6 +62,36 @@ def fingerprint(obj: object) -> str:
 def content_id(text: str) -> str:
     """A deterministic document id derived from the content."""
     return "doc-" + revision(text)
+
+
+def document_ids(documents: Sequence[Document], ids: Sequence[str | None] | None) -> list[str]:
+    """One id per document: from ``ids``, else ``Document.id``, else a hash of the text.
+
+    Raises:
+        ValueError: When ``ids`` has the wrong length, a document is not text, or two
+            documents of one call share an id.
+    """
+    if ids is not None and len(ids) != len(documents):
+        msg = f"`ids` has {len(ids)} entries for {len(documents)} documents; give one id per document."
+        raise ValueError(msg)
+    out: list[str] = []
+    seen: dict[str, int] = {}
+    for position, doc in enumerate(documents):
+        text = doc.page_content
+        given = ids[position] if ids is not None else None
+        doc_id = given or doc.id or (content_id(text) if isinstance(text, str) else None)
+        if not isinstance(text, str) or doc_id is None:
+            msg = f"Document {position} has no text (page_content is {type(text).__name__}). Give it a str."
+            raise ValueError(msg)
+        if doc_id in seen:
+            msg = (
+                f"Documents {seen[doc_id]} and {position} share the id {doc_id!r}; "
+                "ids must be unique in one call. Drop the duplicate or give it its own id."
+            )
+            raise ValueError(msg)
+        seen[doc_id] = position
+        out.append(doc_id)
+    return out
 
 
 def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:

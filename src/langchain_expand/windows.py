@@ -24,8 +24,8 @@ from pydantic import Field, model_validator
 
 from langchain_expand.records import (
     PREFIX,
-    content_id,
     decode_metadata,
+    document_ids,
     encode_metadata,
     revision,
     unit_id,
@@ -252,22 +252,7 @@ class SentenceWindowRetriever(BaseRetriever):
 
     def _prepare(self, documents: Sequence[Document], ids: Sequence[str] | None) -> list[_Prepared]:
         """Validate every document and build its records, before anything is written."""
-        if ids is not None and len(ids) != len(documents):
-            msg = f"`ids` has {len(ids)} entries for {len(documents)} documents; give one id per document."
-            raise ValueError(msg)
-        doc_ids = [
-            (ids[i] if ids is not None else None) or doc.id or content_id(doc.page_content)
-            for i, doc in enumerate(documents)
-        ]
-        seen: dict[str, int] = {}
-        for position, doc_id in enumerate(doc_ids):
-            if doc_id in seen:
-                msg = (
-                    f"Documents {seen[doc_id]} and {position} share the id {doc_id!r}; "
-                    "ids must be unique in one call. Drop the duplicate or give it its own id."
-                )
-                raise ValueError(msg)
-            seen[doc_id] = position
+        doc_ids = document_ids(documents, ids)
         return [self._records(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=False)]
 
     def _records(self, doc: Document, doc_id: str) -> _Prepared:
