@@ -17,6 +17,7 @@ import argparse
 import json
 import tempfile
 
+from common import evidence_recall, machine, read, summary  # type: ignore[import-not-found]
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.documents import Document
 
@@ -28,8 +29,6 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
-
-from common import evidence_recall, machine, read, summary  # type: ignore[import-not-found]
 
 BUDGET = 16_000
 
@@ -44,15 +43,22 @@ def run(corpus: str, docs: list[dict], queries: list[dict], splitter: object, k:
     }
     ours = BudgetedParentDocumentRetriever(**common, k=k)
     ours.add_documents(
-        [Document(d["text"], id=d["doc_id"], metadata={"source": d["doc_id"], "sections": d.get("sections")}) for d in docs]
+        [
+            Document(d["text"], id=d["doc_id"], metadata={"source": d["doc_id"], "sections": d.get("sections")})
+            for d in docs
+        ]
     )
     budgeted = BudgetedParentDocumentRetriever(**common, k=k, max_parent_tokens=4000, max_tokens=BUDGET)
     units: list[int] = []
-    results: dict[str, dict[str, list[float]]] = {n: {"prompt": [], "recall": [], "parents": []} for n in ("stock", "ours", "ours+budget")}
+    results: dict[str, dict[str, list[float]]] = {
+        n: {"prompt": [], "recall": [], "parents": []} for n in ("stock", "ours", "ours+budget")
+    }
     for q in queries:
         where = {"source": q["doc_id"]}
         stock = ParentDocumentRetriever(
-            vectorstore=common["vectorstore"], docstore=common["docstore"], child_splitter=ours.child_splitter,
+            vectorstore=common["vectorstore"],
+            docstore=common["docstore"],
+            child_splitter=ours.child_splitter,
             search_kwargs={"k": k, "filter": where},
         )
         contexts = {
@@ -93,12 +99,16 @@ def main() -> None:
     with_queries = {q["doc_id"] for q in queries}
     meetings = [d for d in read("qmsum", "docs.jsonl.gz") if d["doc_id"] in with_queries][: args.meetings]
     ids = {d["doc_id"] for d in meetings}
-    qmsum = run("qmsum", meetings, [q for q in queries if q["doc_id"] in ids][: args.queries], SectionSplitter(), args.k)
+    qmsum = run(
+        "qmsum", meetings, [q for q in queries if q["doc_id"] in ids][: args.queries], SectionSplitter(), args.k
+    )
 
     manuals = read("emanual", "docs.jsonl.gz")
     manual_queries = read("emanual", "queries.jsonl.gz")[: args.queries]
     emanual = run("emanual", manuals, manual_queries, MarkdownSectionSplitter(max_level=2), args.k)
-    print(json.dumps({"k": args.k, "budget": BUDGET, "machine": machine(), "qmsum": qmsum, "emanual": emanual}, indent=2))
+    print(
+        json.dumps({"k": args.k, "budget": BUDGET, "machine": machine(), "qmsum": qmsum, "emanual": emanual}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import chromadb
+import pytest
 
 from langchain_expand.cli import main
 
@@ -107,3 +108,15 @@ def test_a_binary_file_is_refused_naming_it(tmp_path: Path) -> None:
     code, err = run(latin)
     assert code == 2
     assert "not valid UTF-8" in err
+
+
+def test_jsonl_rows_stream_and_bad_rows_name_their_line(tmp_path: Path) -> None:
+    from langchain_expand.corpus import read_corpus
+
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text('{"doc_id": "a", "text": "One."}\n\n{"doc_id": "b", "text": "Two."}\nnot json\n')
+    rows = read_corpus([corpus])
+    assert next(rows).id == "a"  # the first document arrives before the bad line is read
+    assert next(rows).id == "b"
+    with pytest.raises(ValueError, match=r"docs.jsonl:4: not valid JSON"):
+        next(rows)

@@ -90,18 +90,29 @@ def _text(path: Path) -> str:
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
-    for line_no, line in enumerate(_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            msg = f"{path}:{line_no}: not valid JSON ({exc.msg}). Fix or remove the line."
-            raise ValueError(msg) from None
-        if not isinstance(row, dict):
-            msg = f"{path}:{line_no}: each line must be a JSON object."
-            raise ValueError(msg)
-        yield line_no, row
+    """Rows one line at a time, so a large JSON Lines file is never held in memory whole."""
+    with path.open("rb") as f:
+        for line_no, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                msg = f"{path}:{line_no}: not valid UTF-8 (byte {exc.start} of the line). Re-encode the file as UTF-8."
+                raise ValueError(msg) from None
+            yield line_no, _row(path, line_no, line)
+
+
+def _row(path: Path, line_no: int, line: str) -> dict[str, object]:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as exc:
+        msg = f"{path}:{line_no}: not valid JSON ({exc.msg}). Fix or remove the line."
+        raise ValueError(msg) from None
+    if not isinstance(row, dict):
+        msg = f"{path}:{line_no}: each line must be a JSON object."
+        raise ValueError(msg)
+    return row
 
 
 def _jsonl(path: Path) -> Iterator[Document]:

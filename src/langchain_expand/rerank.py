@@ -123,22 +123,38 @@ class RerankThenExpand(BaseRetriever):
             raise ValueError(msg)
 
     def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, top_n: int | None = None
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        top_n: int | None = None,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
-        hits = self.retriever.invoke(query, config={"callbacks": run_manager.get_child()}, k=self.fetch_k, expand=False)
+        hits = self.retriever.invoke(
+            query, config={"callbacks": run_manager.get_child()}, k=self.fetch_k, expand=False, **_where(filter)
+        )
         best = rerank(self.reranker, hits, query, top_n or self.top_n, callbacks=run_manager.get_child())
         expanded: list[Document] = self.retriever.expand_hits(best)
         return expanded
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, top_n: int | None = None
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        top_n: int | None = None,
+        filter: dict[str, Any] | None = None,
     ) -> list[Document]:
         hits = await self.retriever.ainvoke(
-            query, config={"callbacks": run_manager.get_child()}, k=self.fetch_k, expand=False
+            query, config={"callbacks": run_manager.get_child()}, k=self.fetch_k, expand=False, **_where(filter)
         )
         best = rerank(self.reranker, hits, query, top_n or self.top_n, callbacks=run_manager.get_child())
         expanded: list[Document] = await self.retriever.aexpand_hits(best)
         return expanded
+
+
+def _where(metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
+    return {} if metadata_filter is None else {"filter": metadata_filter}
 
 
 def rerank_then_expand_chain(
