@@ -212,8 +212,8 @@ class SentenceWindowRetriever(BaseRetriever):
         stale = self._stale_ids(todo, heads)
         if stale:
             self.vectorstore.delete(stale)
-        if todo:  # heads last: each is its document's commit marker
-            self.vectorstore.add_documents([p.records[0] for p in todo], ids=[unit_id(p.doc_id, 0) for p in todo])
+        for batch, batch_ids in self._head_batches(todo):  # heads last: each commits its document
+            self.vectorstore.add_documents(batch, ids=batch_ids)
         return [p.doc_id for p in prepared]
 
     async def aadd_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
@@ -226,10 +226,8 @@ class SentenceWindowRetriever(BaseRetriever):
         stale = await self._astale_ids(todo, heads)
         if stale:
             await self.vectorstore.adelete(stale)
-        if todo:
-            await self.vectorstore.aadd_documents(
-                [p.records[0] for p in todo], ids=[unit_id(p.doc_id, 0) for p in todo]
-            )
+        for batch, batch_ids in self._head_batches(todo):
+            await self.vectorstore.aadd_documents(batch, ids=batch_ids)
         return [p.doc_id for p in prepared]
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -296,9 +294,16 @@ class SentenceWindowRetriever(BaseRetriever):
                 raise ValueError(msg)
 
     def _body_batches(self, todo: list[_Prepared]) -> Iterable[tuple[list[Document], list[str]]]:
-        body = [(p.doc_id, i, r) for p in todo for i, r in enumerate(p.records) if i > 0]
-        for at in range(0, len(body), self.batch_size):
-            chunk = body[at : at + self.batch_size]
+        """Every sentence but each document's first, in write batches."""
+        return self._batches([(p.doc_id, i, r) for p in todo for i, r in enumerate(p.records) if i > 0])
+
+    def _head_batches(self, todo: list[_Prepared]) -> Iterable[tuple[list[Document], list[str]]]:
+        """Each document's first sentence, its commit marker, in write batches."""
+        return self._batches([(p.doc_id, 0, p.records[0]) for p in todo])
+
+    def _batches(self, units: list[tuple[str, int, Document]]) -> Iterable[tuple[list[Document], list[str]]]:
+        for at in range(0, len(units), self.batch_size):
+            chunk = units[at : at + self.batch_size]
             yield [r for _, _, r in chunk], [unit_id(d, i) for d, i, _ in chunk]
 
     def _stale_ids(self, todo: list[_Prepared], heads: list[Document]) -> list[str]:
