@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # disk. Elsewhere, point pip at a CPU wheel index with TORCH_PIP_ARGS.
 TORCH_PIP_ARGS ?=
 
-.PHONY: install demo test lint format typecheck bench clean
+.PHONY: install demo test lint format typecheck bench bench-peers clean
 
 install: $(STAMP)
 
@@ -37,7 +37,20 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
-	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py && ../$(PY) parents.py
+	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py && ../$(PY) parents.py && ../$(PY) quality.py
+
+# LlamaIndex and Haystack live in their own environment, out of the package's dependencies.
+PEERS := benchmarks/.venv-peers
+$(PEERS)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/pip install -q --upgrade pip
+	$(PEERS)/bin/pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
+	$(PEERS)/bin/pip install -q -e . llama-index-core llama-index-vector-stores-chroma \
+		llama-index-embeddings-huggingface haystack-ai chroma-haystack sentence-transformers-haystack
+	touch $@
+
+bench-peers: $(PEERS)/.installed
+	cd benchmarks && .venv-peers/bin/python peers.py
 
 clean:
 	rm -rf $(VENV) .langchain-expand .pytest_cache .mypy_cache .ruff_cache
