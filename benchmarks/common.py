@@ -6,7 +6,9 @@ import gzip
 import json
 import platform
 import statistics
-from collections.abc import Iterable, Sequence
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -62,3 +64,51 @@ def machine() -> str:
     import os
 
     return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds one call of ``fn`` takes."""
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def floor_seconds(docs: list[dict]) -> tuple[float, int]:
+    """The floor every design pays: our sentences through a raw encode and a raw Chroma add.
+
+    Returns:
+        The seconds it took and the number of sentences.
+    """
+    import chromadb
+
+    from langchain_expand import SentenceSplitter, default_embeddings
+
+    splitter = SentenceSplitter()
+    sentences = [d["text"][s:e] for d in docs for s, e in splitter(d["text"])]
+    embeddings = default_embeddings()
+
+    def run() -> None:
+        vectors = embeddings.embed_documents(sentences)
+        collection = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("floor")
+        step = collection._client.get_max_batch_size()
+        for at in range(0, len(sentences), step):
+            collection.add(
+                ids=[str(i) for i in range(at, min(at + step, len(sentences)))],
+                embeddings=vectors[at : at + step],
+                documents=sentences[at : at + step],
+            )
+
+    return timed(run), len(sentences)
+
+
+def latency(fn: Callable[[str, str], object], raw: Callable[[str, str], object], queries: list[dict]) -> dict:
+    """p50 and p99 of ``fn`` over those of ``raw``, the two run alternately on each query."""
+    ours_t, raw_t = [], []
+    for q in queries:
+        raw_t.append(timed(lambda q=q: raw(q["query"], q["doc_id"])))
+        ours_t.append(timed(lambda q=q: fn(q["query"], q["doc_id"])))
+    return {
+        "p50_vs_raw_search": round(statistics.median(ours_t) / statistics.median(raw_t), 2),
+        "p99_vs_raw_search": round(pct(ours_t, 99) / pct(raw_t, 99), 2),
+        "raw_p50_ms": round(1000 * statistics.median(raw_t), 1),
+    }

@@ -14,11 +14,10 @@ import json
 import tempfile
 import time
 
-import chromadb
-from common import machine, read  # type: ignore[import-not-found]
+from common import floor_seconds, machine, read  # type: ignore[import-not-found]
 from langchain_core.documents import Document
 
-from langchain_expand import SentenceSplitter, SentenceWindowRetriever, chroma_store, default_embeddings
+from langchain_expand import SentenceWindowRetriever, chroma_store, default_embeddings
 
 
 def main() -> None:
@@ -29,19 +28,7 @@ def main() -> None:
     embeddings = default_embeddings()
     embeddings.embed_documents(["warm up the model"] * 64)
 
-    splitter = SentenceSplitter()
-    sentences = [d["text"][s:e] for d in docs for s, e in splitter(d["text"])]
-    started = time.perf_counter()
-    vectors = embeddings.embed_documents(sentences)
-    collection = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("floor")
-    step = collection._client.get_max_batch_size()
-    for at in range(0, len(sentences), step):
-        collection.add(
-            ids=[str(i) for i in range(at, min(at + step, len(sentences)))],
-            embeddings=vectors[at : at + step],
-            documents=sentences[at : at + step],
-        )
-    floor = time.perf_counter() - started
+    floor, n_sentences = floor_seconds(docs)
 
     store = chroma_store("ours", persist_directory=tempfile.mkdtemp(), embeddings=embeddings)
     retriever = SentenceWindowRetriever(vectorstore=store)
@@ -52,7 +39,7 @@ def main() -> None:
     print(
         json.dumps(
             {
-                "corpus": f"qmsum, {len(docs)} meetings, {len(sentences)} sentences",
+                "corpus": f"qmsum, {len(docs)} meetings, {n_sentences} sentences",
                 "machine": machine(),
                 "floor_seconds": round(floor, 2),
                 "ours_seconds": round(ours, 2),

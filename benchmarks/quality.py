@@ -21,10 +21,9 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 
-from common import covered, evidence_recall, machine, overlap, pct, read, summary  # type: ignore[import-not-found]
+from common import covered, evidence_recall, latency, machine, overlap, read, summary  # type: ignore[import-not-found]
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.documents import Document
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -152,23 +151,6 @@ def measure(systems: Systems, queries: list[dict], budget: int) -> dict:
             "over_budget_share": round(sum(t > budget for t in tokens) / len(tokens), 4),
         }
     return out
-
-
-def latency(
-    windows_system: Callable[[str, str], Units], raw: Callable[[str, str], object], queries: list[dict]
-) -> dict:
-    ours_t, raw_t = [], []
-    for q in queries:
-        for fn, bucket in ((raw, raw_t), (windows_system, ours_t)):
-            start = time.perf_counter()
-            fn(q["query"], q["doc_id"])
-            bucket.append(time.perf_counter() - start)
-    return {
-        "p50_ratio": round(statistics.median(ours_t) / statistics.median(raw_t), 3),
-        "p99_ratio": round(pct(ours_t, 99) / pct(raw_t, 99), 3),
-        "raw_p50_ms": round(1000 * statistics.median(raw_t), 1),
-        "ours_p50_ms": round(1000 * statistics.median(ours_t), 1),
-    }
 
 
 def main() -> None:
