@@ -130,7 +130,10 @@ def _print_units(question: str, docs: list[Document], as_json: bool) -> None:
     print(f"\nQ: {question}\n   {len(docs)} units, {context_tokens} tokens joined")
     for d in docs:
         m = d.metadata
-        where = f"sentences {m['span'][0]}-{m['span'][1] - 1}, " if "span" in m else f"{m.get('title') or 'parent'}, "
+        if "span" in m:
+            where = f"sentences {m['span'][0]}-{m['span'][1] - 1} (hit {m['hit']}), "
+        else:
+            where = f"{m.get('title') or 'parent'}, "
         print(
             f"  - {m['doc_id']} {where}chars {m['start_index']}-{m['end_index']}, "
             f"score {m['score']:.3f}, {m['tokens']} tokens{' (trimmed)' if m.get('truncated') else ''}"
