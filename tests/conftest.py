@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +31,13 @@ def load_queries(corpus: str) -> list[dict]:
 
 def as_documents(rows: list[dict]) -> list[Document]:
     return [Document(r["text"], id=r["doc_id"], metadata={"title": r["doc_id"]}) for r in rows]
+
+
+def run_python(script: str, *args: str) -> str:
+    """Run ``script`` in a fresh Python process (a real restart) and return what it printed."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
 
 
 class CountingEmbeddings(Embeddings):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +25,7 @@ from langchain_expand import (
     chroma_store,
 )
 
-from .conftest import load_docs
+from .conftest import load_docs, run_python
 
 COUNTER = TokenCounter()
 Make = Callable[..., BudgetedParentDocumentRetriever]
@@ -251,9 +249,7 @@ def test_a_restarted_process_finds_the_same_parents(tmp_path: Path) -> None:
     data = Path(__file__).parent / "data" / "emanual" / "docs.jsonl"
 
     def run(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-c", _RESTART, str(tmp_path), *args], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout
+        return run_python(_RESTART, str(tmp_path), *args)
 
     run("index", str(data))
     first, second = json.loads(run("query")), json.loads(run("query"))

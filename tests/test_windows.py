@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from langchain_core.runnables import ConfigurableField
 
 from langchain_expand import SentenceSplitter, SentenceWindowRetriever, TokenCounter, window_bounds
 
-from .conftest import CountingEmbeddings, as_documents, load_docs, load_queries
+from .conftest import CountingEmbeddings, as_documents, load_docs, load_queries, run_python
 
 COUNTER = TokenCounter()
 Make = Callable[..., SentenceWindowRetriever]
@@ -297,9 +295,7 @@ def test_a_restarted_process_gives_the_same_answers(tmp_path: Path) -> None:
     data = Path(__file__).parent / "data" / "qmsum" / "docs.jsonl"
 
     def run(*args: str) -> str:
-        done = subprocess.run([sys.executable, "-c", _RESTART, str(tmp_path), *args], capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout
+        return run_python(_RESTART, str(tmp_path), *args)
 
     run("index", str(data))
     first = json.loads(run("query"))

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from langchain_core.callbacks import dispatch_custom_event
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
-from langchain_core.prompt_values import PromptValue
+from langchain_core.prompt_values import PromptValue, StringPromptValue
 from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
@@ -60,10 +60,9 @@ def format_docs(documents: Sequence[Document], *, separator: str = "\n\n", label
 
 def count_prompt_tokens(prompt: PromptValue, counter: Callable[[str], int]) -> int:
     """Tokens of a rendered prompt: its text, or for chat, each message plus its framing."""
-    messages = prompt.to_messages()
-    if prompt.__class__.__name__ == "StringPromptValue":
+    if isinstance(prompt, StringPromptValue):
         return counter(prompt.to_string())
-    return REPLY_OVERHEAD + sum(_message_tokens(m, counter) for m in messages)
+    return REPLY_OVERHEAD + sum(_message_tokens(m, counter) for m in prompt.to_messages())
 
 
 def _message_tokens(message: BaseMessage, counter: Callable[[str], int]) -> int:
