@@ -54,6 +54,21 @@ def test_budget_is_never_exceeded(hits: list[tuple[int, int, int]], budget: int,
 
 
 @settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, len(SENTENCES) - 1), st.integers(0, 4), st.integers(0, 4)), max_size=10),
+    st.integers(1, 800),
+)
+def test_units_are_kept_whole_up_to_the_first_that_does_not_fit(hits: list[tuple[int, int, int]], budget: int) -> None:
+    docs = [window(h, b, a) for h, b, a in hits]
+    whole = next((n for n in range(len(docs)) if joined_tokens(docs[: n + 1]) > budget), len(docs))
+    kept, _ = fit_to_budget(docs, budget)
+    assert [d.page_content for d in kept[:whole]] == [d.page_content for d in docs[:whole]]
+    assert not any(d.metadata["truncated"] for d in kept[:whole])
+    if whole < len(docs):  # the first unit that did not fit whole is shrunk, dropped or skipped
+        assert docs[whole].page_content not in [d.page_content for d in kept[whole:]]
+
+
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=300), max_size=8), st.integers(1, 300), st.sampled_from(["\n\n", " | ", ""]))
 def test_budget_holds_for_any_units_and_separator(texts: list[str], budget: int, separator: str) -> None:
     docs = [Document(t) for t in texts]

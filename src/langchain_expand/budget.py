@@ -134,8 +134,13 @@ def fit_to_budget(
     counter = token_counter or TokenCounter()
     splitter = SentenceSplitter(token_counter=counter)
     render = _renderer(separator, formatter)
-    size = measure or counter
     limit = max_tokens - reserve
+    counted: dict[str, int] = {}
+
+    def size(context: str) -> int:  # the same context is often asked for twice (the final report)
+        if context not in counted:
+            counted[context] = (measure or counter)(context)
+        return counted[context]
 
     def fits(units: Sequence[Document]) -> bool:
         return size(render(units)) <= limit
@@ -149,9 +154,10 @@ def fit_to_budget(
             f"{limit}. Raise `max_tokens` or shorten the prompt, history or question."
         )
         raise ValueError(msg)
-    kept: list[tuple[int, Document]] = []
+    fitting = _fitting_prefix(documents, fits)
+    kept: list[tuple[int, Document]] = list(enumerate(documents[:fitting]))
     dropped = truncated = 0
-    for rank, doc in enumerate(documents):
+    for rank, doc in enumerate(documents[fitting:], fitting):
         current = [d for _, d in kept]
         if fits([*current, doc]):
             kept.append((rank, doc))
@@ -185,6 +191,25 @@ def fit_to_budget(
         for d in final
     ]
     return stamped, report
+
+
+def _fitting_prefix(documents: Sequence[Document], fits: Callable[[Sequence[Document]], bool]) -> int:
+    """How many leading units fit together, found with few counts of the joined text.
+
+    Usually all of them do, and one count settles it; otherwise a binary search over
+    prefix lengths costs log2(n) counts instead of one per unit. Each count is exact, so
+    whatever prefix this returns fits, even where tokenization is not quite monotone.
+    """
+    if fits(documents):
+        return len(documents)
+    fitting, failing = 0, len(documents)  # fits(documents[:fitting]) and not fits(documents[:failing])
+    while failing - fitting > 1:
+        middle = (fitting + failing) // 2
+        if fits(documents[:middle]):
+            fitting = middle
+        else:
+            failing = middle
+    return fitting
 
 
 def _renderer(separator: str, formatter: Formatter | None) -> Formatter:
