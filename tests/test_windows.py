@@ -221,6 +221,7 @@ def test_window_size_follows_the_formula_on_punctuated_text(make_retriever: Make
         ({"before": -1}, "`before` must be an integer >= 0, got -1"),
         ({"after": -3}, "`after` must be an integer >= 0, got -3"),
         ({"batch_size": 0}, "`batch_size` must be >= 1, got 0"),
+        ({"max_tokens": 0}, "`max_tokens` must be a positive integer or None, got 0"),
     ],
 )
 def test_bad_parameters_fail_when_the_retriever_is_built(make_retriever: Make, params: dict, message: str) -> None:
@@ -233,6 +234,35 @@ def test_bad_per_call_parameters_are_clear_errors(qmsum_index: SentenceWindowRet
         qmsum_index.invoke("anything", k=0)
     with pytest.raises(ValueError, match="`before` must be an integer >= 0, got -1"):
         qmsum_index.invoke("anything", before=-1)
+    with pytest.raises(ValueError, match="`max_tokens` must be a positive integer or None, got -5"):
+        qmsum_index.invoke("anything", max_tokens=-5)
+
+
+def joined_tokens(docs: list[Document]) -> int:
+    return COUNTER("\n\n".join(d.page_content for d in docs))
+
+
+def test_max_tokens_bounds_the_joined_windows_per_call_on_the_instance_and_after_reranking(
+    qmsum_index: SentenceWindowRetriever,
+) -> None:
+    sources = {d["doc_id"]: d["text"] for d in load_docs("qmsum")}
+    query = "what did the group decide about the price of the remote"
+    full = qmsum_index.invoke(query, merge=True)
+    budget = joined_tokens(full) // 2
+    per_call = qmsum_index.invoke(query, merge=True, max_tokens=budget)
+    on_instance = qmsum_index.model_copy(update={"max_tokens": budget, "merge": True}).invoke(query)
+    matches = qmsum_index.invoke(query, expand=False, k=16)
+    expanded = qmsum_index.expand_hits(matches, merge=True, max_tokens=budget)
+    assert [d.page_content for d in on_instance] == [d.page_content for d in per_call]
+    for kept in (per_call, expanded):
+        assert 0 < joined_tokens(kept) <= budget
+        for doc in kept:
+            m = doc.metadata
+            assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == doc.page_content
+            assert m["span"][0] <= m["hit"] < m["span"][1]  # a shrunk window keeps its hit
+            assert m["budget"]["max_tokens"] == budget
+    assert per_call[0].metadata["hit"] == full[0].metadata["hit"]  # the best window is never the one cut
+    assert len(per_call) < len(full) or any(d.metadata["truncated"] for d in per_call)
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t  "])

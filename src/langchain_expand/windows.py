@@ -22,6 +22,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, model_validator
 
+from langchain_expand.budget import fit_to_budget
 from langchain_expand.records import (
     PREFIX,
     decode_metadata,
@@ -106,6 +107,13 @@ class _Plan:
             units = [u for u in units if not any(u is j for j in joined[1:])]
         return units
 
+    def first_fetch(self) -> int:
+        """Hits asked of the first search; merging usually needs more than ``k``.
+
+        Each further search embeds the query again, so asking twice as many up front is cheaper.
+        """
+        return 2 * self.k if self.merge else self.k
+
     def wants_more(self, units: list[_Unit], found: int, asked: int) -> bool:
         """Merging shrank the result below ``k`` and the store may hold more hits."""
         return len(units) < self.k and found == asked and asked < 16 * self.k
@@ -128,6 +136,9 @@ class SentenceWindowRetriever(BaseRetriever):
     ``score`` (relevance of the best hit, higher is better), ``tokens``,
     ``n_sentences`` (of the document) and ``sentences`` (each sentence's char offsets,
     which ``FitToBudget`` uses to shrink a window from its edges).
+
+    ``k``, ``before``, ``after``, ``expand``, ``merge``, ``filter`` and ``max_tokens`` also
+    change per call, with no re-embedding: ``invoke(query, before=3, after=1, max_tokens=1500)``.
 
     Everything needed at query time lives in the vector store, so a new retriever over
     the same persisted store answers the same.
@@ -158,6 +169,11 @@ class SentenceWindowRetriever(BaseRetriever):
     """Merge overlapping or adjacent windows of one document; ``k`` then counts merged units."""
     merge_gap: int = 0
     """With ``merge``, also join windows this many sentences apart (the gap is filled in)."""
+    max_tokens: int | None = None
+    """Cap on the joined context of all returned windows (``"\\n\\n"`` between them), applied
+    as :func:`fit_to_budget` does: the best windows first, the first that does not fit shrunk
+    from its edges around its hit. For a formatter or a whole-prompt budget, pipe the
+    retriever into ``FitToBudget`` instead."""
     filter: dict[str, Any] | None = None
     """A metadata filter in the vector store's own syntax, e.g. ``{"source": "a.md"}`` for Chroma."""
     splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
@@ -183,6 +199,7 @@ class SentenceWindowRetriever(BaseRetriever):
         if self.batch_size < 1:
             msg = f"`batch_size` must be >= 1, got {self.batch_size}."
             raise ValueError(msg)
+        _check_max_tokens(self.max_tokens)
         if self.max_sentence_tokens is not None and self.max_sentence_tokens < 1:
             msg = f"`max_sentence_tokens` must be >= 1 or None, got {self.max_sentence_tokens}."
             raise ValueError(msg)
@@ -352,11 +369,12 @@ class SentenceWindowRetriever(BaseRetriever):
         expand: bool | None = None,
         merge: bool | None = None,
         filter: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
         plan = self._resolve(k, before, after, expand, merge)
         where = _where(filter if filter is not None else self.filter)
-        fetch_k = plan.k
+        fetch_k = plan.first_fetch()
         while True:
             scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=fetch_k, **where)
             units = plan.units([_to_hit(doc, score) for doc, score in scored])
@@ -364,7 +382,8 @@ class SentenceWindowRetriever(BaseRetriever):
                 break
             fetch_k *= 2
         units = units[: plan.k]
-        return self._assemble(units, _fetch(self.vectorstore, _needed_ids(units)))
+        records = _gather(self.vectorstore, _needed_ids(units), [doc for doc, _ in scored])
+        return self._budgeted(self._assemble(units, records), max_tokens)
 
     async def _aget_relevant_documents(
         self,
@@ -377,11 +396,12 @@ class SentenceWindowRetriever(BaseRetriever):
         expand: bool | None = None,
         merge: bool | None = None,
         filter: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
         plan = self._resolve(k, before, after, expand, merge)
         where = _where(filter if filter is not None else self.filter)
-        fetch_k = plan.k
+        fetch_k = plan.first_fetch()
         while True:
             scored = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=fetch_k, **where)
             units = plan.units([_to_hit(doc, score) for doc, score in scored])
@@ -389,7 +409,8 @@ class SentenceWindowRetriever(BaseRetriever):
                 break
             fetch_k *= 2
         units = units[: plan.k]
-        return self._assemble(units, await _afetch(self.vectorstore, _needed_ids(units)))
+        records = await _agather(self.vectorstore, _needed_ids(units), [doc for doc, _ in scored])
+        return self._budgeted(self._assemble(units, records), max_tokens)
 
     def expand_hits(
         self,
@@ -398,15 +419,18 @@ class SentenceWindowRetriever(BaseRetriever):
         before: int | None = None,
         after: int | None = None,
         merge: bool | None = None,
+        max_tokens: int | None = None,
     ) -> list[Document]:
         """Turn matched sentences (``expand=False`` results) into windows, keeping their order.
 
         This is the second half of rerank-then-expand: match, rerank the sentences,
         then expand. Metadata the hits gained on the way (``rerank_score``) is kept.
+        ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval.
         """
         plan = self._resolve(len(hits) or 1, before, after, True, merge)
         units = plan.units([_from_match(doc) for doc in hits])
-        return self._assemble(units, _fetch(self.vectorstore, _needed_ids(units)))
+        records = _fetch(self.vectorstore, _needed_ids(units))
+        return self._budgeted(self._assemble(units, records), max_tokens)
 
     async def aexpand_hits(
         self,
@@ -415,11 +439,13 @@ class SentenceWindowRetriever(BaseRetriever):
         before: int | None = None,
         after: int | None = None,
         merge: bool | None = None,
+        max_tokens: int | None = None,
     ) -> list[Document]:
         """Async twin of :meth:`expand_hits`."""
         plan = self._resolve(len(hits) or 1, before, after, True, merge)
         units = plan.units([_from_match(doc) for doc in hits])
-        return self._assemble(units, await _afetch(self.vectorstore, _needed_ids(units)))
+        records = await _afetch(self.vectorstore, _needed_ids(units))
+        return self._budgeted(self._assemble(units, records), max_tokens)
 
     def source_text(self, doc_id: str) -> str:
         """A document's text rebuilt from the store, at the offsets the units carry.
@@ -451,6 +477,15 @@ class SentenceWindowRetriever(BaseRetriever):
         if not (self.expand if expand is None else expand):
             return _Plan(k=plan.k, before=0, after=0, merge=False, merge_gap=0)
         return plan
+
+    def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
+        """The windows that fit this call's budget, or the instance's, if either is set."""
+        limit = self.max_tokens if max_tokens is None else max_tokens
+        if limit is None:
+            return windows
+        _check_max_tokens(limit)
+        kept, _ = fit_to_budget(windows, limit, token_counter=self.token_counter)
+        return kept
 
     def _assemble(self, units: list[_Unit], records: list[Document]) -> list[Document]:
         """Build each unit's text from the fetched records; skip uncommitted documents."""
@@ -489,6 +524,24 @@ async def _afetch(store: VectorStore, ids: list[str]) -> list[Document]:
     return await store.aget_by_ids(ids) if ids else []
 
 
+def _known(ids: list[str], found: list[Document]) -> tuple[list[Document], list[str]]:
+    """The records among ``ids`` the search already returned, and the ids still to fetch."""
+    wanted = set(ids)
+    have = {d.id: d for d in found if d.id in wanted}
+    return list(have.values()), [i for i in ids if i not in have]
+
+
+def _gather(store: VectorStore, ids: list[str], found: list[Document]) -> list[Document]:
+    """The records ``ids`` name, fetching only those the search did not return."""
+    have, missing = _known(ids, found)
+    return have + _fetch(store, missing)
+
+
+async def _agather(store: VectorStore, ids: list[str], found: list[Document]) -> list[Document]:
+    have, missing = _known(ids, found)
+    return have + await _afetch(store, missing)
+
+
 def check_query(query: str) -> None:
     """An empty query matches nothing meaningfully: say so instead of returning noise.
 
@@ -508,6 +561,12 @@ def _check_query_params(k: int, before: int, after: int) -> None:
         if not isinstance(value, int) or value < 0:
             msg = f"`{name}` must be an integer >= 0, got {value!r}."
             raise ValueError(msg)
+
+
+def _check_max_tokens(max_tokens: int | None) -> None:
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        msg = f"`max_tokens` must be a positive integer or None, got {max_tokens!r}."
+        raise ValueError(msg)
 
 
 def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
