@@ -53,7 +53,11 @@ class SQLDocStore(BaseStore[str, Document]):
             sa.Column("key", sa.String(512), primary_key=True),
             sa.Column("value", sa.Text, nullable=False),
         )
-        self._table.metadata.create_all(self._engine)
+        try:
+            self._table.metadata.create_all(self._engine)
+        except (sa.exc.ProgrammingError, sa.exc.IntegrityError):  # another worker created it just now
+            if not sa.inspect(self._engine).has_table(table):
+                raise
 
     def __repr__(self) -> str:
         return f"SQLDocStore({self._engine.url.render_as_string(hide_password=True)!r})"
@@ -75,9 +79,14 @@ class SQLDocStore(BaseStore[str, Document]):
         rows = {key: _dump(key, doc) for key, doc in key_value_pairs}
         if not rows:
             return
+        values = [{"key": k, "value": v} for k, v in rows.items()]
         with self._engine.begin() as conn:
+            upsert = _upsert(self._table, self._engine.dialect.name)
+            if upsert is not None:  # two workers writing one key both succeed, the last wins
+                conn.execute(upsert, values)
+                return
             conn.execute(self._table.delete().where(self._table.c.key.in_(list(rows))))
-            conn.execute(self._table.insert(), [{"key": k, "value": v} for k, v in rows.items()])
+            conn.execute(self._table.insert(), values)
 
     def mdelete(self, keys: Sequence[str]) -> None:
         """Delete ``keys``; absent keys are ignored."""
@@ -95,6 +104,18 @@ class SQLDocStore(BaseStore[str, Document]):
         with self._engine.connect() as conn:
             for row in conn.execute(query):
                 yield row.key
+
+
+def _upsert(table: sa.Table, dialect: str) -> sa.Executable | None:
+    """An insert that replaces the value under an existing key, where the database has one."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+    else:
+        return None
+    statement = insert(table)
+    return statement.on_conflict_do_update(index_elements=[table.c.key], set_={"value": statement.excluded.value})
 
 
 def _dump(key: str, doc: Document) -> str:
