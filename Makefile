@@ -37,7 +37,8 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)
-	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py && ../$(PY) parents.py && ../$(PY) quality.py
+	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py && ../$(PY) parents.py && ../$(PY) quality.py \
+		&& ../$(PY) growth.py
 
 # LlamaIndex and Haystack live in their own environment, out of the package's dependencies.
 PEERS := benchmarks/.venv-peers
@@ -50,7 +51,7 @@ $(PEERS)/.installed: pyproject.toml
 	touch $@
 
 bench-peers: $(PEERS)/.installed
-	cd benchmarks && .venv-peers/bin/python peers.py
+	cd benchmarks && .venv-peers/bin/python peers.py && .venv-peers/bin/python radius.py
 
 clean:
 	rm -rf $(VENV) .langchain-expand .pytest_cache .mypy_cache .ruff_cache

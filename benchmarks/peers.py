@@ -97,7 +97,7 @@ def build_ours(docs: list[dict], k: int, budget: int) -> tuple[dict[str, Callabl
 
 
 def build_llamaindex(
-    docs: list[dict], k: int, locators: dict[str, Locator]
+    docs: list[dict], k: int, locators: dict[str, Locator], window: int = 2
 ) -> tuple[Callable[[str, str], Units], dict]:
     from llama_index.core import Document as LIDocument
     from llama_index.core import Settings, StorageContext, VectorStoreIndex
@@ -113,7 +113,7 @@ def build_llamaindex(
     holder: dict[str, object] = {}
 
     def index() -> None:
-        nodes = SentenceWindowNodeParser.from_defaults(window_size=2).get_nodes_from_documents(
+        nodes = SentenceWindowNodeParser.from_defaults(window_size=window).get_nodes_from_documents(
             [LIDocument(text=d["text"], id_=d["doc_id"], metadata={"source": d["doc_id"]}) for d in docs]
         )
         collection = chromadb.PersistentClient(path).create_collection("llamaindex")
@@ -168,12 +168,12 @@ def build_haystack(docs: list[dict], k: int, locators: dict[str, Locator]) -> tu
     text_embedder.warm_up()
     windows = HaystackWindows(document_store=store, window_size=2)
 
-    def query(q: str, doc_id: str) -> Units:
+    def query(q: str, doc_id: str, window: int = 2) -> Units:  # Haystack's window is a run argument
         retriever = ChromaEmbeddingRetriever(
             document_store=store, top_k=k, filters={"field": "meta.source", "operator": "==", "value": doc_id}
         )
         hits = retriever.run(query_embedding=text_embedder.run(q)["embedding"])["documents"]
-        found = windows.run(retrieved_documents=hits)["context_windows"]
+        found = windows.run(retrieved_documents=hits, window_size=window)["context_windows"]
         return [(text, *locators[doc_id].find(text)) for text in found]
 
     return query, {
