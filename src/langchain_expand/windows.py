@@ -372,6 +372,7 @@ class SentenceWindowRetriever(BaseRetriever):
         max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
+        _check_max_tokens(max_tokens)
         plan = self._resolve(k, before, after, expand, merge)
         where = _where(filter if filter is not None else self.filter)
         fetch_k = plan.first_fetch()
@@ -399,6 +400,7 @@ class SentenceWindowRetriever(BaseRetriever):
         max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
+        _check_max_tokens(max_tokens)
         plan = self._resolve(k, before, after, expand, merge)
         where = _where(filter if filter is not None else self.filter)
         fetch_k = plan.first_fetch()
@@ -427,6 +429,7 @@ class SentenceWindowRetriever(BaseRetriever):
         then expand. Metadata the hits gained on the way (``rerank_score``) is kept.
         ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval.
         """
+        _check_max_tokens(max_tokens)
         plan = self._resolve(len(hits) or 1, before, after, True, merge)
         units = plan.units([_from_match(doc) for doc in hits])
         records = _fetch(self.vectorstore, _needed_ids(units))
@@ -442,6 +445,7 @@ class SentenceWindowRetriever(BaseRetriever):
         max_tokens: int | None = None,
     ) -> list[Document]:
         """Async twin of :meth:`expand_hits`."""
+        _check_max_tokens(max_tokens)
         plan = self._resolve(len(hits) or 1, before, after, True, merge)
         units = plan.units([_from_match(doc) for doc in hits])
         records = await _afetch(self.vectorstore, _needed_ids(units))
@@ -483,7 +487,6 @@ class SentenceWindowRetriever(BaseRetriever):
         limit = self.max_tokens if max_tokens is None else max_tokens
         if limit is None:
             return windows
-        _check_max_tokens(limit)
         kept, _ = fit_to_budget(windows, limit, token_counter=self.token_counter)
         return kept
 
