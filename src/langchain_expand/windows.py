@@ -166,7 +166,10 @@ class SentenceWindowRetriever(BaseRetriever):
     expand: bool = True
     """Return windows; False returns the matched sentences alone (match-only mode)."""
     merge: bool = False
-    """Merge overlapping or adjacent windows of one document; ``k`` then counts merged units."""
+    """Merge overlapping or adjacent windows of one document; ``k`` then counts merged units.
+
+    Hits are read in rank order (2k at first, more while fewer than ``k`` units remain), and
+    a lower-ranked hit whose window touches a unit already formed joins that unit."""
     merge_gap: int = 0
     """With ``merge``, also join windows this many sentences apart (the gap is filled in)."""
     max_tokens: int | None = None
