@@ -1,7 +1,8 @@
-"""LangChain's standard BaseStore tests for SQLDocStore, plus restart persistence."""
+"""LangChain's standard BaseStore tests for SQLDocStore (SQLite and PostgreSQL), plus restart persistence."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,16 @@ from langchain_tests.integration_tests import BaseStoreAsyncTests, BaseStoreSync
 
 from langchain_expand import SQLDocStore
 
+_tables = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> SQLDocStore:
+    """An empty store on a SQLite file, or in a new table of a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return SQLDocStore(f"sqlite:///{tmp_path}/store.sqlite")
+    return SQLDocStore(request.getfixturevalue("postgres_url"), table=f"standard_{next(_tables)}")
+
 
 class TestSQLDocStoreSync(BaseStoreSyncTests[Document]):
     @pytest.fixture
@@ -17,8 +28,8 @@ class TestSQLDocStoreSync(BaseStoreSyncTests[Document]):
         return Document("one", metadata={"a": [1, 2]}), Document("two", id="x"), Document("three")
 
     @pytest.fixture
-    def kv_store(self, tmp_path: Path) -> SQLDocStore:
-        return SQLDocStore(f"sqlite:///{tmp_path}/store.sqlite")
+    def kv_store(self, fresh_store: SQLDocStore) -> SQLDocStore:
+        return fresh_store
 
 
 class TestSQLDocStoreAsync(BaseStoreAsyncTests[Document]):
@@ -27,8 +38,8 @@ class TestSQLDocStoreAsync(BaseStoreAsyncTests[Document]):
         return Document("one", metadata={"a": {"b": None}}), Document("two"), Document("three")
 
     @pytest.fixture
-    async def kv_store(self, tmp_path: Path) -> SQLDocStore:
-        return SQLDocStore(f"sqlite:///{tmp_path}/store.sqlite")
+    async def kv_store(self, fresh_store: SQLDocStore) -> SQLDocStore:
+        return fresh_store
 
 
 def test_documents_survive_a_new_store_on_the_same_file(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
-"""SQLDocStore on a real PostgreSQL server: the shared docstore that several indexing
-workers write to. LangChain's standard BaseStore tests, concurrent writers, and parents
-that a second retriever (a second worker) reads back."""
+"""SQLDocStore on a real PostgreSQL server, the shared docstore that several indexing
+workers write to: concurrent writers, and parents that a second worker reads back.
+LangChain's standard BaseStore tests run on it in test_docstore.py."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import itertools
 import threading
 from pathlib import Path
 
-import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_tests.integration_tests import BaseStoreAsyncTests, BaseStoreSyncTests
 
 from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SQLDocStore, chroma_store
 
@@ -20,32 +18,8 @@ from .conftest import load_docs
 _tables = itertools.count()
 
 
-def fresh_store(url: str) -> SQLDocStore:
-    return SQLDocStore(url, table=f"docs_{next(_tables)}")
-
-
-class TestPostgresDocStoreSync(BaseStoreSyncTests[Document]):
-    @pytest.fixture
-    def three_values(self) -> tuple[Document, Document, Document]:
-        return Document("one", metadata={"a": [1, 2]}), Document("two", id="x"), Document("three")
-
-    @pytest.fixture
-    def kv_store(self, postgres_url: str) -> SQLDocStore:
-        return fresh_store(postgres_url)
-
-
-class TestPostgresDocStoreAsync(BaseStoreAsyncTests[Document]):
-    @pytest.fixture
-    def three_values(self) -> tuple[Document, Document, Document]:
-        return Document("one", metadata={"a": {"b": None}}), Document("two"), Document("three")
-
-    @pytest.fixture
-    async def kv_store(self, postgres_url: str) -> SQLDocStore:
-        return fresh_store(postgres_url)
-
-
 def test_concurrent_writers_of_the_same_keys_all_succeed(postgres_url: str) -> None:
-    table = f"docs_{next(_tables)}"
+    table = f"workers_{next(_tables)}"
     keys = [f"manual.p{j}" for j in range(50)]
     errors: list[BaseException] = []
 
@@ -70,7 +44,7 @@ def test_concurrent_writers_of_the_same_keys_all_succeed(postgres_url: str) -> N
 def test_a_second_worker_reads_the_parents_the_first_wrote(
     postgres_url: str, tmp_path: Path, minilm: Embeddings
 ) -> None:
-    table = f"docs_{next(_tables)}"
+    table = f"workers_{next(_tables)}"
     docs = [Document(d["text"], id=d["doc_id"]) for d in load_docs("emanual")]
 
     def worker() -> BudgetedParentDocumentRetriever:
