@@ -58,6 +58,7 @@ class SQLDocStore(BaseStore[str, Document]):
         except (sa.exc.ProgrammingError, sa.exc.IntegrityError):  # another worker created it just now
             if not sa.inspect(self._engine).has_table(table):
                 raise
+        self._upsert = _upsert(self._table, self._engine.dialect.name)
 
     def __repr__(self) -> str:
         return f"SQLDocStore({self._engine.url.render_as_string(hide_password=True)!r})"
@@ -81,9 +82,8 @@ class SQLDocStore(BaseStore[str, Document]):
             return
         values = [{"key": k, "value": v} for k, v in rows.items()]
         with self._engine.begin() as conn:
-            upsert = _upsert(self._table, self._engine.dialect.name)
-            if upsert is not None:  # two workers writing one key both succeed, the last wins
-                conn.execute(upsert, values)
+            if self._upsert is not None:  # two workers writing one key both succeed, the last wins
+                conn.execute(self._upsert, values)
                 return
             conn.execute(self._table.delete().where(self._table.c.key.in_(list(rows))))
             conn.execute(self._table.insert(), values)
