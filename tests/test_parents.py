@@ -144,6 +144,10 @@ def test_total_budget_holds_on_the_joined_parents(make_parents: Make) -> None:
     parents = retriever.invoke(QUERY)
     assert parents
     assert COUNTER("\n\n".join(p.page_content for p in parents)) <= 300
+    wider = retriever.invoke(QUERY, max_tokens=900)  # per call, over the instance's budget
+    assert 300 < COUNTER("\n\n".join(p.page_content for p in wider)) <= 900
+    with pytest.raises(ValueError, match="`max_tokens` must be a positive integer or None, got 0"):
+        retriever.invoke(QUERY, max_tokens=0)
 
 
 def test_budgets_are_off_by_default_and_match_the_stock_retriever(make_parents: Make, tmp_path: Path) -> None:

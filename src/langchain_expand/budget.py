@@ -217,6 +217,13 @@ def _renderer(separator: str, formatter: Formatter | None) -> Formatter:
     return formatter or (lambda docs: separator.join(d.page_content for d in docs))
 
 
+def check_max_tokens(max_tokens: int | None) -> None:
+    """A retriever's optional budget: a positive integer, or None for no budget."""
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        msg = f"`max_tokens` must be a positive integer or None, got {max_tokens!r}."
+        raise ValueError(msg)
+
+
 def _check(max_tokens: int, reserve: int, order: str) -> None:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         msg = f"`max_tokens` must be a positive integer, got {max_tokens!r}."

@@ -26,7 +26,7 @@ from langchain_core.stores import BaseStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 from pydantic import Field, model_validator
 
-from langchain_expand.budget import fit_to_budget, trim
+from langchain_expand.budget import check_max_tokens, fit_to_budget, trim
 from langchain_expand.docstore import SQLDocStore
 from langchain_expand.records import PREFIX, decode_metadata, document_ids, encode_metadata, revision, unit_id
 from langchain_expand.sentences import SentenceSplitter, Span
@@ -197,7 +197,8 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
 
     ``max_parent_tokens`` turns a parent over the cap into a span of it around its
     matched children (whole sentences, tables and code blocks); ``max_tokens`` bounds the
-    joined context as ``FitToBudget`` does. Both are off by default.
+    joined context as ``FitToBudget`` does. Both are off by default; ``k``, ``filter`` and
+    ``max_tokens`` also change per call: ``invoke(query, k=4, max_tokens=8000)``.
 
     The default docstore is a :class:`SQLDocStore` (a SQLite file), so a restart loses
     nothing. Ids are deterministic: the ids passed to ``add_documents`` name the
@@ -432,8 +433,10 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         k: int | None = None,
         expand: bool = True,
         filter: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
+        check_max_tokens(max_tokens)
         k = self._k(k)
         fetch_k = max(k, self.search_kwargs.get("k", 4))
         while True:
@@ -445,7 +448,7 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
             fetch_k *= 2
         if not expand:
             return [_child_out(c, s, self.id_key) for p in ranked[:k] for c, s in p.children[:1]]
-        return self._expand(ranked, k, stored)
+        return self._expand(ranked, k, stored, max_tokens)
 
     async def _aget_relevant_documents(
         self,
@@ -455,8 +458,10 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         k: int | None = None,
         expand: bool = True,
         filter: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
+        check_max_tokens(max_tokens)
         k = self._k(k)
         fetch_k = max(k, self.search_kwargs.get("k", 4))
         while True:
@@ -470,7 +475,7 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
             fetch_k *= 2
         if not expand:
             return [_child_out(c, s, self.id_key) for p in ranked[:k] for c, s in p.children[:1]]
-        return self._expand(ranked, k, stored)
+        return self._expand(ranked, k, stored, max_tokens)
 
     def expand_hits(self, hits: Sequence[Document]) -> list[Document]:
         """Parents of matched children (``expand=False`` results), in the given order."""
@@ -529,7 +534,9 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
                 )
         return list(groups.values())
 
-    def _expand(self, ranked: list[_Parent], k: int, stored: Sequence[Document | None]) -> list[Document]:
+    def _expand(
+        self, ranked: list[_Parent], k: int, stored: Sequence[Document | None], max_tokens: int | None = None
+    ) -> list[Document]:
         out: list[Document] = []
         for parent, doc in zip(ranked, stored, strict=True):
             if len(out) == k:
@@ -544,8 +551,9 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
             out.append(self._parent_out(parent, doc))
         if self.max_parent_tokens is not None:
             out = [self._cap(doc) for doc in out]
-        if self.max_tokens is not None:
-            out, _ = fit_to_budget(out, self.max_tokens, token_counter=self.token_counter)
+        limit = self.max_tokens if max_tokens is None else max_tokens
+        if limit is not None:
+            out, _ = fit_to_budget(out, limit, token_counter=self.token_counter)
         return out
 
     def _parent_out(self, parent: _Parent, doc: Document) -> Document:

@@ -22,7 +22,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, model_validator
 
-from langchain_expand.budget import fit_to_budget
+from langchain_expand.budget import check_max_tokens, fit_to_budget
 from langchain_expand.records import (
     PREFIX,
     decode_metadata,
@@ -202,7 +202,7 @@ class SentenceWindowRetriever(BaseRetriever):
         if self.batch_size < 1:
             msg = f"`batch_size` must be >= 1, got {self.batch_size}."
             raise ValueError(msg)
-        _check_max_tokens(self.max_tokens)
+        check_max_tokens(self.max_tokens)
         if self.max_sentence_tokens is not None and self.max_sentence_tokens < 1:
             msg = f"`max_sentence_tokens` must be >= 1 or None, got {self.max_sentence_tokens}."
             raise ValueError(msg)
@@ -375,7 +375,7 @@ class SentenceWindowRetriever(BaseRetriever):
         max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
-        _check_max_tokens(max_tokens)
+        check_max_tokens(max_tokens)
         plan = self._resolve(k, before, after, expand, merge)
         where = _where(filter if filter is not None else self.filter)
         fetch_k = plan.first_fetch()
@@ -403,7 +403,7 @@ class SentenceWindowRetriever(BaseRetriever):
         max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
-        _check_max_tokens(max_tokens)
+        check_max_tokens(max_tokens)
         plan = self._resolve(k, before, after, expand, merge)
         where = _where(filter if filter is not None else self.filter)
         fetch_k = plan.first_fetch()
@@ -432,7 +432,7 @@ class SentenceWindowRetriever(BaseRetriever):
         then expand. Metadata the hits gained on the way (``rerank_score``) is kept.
         ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval.
         """
-        _check_max_tokens(max_tokens)
+        check_max_tokens(max_tokens)
         plan = self._resolve(len(hits) or 1, before, after, True, merge)
         units = plan.units([_from_match(doc) for doc in hits])
         records = _fetch(self.vectorstore, _needed_ids(units))
@@ -448,7 +448,7 @@ class SentenceWindowRetriever(BaseRetriever):
         max_tokens: int | None = None,
     ) -> list[Document]:
         """Async twin of :meth:`expand_hits`."""
-        _check_max_tokens(max_tokens)
+        check_max_tokens(max_tokens)
         plan = self._resolve(len(hits) or 1, before, after, True, merge)
         units = plan.units([_from_match(doc) for doc in hits])
         records = await _afetch(self.vectorstore, _needed_ids(units))
@@ -567,12 +567,6 @@ def _check_query_params(k: int, before: int, after: int) -> None:
         if not isinstance(value, int) or value < 0:
             msg = f"`{name}` must be an integer >= 0, got {value!r}."
             raise ValueError(msg)
-
-
-def _check_max_tokens(max_tokens: int | None) -> None:
-    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-        msg = f"`max_tokens` must be a positive integer or None, got {max_tokens!r}."
-        raise ValueError(msg)
 
 
 def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
