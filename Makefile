@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # disk. Elsewhere, point pip at a CPU wheel index with TORCH_PIP_ARGS.
 TORCH_PIP_ARGS ?=
 
-.PHONY: install demo test lint format typecheck bench bench-peers clean
+.PHONY: install demo test test-fast lint format typecheck bench bench-peers clean
 
 install: $(STAMP)
 
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# The tests that need no model, no subprocess and no server: under a minute.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "not integration"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests cookbooks scripts benchmarks

@@ -21,6 +21,18 @@ from langchain_core.embeddings import Embeddings
 from langchain_expand import SentenceWindowRetriever, chroma_store, default_embeddings
 
 DATA = Path(__file__).parent / "data"
+
+HEAVY_FIXTURES = {"minilm", "counting", "make_retriever", "qmsum_index", "make_parents", "postgres_url"}
+"""Fixtures that load the embedding model or start a server: their tests are ``integration``."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses the model or a server ``integration``, so the fast tier skips it."""
+    for item in items:
+        if HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+
+
 _names = itertools.count()
 
 

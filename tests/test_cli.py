@@ -18,6 +18,8 @@ from langchain_expand.cli import main
 
 from .conftest import load_docs
 
+pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
+
 CLI = [sys.executable, "-m", "langchain_expand.cli"]
 
 
@@ -120,3 +122,4 @@ def test_jsonl_rows_stream_and_bad_rows_name_their_line(tmp_path: Path) -> None:
     assert next(rows).id == "b"
     with pytest.raises(ValueError, match=r"docs.jsonl:4: not valid JSON"):
         next(rows)
+

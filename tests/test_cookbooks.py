@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
+
 COOKBOOKS = Path(__file__).parents[1] / "cookbooks"
 
 

@@ -14,7 +14,7 @@ from langchain_expand import SQLDocStore
 _tables = itertools.count()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.integration)])
 def fresh_store(request: pytest.FixtureRequest, tmp_path: Path) -> SQLDocStore:
     """An empty store on a SQLite file, or in a new table of a real PostgreSQL server."""
     if request.param == "sqlite":

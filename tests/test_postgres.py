@@ -8,12 +8,15 @@ import itertools
 import threading
 from pathlib import Path
 
+import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SQLDocStore, chroma_store
 
 from .conftest import load_docs
+
+pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
 
 _tables = itertools.count()
 

@@ -16,6 +16,8 @@ from langchain_expand.cli import main
 from langchain_expand.corpus import read_corpus
 from langchain_expand.report import SCHEMA_PATH, CorpusReport, Sizes, budget_report, write_plots
 
+pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
+
 DATA = Path(__file__).parent / "data"
 
 

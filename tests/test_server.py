@@ -24,6 +24,8 @@ from langchain_expand import (
 
 from .conftest import as_documents, load_docs
 
+pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
+
 
 class ChromaServer:
     def __init__(self, path: Path) -> None:

@@ -6,6 +6,7 @@ import tempfile
 from functools import cache
 from typing import Any
 
+import pytest
 from langchain_core.documents import Document
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 
@@ -19,6 +20,8 @@ from langchain_expand import (
 )
 
 from .conftest import as_documents, load_docs
+
+pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
 
 
 @cache

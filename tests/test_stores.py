@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import SentenceWindowRetriever
 
 from .conftest import load_queries
+
+pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
 
 
 def test_default_collection_finds_the_exact_top_k(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:

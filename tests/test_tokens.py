@@ -67,6 +67,7 @@ def _offline_env(cache: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+@pytest.mark.integration  # a subprocess
 def test_offline_counter_seeds_tiktokens_cache(tmp_path: Path, encoding: str) -> None:
     out = subprocess.run(
         [sys.executable, "-c", _OFFLINE, encoding], env=_offline_env(str(tmp_path)), capture_output=True, text=True
@@ -80,6 +81,7 @@ def test_offline_counter_seeds_tiktokens_cache(tmp_path: Path, encoding: str) ->
     assert (tmp_path / hashlib.sha1(url.encode()).hexdigest()).is_file()
 
 
+@pytest.mark.integration  # a subprocess
 def test_without_a_cache_folder_the_pure_python_encoder_counts(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-c", _OFFLINE, "cl100k_base"], env=_offline_env(""), capture_output=True, text=True

@@ -220,8 +220,8 @@ def test_window_size_follows_the_formula_on_punctuated_text(make_retriever: Make
         ({"k": -2}, "`k` must be a positive integer, got -2"),
         ({"before": -1}, "`before` must be an integer >= 0, got -1"),
         ({"after": -3}, "`after` must be an integer >= 0, got -3"),
-        ({"batch_size": 0}, "`batch_size` must be >= 1, got 0"),
-        ({"max_tokens": 0}, "`max_tokens` must be a positive integer or None, got 0"),
+        ({"batch_size": 0}, "`batch_size` must be a positive integer, got 0"),
+        ({"max_tokens": 0}, "`max_tokens` must be a positive integer or None \\(no limit\\), got 0"),
     ],
 )
 def test_bad_parameters_fail_when_the_retriever_is_built(make_retriever: Make, params: dict, message: str) -> None:
@@ -234,7 +234,7 @@ def test_bad_per_call_parameters_are_clear_errors(qmsum_index: SentenceWindowRet
         qmsum_index.invoke("anything", k=0)
     with pytest.raises(ValueError, match="`before` must be an integer >= 0, got -1"):
         qmsum_index.invoke("anything", before=-1)
-    with pytest.raises(ValueError, match="`max_tokens` must be a positive integer or None, got -5"):
+    with pytest.raises(ValueError, match="`max_tokens` must be a positive integer or None \\(no limit\\), got -5"):
         qmsum_index.invoke("anything", max_tokens=-5)
 
 
@@ -321,6 +321,7 @@ else:
 """
 
 
+@pytest.mark.integration  # a real restart: two subprocesses
 def test_a_restarted_process_gives_the_same_answers(tmp_path: Path) -> None:
     data = Path(__file__).parent / "data" / "qmsum" / "docs.jsonl"
 

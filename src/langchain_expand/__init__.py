@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
 from langchain_expand.docstore import SQLDocStore
-from langchain_expand.parents import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SectionSplitter
+from langchain_expand.parents import BudgetedParentDocumentRetriever
+from langchain_expand.ranges import window_bounds
 from langchain_expand.rerank import (
     EmbeddingsReranker,
     Expandable,
@@ -12,11 +13,12 @@ from langchain_expand.rerank import (
     rerank,
     rerank_then_expand_chain,
 )
+from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.spans import MergeOverlaps, merge_overlaps
 from langchain_expand.stores import chroma_store, default_embeddings
 from langchain_expand.tokens import TokenCounter
-from langchain_expand.windows import SentenceWindowRetriever, window_bounds
+from langchain_expand.windows import SentenceWindowRetriever
 
 __all__ = [
     "BudgetReport",

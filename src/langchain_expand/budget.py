@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any, Literal
 
@@ -23,9 +23,24 @@ from langchain_core.prompt_values import PromptValue, StringPromptValue
 from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
+from langchain_expand.ranges import grow, largest_fitting
 from langchain_expand.sentences import SentenceSplitter, Span, Splitter
-from langchain_expand.spans import grow, largest_fitting
 from langchain_expand.tokens import TokenCounter
+from langchain_expand.units import (
+    BUDGET,
+    CHILDREN,
+    DOC_ID,
+    END,
+    HIT,
+    HITS,
+    SCORE,
+    SENTENCES,
+    SOURCE,
+    SPAN,
+    START,
+    TOKENS,
+    TRUNCATED,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,8 +68,8 @@ def format_docs(documents: Sequence[Document], *, separator: str = "\n\n", label
     blocks = []
     for n, doc in enumerate(documents, 1):
         m = doc.metadata
-        where = f" (chars {m['start_index']}-{m['end_index']})" if "start_index" in m and "end_index" in m else ""
-        blocks.append(f"[{n}] {m.get('doc_id', m.get('source', doc.id or '?'))}{where}\n{doc.page_content}")
+        where = f" (chars {m[START]}-{m[END]})" if START in m and END in m else ""
+        blocks.append(f"[{n}] {m.get(DOC_ID, m.get(SOURCE, doc.id or '?'))}{where}\n{doc.page_content}")
     return separator.join(blocks)
 
 
@@ -82,13 +97,7 @@ class BudgetReport:
 
     def as_dict(self) -> dict[str, int]:
         """The report as plain data, for metadata and callback events."""
-        return {
-            "max_tokens": self.max_tokens,
-            "used": self.used,
-            "kept": self.kept,
-            "truncated": self.truncated,
-            "dropped": self.dropped,
-        }
+        return asdict(self)
 
 
 def fit_to_budget(
@@ -185,7 +194,7 @@ def fit_to_budget(
     stamped = [
         Document(
             page_content=d.page_content,
-            metadata={"truncated": False, **d.metadata, "budget": report.as_dict()},
+            metadata={TRUNCATED: False, **d.metadata, BUDGET: report.as_dict()},
             id=d.id,
         )
         for d in final
@@ -256,17 +265,17 @@ def _shrink(
 def _units_and_focus(doc: Document, splitter: Splitter) -> tuple[list[Span], Span] | None:
     """Absolute offsets of the unit's trimmable pieces, and of the part that must stay."""
     m = doc.metadata
-    if not isinstance(m.get("start_index"), int):
+    if not isinstance(m.get(START), int):
         return None
-    base = int(m["start_index"])
-    if m.get("sentences") and "hit" in m and "span" in m:
-        units = [(int(s), int(e)) for s, e in m["sentences"]]
-        local = int(m["hit"]) - int(m["span"][0])
+    base = int(m[START])
+    if m.get(SENTENCES) and HIT in m and SPAN in m:
+        units = [(int(s), int(e)) for s, e in m[SENTENCES]]
+        local = int(m[HIT]) - int(m[SPAN][0])
         return (units, units[local]) if 0 <= local < len(units) else None
-    if m.get("children"):
-        best = m["children"][0]
+    if m.get(CHILDREN):
+        best = m[CHILDREN][0]
         units = [(base + s, base + e) for s, e in splitter(doc.page_content)]
-        return units, (int(best["start_index"]), int(best["end_index"]))
+        return units, (int(best[START]), int(best[END]))
     return None
 
 
@@ -274,30 +283,28 @@ def trim(doc: Document, units: Sequence[Span], kept: tuple[int, int], counter: C
     """``doc`` cut down to ``units[lo:hi]``, its metadata following the cut."""
     lo, hi = kept
     m = doc.metadata
-    base = int(m["start_index"])
+    base = int(m[START])
     start, end = units[lo][0], units[hi - 1][1]
     text = doc.page_content[start - base : end - base]
-    metadata = {**m, "start_index": start, "end_index": end, "truncated": True}
-    if "sentences" in m and "span" in m:
-        first = int(m["span"][0]) + lo
-        metadata["span"] = [first, first + (hi - lo)]
-        metadata["sentences"] = [list(u) for u in units[lo:hi]]
-        if "hits" in m:
-            metadata["hits"] = [h for h in m["hits"] if first <= h < first + (hi - lo)]
-    if "children" in m:
-        metadata["children"] = [c for c in m["children"] if c["start_index"] < end and c["end_index"] > start]
-    if "tokens" in m:
-        metadata["tokens"] = counter(text)
+    metadata = {**m, START: start, END: end, TRUNCATED: True}
+    if SENTENCES in m and SPAN in m:
+        first = int(m[SPAN][0]) + lo
+        metadata[SPAN] = [first, first + (hi - lo)]
+        metadata[SENTENCES] = [list(u) for u in units[lo:hi]]
+        if HITS in m:
+            metadata[HITS] = [h for h in m[HITS] if first <= h < first + (hi - lo)]
+    if CHILDREN in m:
+        metadata[CHILDREN] = [c for c in m[CHILDREN] if c[START] < end and c[END] > start]
+    if TOKENS in m:
+        metadata[TOKENS] = counter(text)
     return Document(page_content=text, metadata=metadata, id=doc.id)
 
 
 def _ordered(kept: list[tuple[int, Document]], order: Order) -> list[tuple[int, Document]]:
     if order == "score":
-        return sorted(kept, key=lambda item: -float(item[1].metadata.get("score", 0.0)))
+        return sorted(kept, key=lambda item: -float(item[1].metadata.get(SCORE, 0.0)))
     if order == "position":
-        return sorted(
-            kept, key=lambda item: (str(item[1].metadata.get("doc_id", "")), item[1].metadata.get("start_index", 0))
-        )
+        return sorted(kept, key=lambda item: (str(item[1].metadata.get(DOC_ID, "")), item[1].metadata.get(START, 0)))
     if order == "lost_in_middle":
         front, back = kept[0::2], kept[1::2]
         return front + back[::-1]

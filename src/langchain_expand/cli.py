@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 
 from langchain_expand.corpus import read_corpus
+from langchain_expand.units import DOC_ID, END, HIT, SCORE, SECTIONS, SPAN, START, TITLE, TOKENS, TRUNCATED
 
 if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore
@@ -58,7 +59,8 @@ def _windows_retriever(args: argparse.Namespace) -> SentenceWindowRetriever:
 
 def _parents_retriever(args: argparse.Namespace) -> BudgetedParentDocumentRetriever:
     from langchain_expand.docstore import SQLDocStore
-    from langchain_expand.parents import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SectionSplitter
+    from langchain_expand.parents import BudgetedParentDocumentRetriever
+    from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
 
     url = args.docstore or f"sqlite:///{args.home / 'docstore.sqlite'}"
     return BudgetedParentDocumentRetriever(
@@ -76,7 +78,7 @@ def _batches(items: Iterable[Document], size: int) -> Iterator[list[Document]]:
 
 def _for_windows(doc: Document) -> Document:
     """Section offsets matter to parent splitting, not to sentences: don't copy them onto each."""
-    meta = {k: v for k, v in doc.metadata.items() if k != "sections"}
+    meta = {k: v for k, v in doc.metadata.items() if k != SECTIONS}
     return Document(doc.page_content, metadata=meta, id=doc.id)
 
 
@@ -130,13 +132,13 @@ def _print_units(question: str, docs: list[Document], as_json: bool) -> None:
     print(f"\nQ: {question}\n   {len(docs)} units, {context_tokens} tokens joined")
     for d in docs:
         m = d.metadata
-        if "span" in m:
-            where = f"sentences {m['span'][0]}-{m['span'][1] - 1} (hit {m['hit']}), "
+        if SPAN in m:
+            where = f"sentences {m[SPAN][0]}-{m[SPAN][1] - 1} (hit {m[HIT]}), "
         else:
-            where = f"{m.get('title') or 'parent'}, "
+            where = f"{m.get(TITLE) or 'parent'}, "
         print(
-            f"  - {m['doc_id']} {where}chars {m['start_index']}-{m['end_index']}, "
-            f"score {m['score']:.3f}, {m['tokens']} tokens{' (trimmed)' if m.get('truncated') else ''}"
+            f"  - {m[DOC_ID]} {where}chars {m[START]}-{m[END]}, "
+            f"score {m[SCORE]:.3f}, {m[TOKENS]} tokens{' (trimmed)' if m.get(TRUNCATED) else ''}"
         )
         for line in d.page_content.splitlines():
             print(f"      {line}")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 
+from langchain_expand.units import DOC_ID, SOURCE
+
 __all__ = ["SUFFIXES", "read_corpus", "read_queries"]
 
 SUFFIXES = (".txt", ".md", ".jsonl")
@@ -43,7 +45,7 @@ def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
             msg = f"{path}: no such file or folder."
             raise ValueError(msg)
         else:
-            meta: dict[str, object] = {"source": str(path)}
+            meta: dict[str, object] = {SOURCE: str(path)}
             if path.suffix == ".md":
                 meta["format"] = "markdown"
             yield Document(_text(path), id=str(path), metadata=meta)
@@ -118,8 +120,8 @@ def _row(path: Path, line_no: int, line: str) -> dict[str, object]:
 def _jsonl(path: Path) -> Iterator[Document]:
     for line_no, row in _rows(path):
         text = row.get("text")
-        if not isinstance(row.get("doc_id"), str | int) or not isinstance(text, str):
+        if not isinstance(row.get(DOC_ID), str | int) or not isinstance(text, str):
             msg = f"{path}:{line_no}: a document row needs 'doc_id' and a 'text' string."
             raise ValueError(msg)
-        meta = {k: v for k, v in row.items() if k not in {"doc_id", "text"}}
-        yield Document(text, id=str(row["doc_id"]), metadata={"source": str(path), **meta})
+        meta = {k: v for k, v in row.items() if k not in {DOC_ID, "text"}}
+        yield Document(text, id=str(row[DOC_ID]), metadata={SOURCE: str(path), **meta})

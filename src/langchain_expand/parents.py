@@ -11,167 +11,52 @@ bound what it returns; and its default docstore survives a restart.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from langchain_classic.retrievers import ParentDocumentRetriever
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
+from langchain_core.vectorstores import VectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 from pydantic import Field, model_validator
 
-from langchain_expand.budget import check_max_tokens, fit_to_budget, trim
+from langchain_expand import core
+from langchain_expand.budget import fit_to_budget, trim
+from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.docstore import SQLDocStore
-from langchain_expand.records import PREFIX, decode_metadata, document_ids, encode_metadata, revision, unit_id
+from langchain_expand.ranges import grow, largest_fitting
+from langchain_expand.records import decode_metadata, document_ids, encode_metadata, revision, unit_id
+from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter, StructureSplitter, located_parents
+from langchain_expand.sections import locate as locate_chunks
 from langchain_expand.sentences import SentenceSplitter, Span
-from langchain_expand.spans import grow, largest_fitting
 from langchain_expand.tokens import TokenCounter
-from langchain_expand.windows import check_query
+from langchain_expand.units import (
+    CARRIED,
+    CHILD_ID,
+    CHILDREN,
+    DOC_ID,
+    END,
+    IN_PARENT,
+    N_CHILDREN,
+    N_PARENTS,
+    PARENT_ID,
+    REF_ID,
+    REVISION,
+    SCORE,
+    START,
+    STORED_DOC,
+    STORED_END,
+    STORED_INDEX,
+    STORED_START,
+    TOKENS,
+)
 
 __all__ = ["BudgetedParentDocumentRetriever", "MarkdownSectionSplitter", "SectionSplitter"]
 
 logger = logging.getLogger(__name__)
-
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-class _StructureSplitter(TextSplitter):
-    """A parent splitter whose parents carry their char offsets in the source."""
-
-    def __init__(self) -> None:
-        super().__init__(chunk_size=1 << 30, chunk_overlap=0)
-
-    def sections(self, document: Document) -> list[tuple[int, int, dict[str, Any]]]:
-        """``(start, end, metadata)`` of each parent of ``document``."""
-        raise NotImplementedError
-
-    def split_text(self, text: str) -> list[str]:
-        """The parents' texts."""
-        return [text[s:e] for s, e, _ in self.sections(Document(text))]
-
-    def split_documents(self, documents: Iterable[Document]) -> list[Document]:
-        """Parents with ``start_index``/``end_index`` into their source and its metadata."""
-        out = []
-        for doc in documents:
-            for start, end, extra in self.sections(doc):
-                meta = {k: v for k, v in doc.metadata.items() if k != "sections"}
-                meta.update(extra, start_index=start, end_index=end)
-                out.append(Document(doc.page_content[start:end], metadata=meta))
-        return out
-
-
-def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None
-
-
-class MarkdownSectionSplitter(_StructureSplitter):
-    """Parents from Markdown headings: each section runs from its heading to the next.
-
-    Headings inside fenced code blocks are not headings. Each parent carries
-    ``headings`` (the path, e.g. ``["Setup", "Install"]``) and ``title``. Text before
-    the first heading is a parent of its own.
-    """
-
-    def __init__(self, max_level: int = 6) -> None:
-        """Split at headings of level ``max_level`` and above (``#`` is level 1)."""
-        if not 1 <= max_level <= 6:
-            msg = f"`max_level` must be between 1 and 6, got {max_level}."
-            raise ValueError(msg)
-        super().__init__()
-        self.max_level = max_level
-
-    def sections(self, document: Document) -> list[tuple[int, int, dict[str, Any]]]:
-        """One section per heading of level ``max_level`` or above."""
-        text = document.page_content
-        cuts: list[tuple[int, list[str]]] = [(0, [])]
-        path: list[tuple[int, str]] = []
-        fence: str | None = None
-        pos = 0
-        for line in text.splitlines(keepends=True):
-            fence_match = _FENCE.match(line)
-            if fence_match:
-                mark = fence_match.group(1)
-                if fence is None:
-                    fence = mark
-                elif mark[0] == fence[0] and len(mark) >= len(fence):
-                    fence = None
-            elif fence is None:
-                heading = _HEADING.match(line.rstrip("\r\n"))
-                if heading and len(heading.group(1)) <= self.max_level:
-                    level = len(heading.group(1))
-                    path = [(lv, t) for lv, t in path if lv < level] + [(level, heading.group(2))]
-                    cuts.append((pos, [t for _, t in path]))
-            pos += len(line)
-        out = []
-        for (start, headings), (end, _) in zip(cuts, [*cuts[1:], (len(text), [])], strict=True):
-            span = _trimmed(text, start, end)
-            if span:
-                out.append((*span, {"headings": headings, "title": headings[-1] if headings else ""}))
-        return out
-
-
-class SectionSplitter(_StructureSplitter):
-    """Parents from sections given as char offsets in the document's metadata.
-
-    ``metadata[key]`` holds ``[{"title": str, "start": int, "end": int}, ...]``, as in
-    the shared corpora. Text that no section covers becomes an untitled parent, so
-    nothing is lost; a section that overlaps the one before it is clipped to start where
-    that one ends (real annotations overlap), so no text is in two parents.
-    """
-
-    def __init__(self, key: str = "sections", *, fallback: _StructureSplitter | None = None) -> None:
-        """Read the sections from ``metadata[key]``.
-
-        Args:
-            key: The metadata key holding the sections.
-            fallback: Splits documents that have no sections (e.g. a
-                ``MarkdownSectionSplitter``); without one they are a single parent.
-        """
-        super().__init__()
-        self.key = key
-        self.fallback = fallback
-
-    def sections(self, document: Document) -> list[tuple[int, int, dict[str, Any]]]:
-        """The given sections, plus untitled parents for uncovered text."""
-        text = document.page_content
-        if not document.metadata.get(self.key) and self.fallback is not None:
-            return self.fallback.sections(document)
-        given = sorted(document.metadata.get(self.key) or [], key=lambda s: s["start"])
-        out: list[tuple[int, int, dict[str, Any]]] = []
-        at = 0
-        for section in given:
-            start, end = int(section["start"]), int(section["end"])
-            if not 0 <= start <= end <= len(text):
-                msg = (
-                    f"Document {document.id!r}: section {section.get('title')!r} has offsets "
-                    f"{start}-{end}, outside the text ({len(text)} chars). Fix its offsets."
-                )
-                raise ValueError(msg)
-            start = max(start, at)  # overlapping sections are clipped: no text in two parents
-            if start >= end:
-                continue
-            gap = _trimmed(text, at, start)
-            if gap:
-                out.append((*gap, {"title": ""}))
-            span = _trimmed(text, start, end)
-            if span:
-                out.append((*span, {"title": section.get("title", "")}))
-            at = end
-        tail = _trimmed(text, at, len(text))
-        if tail:
-            out.append((*tail, {"title": ""}))
-        return out
 
 
 @dataclass
@@ -185,7 +70,16 @@ def _default_child_splitter() -> TextSplitter:
     return RecursiveCharacterTextSplitter(chunk_size=400, chunk_overlap=0)
 
 
-class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
+_RULES: dict[str, Callable[[str, object], None]] = {
+    "k": core.check_positive,
+    "max_parent_tokens": core.check_optional_positive,
+    "max_tokens": core.check_optional_positive,
+    "batch_size": core.check_positive,
+}
+"""Every numeric parameter's rule, for the fields and for the same arguments per call."""
+
+
+class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  # type: ignore[misc]  # add_documents takes no add_to_docstore
     """``ParentDocumentRetriever`` where ``k`` counts parents, scores stay, and size is bounded.
 
     Children are over-fetched until ``k`` distinct parents are found (or the store runs
@@ -250,20 +144,14 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
 
     @model_validator(mode="after")
     def _validate(self) -> BudgetedParentDocumentRetriever:
-        if self.k < 1:
-            msg = f"`k` must be a positive integer, got {self.k}."
-            raise ValueError(msg)
+        for name, rule in _RULES.items():
+            rule(name, getattr(self, name))
         if self.search_type != "similarity":
             msg = (
                 f"`search_type` {self.search_type!r} is not supported: parents are ranked by their "
                 "children's relevance scores. Use the default similarity search."
             )
             raise ValueError(msg)
-        for name in ("max_parent_tokens", "max_tokens"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                msg = f"`{name}` must be >= 1 or None, got {value}."
-                raise ValueError(msg)
         return self
 
     # -- indexing ---------------------------------------------------------------------
@@ -285,140 +173,78 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
             ValueError: For an empty document, duplicate ids or unusable metadata;
                 nothing is written then.
         """
-        doc_ids, parents, children = self._prepare(documents, ids)
-        heads = self.docstore.mget([self._head_id(d) for d in doc_ids]) if doc_ids else []
-        parents, children, changed = _changed(doc_ids, heads, parents, children)
-        stale_children, stale_parents = self._stale(changed, {pid for pid, _ in parents})
-        for at in range(0, len(children), self.batch_size):
-            batch = children[at : at + self.batch_size]
-            self.vectorstore.add_documents([c for _, c in batch], ids=[i for i, _ in batch], **kwargs)
-        for group in _heads_last(parents):
-            self.docstore.mset(group)
-        new_children = {i for i, _ in children}
-        gone = [i for i in stale_children if i not in new_children]
-        if gone:
-            self.vectorstore.delete(gone)
-        if stale_parents:
-            self.docstore.mdelete(stale_parents)
-        return doc_ids
-
-    async def aadd_documents(  # type: ignore[override]
-        self, documents: Sequence[Document], ids: Sequence[str] | None = None, **kwargs: Any
-    ) -> list[str]:
-        """Async twin of :meth:`add_documents`."""
-        doc_ids, parents, children = self._prepare(documents, ids)
-        heads = await self.docstore.amget([self._head_id(d) for d in doc_ids]) if doc_ids else []
-        parents, children, changed = _changed(doc_ids, heads, parents, children)
-        stale_children, stale_parents = await self._astale(changed, {pid for pid, _ in parents})
-        for at in range(0, len(children), self.batch_size):
-            batch = children[at : at + self.batch_size]
-            await self.vectorstore.aadd_documents([c for _, c in batch], ids=[i for i, _ in batch], **kwargs)
-        for group in _heads_last(parents):
-            await self.docstore.amset(group)
-        new_children = {i for i, _ in children}
-        gone = [i for i in stale_children if i not in new_children]
-        if gone:
-            await self.vectorstore.adelete(gone)
-        if stale_parents:
-            await self.docstore.amdelete(stale_parents)
+        doc_ids = document_ids(documents, ids)
+        prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
+        core.index(self._layout(kwargs), prepared)
         return doc_ids
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove the source documents ``ids``: their parents and all their children."""
-        stale_children, stale_parents = self._stale(list(ids), set())
-        if stale_children:
-            self.vectorstore.delete(stale_children)
-        if stale_parents:
-            self.docstore.mdelete(stale_parents)
+        core.delete(self._layout({}), ids)
 
-    async def adelete(self, ids: Sequence[str]) -> None:
-        """Async twin of :meth:`delete`."""
-        stale_children, stale_parents = await self._astale(list(ids), set())
-        if stale_children:
-            await self.vectorstore.adelete(stale_children)
-        if stale_parents:
-            await self.docstore.amdelete(stale_parents)
+    def _layout(self, add_kwargs: dict[str, Any]) -> _ParentLayout:
+        return _ParentLayout(self.vectorstore, self.docstore, self._head_id, self.batch_size, add_kwargs)
 
     def _head_id(self, doc_id: str) -> str:
         """The first parent of a document, whose metadata counts its parents (``n_parents``)."""
         return doc_id if self.parent_splitter is None else parent_key(doc_id, 0)
 
-    def _parent_keys(self, doc_ids: list[str], heads: Sequence[Document | None]) -> list[str]:
-        """Every parent stored for ``doc_ids``, read off their heads (no key listing needed)."""
-        if self.parent_splitter is None:
-            return [d for d, head in zip(doc_ids, heads, strict=True) if head is not None]
-        return [
-            parent_key(d, j)
-            for d, head in zip(doc_ids, heads, strict=True)
-            if head is not None
-            for j in range(int(head.metadata.get("n_parents", 1)))
-        ]
-
-    def _stale(self, doc_ids: list[str], keep: set[str]) -> tuple[list[str], list[str]]:
-        """Children and parents stored for ``doc_ids`` now (those in ``keep`` are overwritten)."""
-        heads = self.docstore.mget([self._head_id(d) for d in doc_ids]) if doc_ids else []
-        keys = self._parent_keys(doc_ids, heads)
-        stored = self.docstore.mget(keys) if keys else []
-        return _stale_ids(keys, stored, keep)
-
-    async def _astale(self, doc_ids: list[str], keep: set[str]) -> tuple[list[str], list[str]]:
-        heads = await self.docstore.amget([self._head_id(d) for d in doc_ids]) if doc_ids else []
-        keys = self._parent_keys(doc_ids, heads)
-        stored = await self.docstore.amget(keys) if keys else []
-        return _stale_ids(keys, stored, keep)
-
-    def _prepare(
-        self, documents: Sequence[Document], ids: Sequence[str] | None
-    ) -> tuple[list[str], list[tuple[str, Document]], list[tuple[str, Document]]]:
-        doc_ids = document_ids(documents, ids)
+    def _prepare(self, doc: Document, doc_id: str) -> Prepared:
+        """Validate one document and build its parents and children, before anything is written."""
+        if not isinstance(doc.page_content, str) or not doc.page_content.strip():
+            msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
+            raise ValueError(msg)
+        rev = revision(doc.page_content, self.parent_splitter, self.child_splitter)
         parents: list[tuple[str, Document]] = []
         children: list[tuple[str, Document]] = []
-        for doc, doc_id in zip(documents, doc_ids, strict=True):
-            if not isinstance(doc.page_content, str) or not doc.page_content.strip():
-                msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
-                raise ValueError(msg)
-            doc_parents = self._parents_of(doc, doc_id)
-            for j, parent in enumerate(doc_parents):
-                parent_id = doc_id if self.parent_splitter is None else parent_key(doc_id, j)
-                kids = self._children_of(parent, parent_id, doc_id)
-                parent.metadata["n_children"] = len(kids)
-                if j == 0:
-                    parent.metadata["n_parents"] = len(doc_parents)
-                    parent.metadata["revision"] = revision(doc.page_content, self.parent_splitter, self.child_splitter)
-                parent.id = parent_id
-                parents.append((parent_id, parent))
-                children.extend(kids)
-        return doc_ids, parents, children
+        doc_parents = self._parents_of(doc, doc_id)
+        for j, parent in enumerate(doc_parents):
+            parent_id = doc_id if self.parent_splitter is None else parent_key(doc_id, j)
+            kids = self._children_of(parent, parent_id, doc_id)
+            parent.metadata[N_CHILDREN] = len(kids)
+            if j == 0:
+                parent.metadata[N_PARENTS] = len(doc_parents)
+                parent.metadata[REVISION] = rev
+            parent.id = parent_id
+            parents.append((parent_id, parent))
+            children.extend(kids)
+        return Prepared(
+            doc_id,
+            rev,
+            vector_ids={i for i, _ in children},
+            docstore_keys={i for i, _ in parents},
+            payload=(parents, children),
+        )
 
     def _parents_of(self, doc: Document, doc_id: str) -> list[Document]:
         source = Document(doc.page_content, metadata=doc.metadata, id=doc_id)
         if self.parent_splitter is None:
             parents = [Document(doc.page_content, metadata={**doc.metadata})]
-            parents[0].metadata.update(start_index=0, end_index=len(doc.page_content))
-        elif isinstance(self.parent_splitter, _StructureSplitter):
+            parents[0].metadata[START], parents[0].metadata[END] = 0, len(doc.page_content)
+        elif isinstance(self.parent_splitter, StructureSplitter):
             parents = self.parent_splitter.split_documents([source])
         else:
-            parents = _located(self.parent_splitter, source)
+            parents = located_parents(self.parent_splitter, source)
         for parent in parents:
-            parent.metadata["doc_id"] = doc_id
+            parent.metadata[DOC_ID] = doc_id
         return parents
 
     def _children_of(self, parent: Document, parent_id: str, doc_id: str) -> list[tuple[str, Document]]:
-        chunks = _locate(parent.page_content, self.child_splitter.split_text(parent.page_content), doc_id)
-        base = int(parent.metadata["start_index"])
+        chunks = locate_chunks(parent.page_content, self.child_splitter.split_text(parent.page_content), doc_id)
+        base = int(parent.metadata[START])
         kept = parent.metadata
         if self.child_metadata_fields is not None:
             kept = {k: v for k, v in kept.items() if k in self.child_metadata_fields}
-        shared = encode_metadata({k: v for k, v in kept.items() if k not in ("doc_id", self.id_key)}, doc_id)
+        shared = encode_metadata({k: v for k, v in kept.items() if k not in (DOC_ID, self.id_key)}, doc_id)
         out = []
         for i, (s, e) in enumerate(chunks):
             meta = {
                 **shared,
                 self.id_key: parent_id,
-                PREFIX + "doc": doc_id,
-                PREFIX + "i": i,
-                PREFIX + "start": base + s,
-                PREFIX + "end": base + e,
+                STORED_DOC: doc_id,
+                STORED_INDEX: i,
+                STORED_START: base + s,
+                STORED_END: base + e,
             }
             out.append((unit_id(parent_id, i), Document(parent.page_content[s:e], metadata=meta)))
         return out
@@ -436,72 +262,38 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
         max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
-        check_max_tokens(max_tokens)
-        k = self._k(k)
-        fetch_k = max(k, self.search_kwargs.get("k", 4))
-        while True:
-            scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=fetch_k, **self._search(filter))
+        k, max_tokens = self._resolve(k=k, max_tokens=max_tokens)
+        search = VectorSearch(self.vectorstore, query, self._search_kwargs(filter))
+        ranked: list[_Parent] = []
+        stored: Sequence[Document | None] = []
+        for scored in core.overfetch(search, max(k, self.search_kwargs.get("k", 4)), k):
             ranked = self._rank(scored)
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
-            if self._enough(ranked, stored, k, expand, len(scored), fetch_k):
+            have = sum(doc is not None for doc in stored) if expand else len(ranked)
+            if have >= k:
                 break
-            fetch_k *= 2
         if not expand:
             return [_child_out(c, s, self.id_key) for p in ranked[:k] for c, s in p.children[:1]]
         return self._expand(ranked, k, stored, max_tokens)
 
-    async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-        expand: bool = True,
-        filter: dict[str, Any] | None = None,
-        max_tokens: int | None = None,
-    ) -> list[Document]:
-        check_query(query)
-        check_max_tokens(max_tokens)
-        k = self._k(k)
-        fetch_k = max(k, self.search_kwargs.get("k", 4))
-        while True:
-            scored = await self.vectorstore.asimilarity_search_with_relevance_scores(
-                query, k=fetch_k, **self._search(filter)
-            )
-            ranked = self._rank(scored)
-            stored = await self.docstore.amget([p.parent_id for p in ranked]) if expand else []
-            if self._enough(ranked, stored, k, expand, len(scored), fetch_k):
-                break
-            fetch_k *= 2
-        if not expand:
-            return [_child_out(c, s, self.id_key) for p in ranked[:k] for c, s in p.children[:1]]
-        return self._expand(ranked, k, stored, max_tokens)
+    def expand_hits(self, hits: Sequence[Document], *, max_tokens: int | None = None) -> list[Document]:
+        """Parents of matched children (``expand=False`` results), in the given order.
 
-    def expand_hits(self, hits: Sequence[Document]) -> list[Document]:
-        """Parents of matched children (``expand=False`` results), in the given order."""
+        ``max_tokens`` (else the instance's) bounds the joined parents, as in retrieval.
+        """
+        _, max_tokens = self._resolve(k=None, max_tokens=max_tokens)
         ranked = self._rank_hits(hits)
-        return self._expand(ranked, len(ranked), self.docstore.mget([p.parent_id for p in ranked]))
+        return self._expand(ranked, len(ranked), self.docstore.mget([p.parent_id for p in ranked]), max_tokens)
 
-    async def aexpand_hits(self, hits: Sequence[Document]) -> list[Document]:
-        """Async twin of :meth:`expand_hits`."""
-        ranked = self._rank_hits(hits)
-        return self._expand(ranked, len(ranked), await self.docstore.amget([p.parent_id for p in ranked]))
-
-    def _k(self, k: int | None) -> int:
+    def _resolve(self, *, k: int | None, max_tokens: int | None) -> tuple[int, int | None]:
+        """This call's ``k`` and budget: the call's, else the instance's; checked."""
         k = self.k if k is None else k
-        if not isinstance(k, int) or k < 1:
-            msg = f"`k` must be a positive integer, got {k!r}."
-            raise ValueError(msg)
-        return k
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
+        _RULES["k"]("k", k)
+        _RULES["max_tokens"]("max_tokens", max_tokens)
+        return k, max_tokens
 
-    def _enough(
-        self, ranked: list[_Parent], stored: Sequence[Document | None], k: int, expand: bool, found: int, asked: int
-    ) -> bool:
-        """``k`` parents found (present in the docstore, when expanding), or no more to find."""
-        have = sum(doc is not None for doc in stored) if expand else len(ranked)
-        return have >= k or found < asked or asked >= 64 * k
-
-    def _search(self, metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
+    def _search_kwargs(self, metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
         """``search_kwargs`` less what this class handles itself, plus a per-call filter."""
         kwargs = {key: v for key, v in self.search_kwargs.items() if key not in ("k", "score_threshold")}
         if metadata_filter is not None:
@@ -524,18 +316,17 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
     def _rank_hits(self, hits: Sequence[Document]) -> list[_Parent]:
         groups: dict[str, _Parent] = {}
         for hit in hits:
-            parent_id = str(hit.metadata["parent_id"])
-            child = Document(hit.page_content, metadata=hit.metadata, id=hit.metadata.get("child_id"))
+            parent_id = str(hit.metadata[PARENT_ID])
+            score = float(hit.metadata[SCORE])
+            child = Document(hit.page_content, metadata=hit.metadata, id=hit.metadata.get(CHILD_ID))
             if parent_id in groups:
-                groups[parent_id].children.append((child, float(hit.metadata["score"])))
+                groups[parent_id].children.append((child, score))
             else:
-                groups[parent_id] = _Parent(
-                    parent_id, [(child, float(hit.metadata["score"]))], float(hit.metadata["score"])
-                )
+                groups[parent_id] = _Parent(parent_id, [(child, score)], score)
         return list(groups.values())
 
     def _expand(
-        self, ranked: list[_Parent], k: int, stored: Sequence[Document | None], max_tokens: int | None = None
+        self, ranked: list[_Parent], k: int, stored: Sequence[Document | None], max_tokens: int | None
     ) -> list[Document]:
         out: list[Document] = []
         for parent, doc in zip(ranked, stored, strict=True):
@@ -551,42 +342,35 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
             out.append(self._parent_out(parent, doc))
         if self.max_parent_tokens is not None:
             out = [self._cap(doc) for doc in out]
-        limit = self.max_tokens if max_tokens is None else max_tokens
-        if limit is not None:
-            out, _ = fit_to_budget(out, limit, token_counter=self.token_counter)
+        if max_tokens is not None:
+            out, _ = fit_to_budget(out, max_tokens, token_counter=self.token_counter)
         return out
 
     def _parent_out(self, parent: _Parent, doc: Document) -> Document:
-        base = int(doc.metadata.get("start_index", 0))
+        base = int(doc.metadata.get(START, 0))
         children = []
         for child, score in sorted(parent.children, key=lambda cs: -cs[1]):
             m = child.metadata
-            start = int(m.get(PREFIX + "start", m.get("start_index", base)))
-            end = int(m.get(PREFIX + "end", m.get("end_index", base)))
+            start = int(m.get(STORED_START, m.get(START, base)))
+            end = int(m.get(STORED_END, m.get(END, base)))
             children.append(
-                {
-                    "id": child.id,
-                    "start_index": start,
-                    "end_index": end,
-                    "in_parent": [start - base, end - base],
-                    "score": score,
-                }
+                {REF_ID: child.id, START: start, END: end, IN_PARENT: [start - base, end - base], SCORE: score}
             )
         best = parent.children[0][0].metadata
-        extra = {key: best[key] for key in ("rerank_score",) if key in best}
-        metadata = {**doc.metadata, **extra, "parent_id": parent.parent_id, "score": parent.score, "children": children}
-        metadata["tokens"] = self.token_counter(doc.page_content)
+        extra = {key: best[key] for key in CARRIED if key in best}
+        metadata = {**doc.metadata, **extra, PARENT_ID: parent.parent_id, SCORE: parent.score, CHILDREN: children}
+        metadata[TOKENS] = self.token_counter(doc.page_content)
         return Document(doc.page_content, metadata=metadata, id=parent.parent_id)
 
     def _cap(self, doc: Document) -> Document:
         """A parent over ``max_parent_tokens`` becomes the largest span around its children that fits."""
         cap = self.max_parent_tokens
         assert cap is not None
-        if doc.metadata["tokens"] <= cap or not doc.metadata.get("children"):
+        if doc.metadata[TOKENS] <= cap or not doc.metadata.get(CHILDREN):
             return doc
-        base = int(doc.metadata["start_index"])
-        best = doc.metadata["children"][0]
-        focus = (int(best["start_index"]), int(best["end_index"]))
+        base = int(doc.metadata[START])
+        best = doc.metadata[CHILDREN][0]
+        focus = (int(best[START]), int(best[END]))
 
         def fits(units: list[Span], r: tuple[int, int]) -> bool:
             return self.token_counter(doc.page_content[units[r[0]][0] - base : units[r[1] - 1][1] - base]) <= cap
@@ -601,6 +385,68 @@ class BudgetedParentDocumentRetriever(ParentDocumentRetriever):
             if fit is not None:
                 return trim(doc, units, ranges[fit], self.token_counter)
         return trim(doc, units, ranges[0], self.token_counter)
+
+
+class _ParentLayout:
+    """Parents' storage: children in the vector store, parents in the docstore.
+
+    A document's first parent is its head: it records the revision and the parent count,
+    and each parent records how many children it has, so everything stored for a document
+    is found from its head without listing keys.
+    """
+
+    def __init__(
+        self,
+        vectors: VectorStore,
+        docstore: BaseStore[str, Document],
+        head_id: Callable[[str], str],
+        batch_size: int,
+        add_kwargs: dict[str, Any],
+    ) -> None:
+        self.vectors = vectors
+        self.docstore = docstore
+        self.head_id = head_id
+        self.batch_size = batch_size
+        self.add_kwargs = add_kwargs
+        self._heads: dict[str, Document] = {}
+
+    def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
+        found = self.docstore.mget([self.head_id(d) for d in doc_ids]) if doc_ids else []
+        self._heads = {d: head for d, head in zip(doc_ids, found, strict=True) if head is not None}
+        return {d: head.metadata.get(REVISION) for d, head in self._heads.items()}
+
+    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> Stored:
+        keys = [
+            self.head_id(d) if j == 0 else parent_key(d, j)
+            for d in doc_ids
+            if d in self._heads
+            for j in range(int(self._heads[d].metadata.get(N_PARENTS, 1)))
+        ]
+        parents = self.docstore.mget(keys) if keys else []
+        children = [
+            unit_id(key, i)
+            for key, parent in zip(keys, parents, strict=True)
+            if parent is not None
+            for i in range(int(parent.metadata.get(N_CHILDREN, 0)))
+        ]
+        return Stored(vector_ids=children, docstore_keys=[k for k, p in zip(keys, parents, strict=True) if p])
+
+    def write_body(self, todo: list[Prepared]) -> None:
+        children = [c for p in todo for c in p.payload[1]]
+        for batch in core.batched(children, self.batch_size):
+            self.vectors.add_documents([c for _, c in batch], ids=[i for i, _ in batch], **self.add_kwargs)
+        body = [(i, parent) for p in todo for i, parent in p.payload[0][1:]]
+        if body:
+            self.docstore.mset(body)
+
+    def write_heads(self, todo: list[Prepared]) -> None:
+        self.docstore.mset([p.payload[0][0] for p in todo])
+
+    def remove(self, stale: Stored) -> None:
+        if stale.vector_ids:
+            self.vectors.delete(stale.vector_ids)
+        if stale.docstore_keys:
+            self.docstore.mdelete(stale.docstore_keys)
 
 
 def parent_key(doc_id: str, index: int) -> str:
@@ -625,78 +471,11 @@ def _child_out(child: Document, score: float, id_key: str) -> Document:
     m = child.metadata
     metadata = {
         **{k: v for k, v in decode_metadata(m).items() if k != id_key},
-        "doc_id": m.get(PREFIX + "doc"),
-        "parent_id": m.get(id_key),
-        "child_id": child.id,
-        "start_index": m.get(PREFIX + "start"),
-        "end_index": m.get(PREFIX + "end"),
-        "score": score,
+        DOC_ID: m.get(STORED_DOC),
+        PARENT_ID: m.get(id_key),
+        CHILD_ID: child.id,
+        START: m.get(STORED_START),
+        END: m.get(STORED_END),
+        SCORE: score,
     }
     return Document(child.page_content, metadata=metadata, id=child.id)
-
-
-def _changed(
-    doc_ids: list[str],
-    heads: Sequence[Document | None],
-    parents: list[tuple[str, Document]],
-    children: list[tuple[str, Document]],
-) -> tuple[list[tuple[str, Document]], list[tuple[str, Document]], list[str]]:
-    """Drop documents whose stored head has the same revision: nothing to re-embed."""
-    revisions = {p.metadata["doc_id"]: p.metadata["revision"] for _, p in parents if "revision" in p.metadata}
-    same = {
-        d
-        for d, head in zip(doc_ids, heads, strict=True)
-        if head is not None and head.metadata.get("revision") == revisions[d]
-    }
-    return (
-        [(i, p) for i, p in parents if p.metadata["doc_id"] not in same],
-        [(i, c) for i, c in children if c.metadata[PREFIX + "doc"] not in same],
-        [d for d in doc_ids if d not in same],
-    )
-
-
-def _heads_last(parents: list[tuple[str, Document]]) -> list[list[tuple[str, Document]]]:
-    """Write each document's first parent last: it is the commit marker a re-run checks."""
-    body = [(i, p) for i, p in parents if "n_parents" not in p.metadata]
-    heads = [(i, p) for i, p in parents if "n_parents" in p.metadata]
-    return [group for group in (body, heads) if group]
-
-
-def _stale_ids(keys: list[str], stored: Sequence[Document | None], keep: set[str]) -> tuple[list[str], list[str]]:
-    children, parents = [], []
-    for key, doc in zip(keys, stored, strict=True):
-        if doc is None:
-            continue
-        children += [unit_id(key, i) for i in range(int(doc.metadata.get("n_children", 0)))]
-        if key not in keep:
-            parents.append(key)
-    return children, parents
-
-
-def _locate(text: str, chunks: list[str], doc_id: str) -> list[Span]:
-    """Char offsets of consecutive chunks of ``text``, found in order."""
-    spans = []
-    at = 0
-    for chunk in chunks:
-        start = text.find(chunk, at)
-        if start < 0:
-            start = text.find(chunk)
-        if start < 0 or not chunk:
-            msg = (
-                f"Document {doc_id!r}: the splitter returned a chunk that is not a substring of its "
-                "input, so its offsets are unknown. Use a splitter that keeps the text verbatim."
-            )
-            raise ValueError(msg)
-        spans.append((start, start + len(chunk)))
-        at = start + 1
-    return spans
-
-
-def _located(splitter: TextSplitter, source: Document) -> list[Document]:
-    """Parents from any ``TextSplitter``, with their offsets into the source."""
-    texts = splitter.split_text(source.page_content)
-    spans = _locate(source.page_content, texts, str(source.id))
-    return [
-        Document(source.page_content[s:e], metadata={**source.metadata, "start_index": s, "end_index": e})
-        for s, e in spans
-    ]

@@ -28,9 +28,10 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from langchain_expand.units import PREFIX, STORED_JSON, STORED_NONE
+
 __all__ = ["decode_metadata", "document_ids", "encode_metadata", "revision", "unit_id"]
 
-PREFIX = "lcx_"
 _SCALARS = (str, int, float, bool)
 
 
@@ -128,18 +129,18 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
                 raise ValueError(msg) from exc
             as_json.append(key)
     if as_json:
-        out[PREFIX + "json"] = ",".join(as_json)
+        out[STORED_JSON] = ",".join(as_json)
     if as_none:
-        out[PREFIX + "none"] = ",".join(as_none)
+        out[STORED_NONE] = ",".join(as_none)
     return out
 
 
 def decode_metadata(stored: Mapping[str, Any]) -> dict[str, Any]:
     """The document's own metadata, as it was before :func:`encode_metadata`."""
     out = {k: v for k, v in stored.items() if not k.startswith(PREFIX)}
-    for key in _keys(stored.get(PREFIX + "json")):
+    for key in _keys(stored.get(STORED_JSON)):
         out[key] = json.loads(out[key])
-    for key in _keys(stored.get(PREFIX + "none")):
+    for key in _keys(stored.get(STORED_NONE)):
         out[key] = None
     return out
 

@@ -25,10 +25,11 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand.parents import MarkdownSectionSplitter, SectionSplitter
+from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.spans import merge_overlaps
 from langchain_expand.tokens import TokenCounter
+from langchain_expand.units import DOC_ID, SECTIONS, START, TOKENS
 from langchain_expand.windows import SentenceWindowRetriever
 
 __all__ = ["CorpusReport", "budget_report", "write_plots"]
@@ -324,7 +325,7 @@ def budget_report(
         merged: list[float] = []
         for hits in hits_per_query:
             found = retriever.expand_hits(hits[:k], before=before, after=after)
-            units += [d.metadata["tokens"] for d in found]
+            units += [d.metadata[TOKENS] for d in found]
             prompts.append(counter("\n\n".join(d.page_content for d in found)))
             merged.append(counter("\n\n".join(d.page_content for d in merge_overlaps(found, token_counter=counter))))
         predicted = (before + after + 1) * median_sentence
@@ -438,7 +439,7 @@ def _sections(documents: Sequence[Document]) -> tuple[str | None, dict[str, list
     kinds = set()
     headings = MarkdownSectionSplitter(max_level=2)
     for doc in documents:
-        if doc.metadata.get("sections"):
+        if doc.metadata.get(SECTIONS):
             found = SectionSplitter().sections(doc)
             kinds.add("given sections")
         elif (
@@ -469,10 +470,10 @@ def _parent_sizes(
     for hits in hits_per_query:
         chosen: list[tuple[str, int]] = []
         for hit in hits:
-            doc_id = hit.metadata["doc_id"]
+            doc_id = hit.metadata[DOC_ID]
             if doc_id not in sections:
                 continue
-            at = bisect.bisect_right(starts[doc_id], hit.metadata["start_index"]) - 1
+            at = bisect.bisect_right(starts[doc_id], hit.metadata[START]) - 1
             if at >= 0 and (doc_id, at) not in chosen:
                 chosen.append((doc_id, at))
             if len(chosen) == k:

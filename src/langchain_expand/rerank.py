@@ -14,16 +14,15 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-    Callbacks,
-)
+from langchain_core.callbacks import CallbackManagerForRetrieverRun, Callbacks
 from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 from pydantic import ConfigDict
+
+from langchain_expand.core import AsyncQueryByThread, check_positive
+from langchain_expand.units import RELEVANCE_SCORE, RERANK_SCORE
 
 __all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "rerank", "rerank_then_expand_chain"]
 
@@ -36,11 +35,11 @@ class Expandable(Protocol):
         """Retrieve; called with ``k=`` and ``expand=False`` for matches alone."""
         ...
 
-    def expand_hits(self, hits: Sequence[Document]) -> list[Document]:
-        """Expand matches (in the given order) into their bigger units."""
+    def expand_hits(self, hits: Sequence[Document], **kwargs: Any) -> list[Document]:
+        """Expand matches (in the given order) into their bigger units; ``max_tokens`` bounds them."""
         ...
 
-    async def aexpand_hits(self, hits: Sequence[Document]) -> list[Document]:
+    async def aexpand_hits(self, hits: Sequence[Document], **kwargs: Any) -> list[Document]:
         """Async twin of ``expand_hits``."""
         ...
 
@@ -58,12 +57,12 @@ def rerank(
     scored = _cross_encoder_scores(reranker, hits, query)
     if scored is None:
         kept = list(reranker.compress_documents(hits, query, callbacks=callbacks))
-        scored = [(d, d.metadata.get("relevance_score")) for d in kept]
+        scored = [(d, d.metadata.get(RELEVANCE_SCORE)) for d in kept]
     out = []
     for doc, score in scored[:top_n]:
         metadata = {**doc.metadata}
         if score is not None:
-            metadata["rerank_score"] = float(score)
+            metadata[RERANK_SCORE] = float(score)
         out.append(Document(page_content=doc.page_content, metadata=metadata, id=doc.id))
     return out
 
@@ -80,12 +79,16 @@ def _cross_encoder_scores(
     return [(hits[i], float(scores[i])) for i in order]
 
 
-class RerankThenExpand(BaseRetriever):
+class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
     """Match small units, rerank them, expand the best: a drop-in ``BaseRetriever``.
 
     The reranker sees only the matched sentences (or child chunks); expansion to
     windows (or parents) happens after. Each result keeps ``score`` (retrieval) and
     ``rerank_score``.
+
+    Per call: ``k`` (or ``top_n``), ``fetch_k`` and ``filter`` for matching and reranking;
+    ``before``, ``after``, ``merge`` (windows) and ``max_tokens`` (both) for the expansion,
+    e.g. ``invoke(q, k=2, before=3, after=0, max_tokens=300)``.
 
     Example:
         .. code-block:: python
@@ -127,29 +130,28 @@ class RerankThenExpand(BaseRetriever):
         query: str,
         *,
         run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
         top_n: int | None = None,
+        fetch_k: int | None = None,
         filter: dict[str, Any] | None = None,
+        before: int | None = None,
+        after: int | None = None,
+        merge: bool | None = None,
+        max_tokens: int | None = None,
     ) -> list[Document]:
+        if k is not None and top_n is not None and k != top_n:
+            msg = f"`k` and `top_n` both name the number of units returned; pass one, got k={k}, top_n={top_n}."
+            raise ValueError(msg)
+        keep = next((n for n in (k, top_n) if n is not None), self.top_n)
+        fetch = self.fetch_k if fetch_k is None else fetch_k
+        check_positive("top_n", keep)
+        check_positive("fetch_k", fetch)
         hits = self.retriever.invoke(
-            query, config={"callbacks": run_manager.get_child()}, k=self.fetch_k, expand=False, **_where(filter)
+            query, config={"callbacks": run_manager.get_child()}, k=fetch, expand=False, **_where(filter)
         )
-        best = rerank(self.reranker, hits, query, top_n or self.top_n, callbacks=run_manager.get_child())
-        expanded: list[Document] = self.retriever.expand_hits(best)
-        return expanded
-
-    async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        top_n: int | None = None,
-        filter: dict[str, Any] | None = None,
-    ) -> list[Document]:
-        hits = await self.retriever.ainvoke(
-            query, config={"callbacks": run_manager.get_child()}, k=self.fetch_k, expand=False, **_where(filter)
-        )
-        best = rerank(self.reranker, hits, query, top_n or self.top_n, callbacks=run_manager.get_child())
-        expanded: list[Document] = await self.retriever.aexpand_hits(best)
+        best = rerank(self.reranker, hits, query, keep, callbacks=run_manager.get_child())
+        given = {"before": before, "after": after, "merge": merge, "max_tokens": max_tokens}
+        expanded: list[Document] = self.retriever.expand_hits(best, **{n: v for n, v in given.items() if v is not None})
         return expanded
 
 
@@ -162,15 +164,15 @@ def rerank_then_expand_chain(
 ) -> Runnable[str, list[Document]]:
     """The same pipeline as an explicit LCEL chain: hits, then rerank, then expand.
 
-    ``question -> {"query", "hits"} -> reranked hits -> expanded units``; each step is
+    ``question -> {"query", "matches"} -> reranked hits -> expanded units``; each step is
     its own runnable, visible in traces, and any can be swapped.
     """
     matches = RunnableLambda(lambda q: retriever.invoke(q, k=fetch_k, expand=False), name="match")
     reranked: RunnableLambda[dict[str, Any], list[Document]] = RunnableLambda(
-        lambda x: rerank(reranker, x["hits"], x["query"], top_n), name="rerank"
+        lambda x: rerank(reranker, x["matches"], x["query"], top_n), name="rerank"
     )
     expanded = RunnableLambda(retriever.expand_hits, afunc=retriever.aexpand_hits, name="expand")
-    chain: Runnable[str, list[Document]] = {"query": RunnablePassthrough(), "hits": matches} | reranked | expanded
+    chain: Runnable[str, list[Document]] = {"query": RunnablePassthrough(), "matches": matches} | reranked | expanded
     return chain
 
 
@@ -201,7 +203,7 @@ class EmbeddingsReranker(BaseDocumentCompressor):
         return [
             Document(
                 page_content=documents[i].page_content,
-                metadata={**documents[i].metadata, "relevance_score": float(sims[i])},
+                metadata={**documents[i].metadata, RELEVANCE_SCORE: float(sims[i])},
                 id=documents[i].id,
             )
             for i in order

@@ -15,27 +15,19 @@ from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 
 from langchain_expand.tokens import TokenCounter
+from langchain_expand.units import DOC_ID, END, HIT, HITS, SCORE, SENTENCES, SPAN, START, TOKENS, located
 
-__all__ = ["MergeOverlaps", "grow", "largest_fitting", "merge_overlaps"]
+__all__ = ["MergeOverlaps", "merge_overlaps"]
 
 SourceText = Callable[[str], str]
 """Gives the full source text of a document id; needed only to bridge gaps."""
 
 
-def _located(doc: Document) -> bool:
-    m = doc.metadata
-    return (
-        isinstance(m.get("doc_id"), str)
-        and isinstance(m.get("start_index"), int)
-        and isinstance(m.get("end_index"), int)
-    )
-
-
 def _distance(a: Document, b: Document) -> int:
     """How far ``b`` starts after ``a`` ends: sentences where both have spans, else chars."""
-    if "span" in a.metadata and "span" in b.metadata:
-        return int(b.metadata["span"][0]) - int(a.metadata["span"][1])
-    return int(b.metadata["start_index"]) - int(a.metadata["end_index"])
+    if SPAN in a.metadata and SPAN in b.metadata:
+        return int(b.metadata[SPAN][0]) - int(a.metadata[SPAN][1])
+    return int(b.metadata[START]) - int(a.metadata[END])
 
 
 def merge_overlaps(
@@ -70,20 +62,20 @@ def merge_overlaps(
         raise ValueError(msg)
     groups: dict[str, list[int]] = {}
     for rank, doc in enumerate(documents):
-        if _located(doc):
-            groups.setdefault(doc.metadata["doc_id"], []).append(rank)
+        if located(doc.metadata):
+            groups.setdefault(doc.metadata[DOC_ID], []).append(rank)
     placed: dict[int, Document] = {}
     absorbed: set[int] = set()
     for ranks in groups.values():
-        ordered = sorted(ranks, key=lambda r: (documents[r].metadata["start_index"], r))
+        ordered = sorted(ranks, key=lambda r: (documents[r].metadata[START], r))
         component = [ordered[0]]
         reach = documents[ordered[0]]
         for r in ordered[1:]:
             doc = documents[r]
-            touching = doc.metadata["start_index"] <= reach.metadata["end_index"]
+            touching = doc.metadata[START] <= reach.metadata[END]
             if touching or (gap > 0 and _distance(reach, doc) <= gap):
                 component.append(r)
-                if doc.metadata["end_index"] > reach.metadata["end_index"]:
+                if doc.metadata[END] > reach.metadata[END]:
                     reach = doc
             else:
                 _place(documents, component, placed, absorbed, source)
@@ -95,9 +87,9 @@ def merge_overlaps(
         if rank in absorbed:
             continue
         merged = placed.get(rank, doc)
-        if merged is not doc and "tokens" in merged.metadata:
+        if merged is not doc and TOKENS in merged.metadata:
             counter = counter or TokenCounter()
-            merged.metadata["tokens"] = counter(merged.page_content)
+            merged.metadata[TOKENS] = counter(merged.page_content)
         out.append(merged)
     return out
 
@@ -119,11 +111,11 @@ def _place(
 def _union(by_position: list[Document], by_rank: list[Document], source: SourceText | None) -> Document:
     """One unit covering ``by_position`` (sorted by start), ranked as ``by_rank[0]``."""
     first = by_position[0]
-    doc_id = first.metadata["doc_id"]
+    doc_id = first.metadata[DOC_ID]
     parts = [first.page_content]
-    end = first.metadata["end_index"]
+    end = first.metadata[END]
     for doc in by_position[1:]:
-        start, stop = doc.metadata["start_index"], doc.metadata["end_index"]
+        start, stop = doc.metadata[START], doc.metadata[END]
         if start > end:
             if source is None:
                 msg = (
@@ -138,20 +130,20 @@ def _union(by_position: list[Document], by_rank: list[Document], source: SourceT
         end = max(end, stop)
     best = by_rank[0]
     metadata: dict[str, Any] = {**best.metadata}
-    metadata["hits"] = [h for d in by_rank for h in d.metadata.get("hits", [d.metadata.get("hit")]) if h is not None]
-    scores = [d.metadata["score"] for d in by_rank if isinstance(d.metadata.get("score"), int | float)]
+    metadata[HITS] = [h for d in by_rank for h in d.metadata.get(HITS, [d.metadata.get(HIT)]) if h is not None]
+    scores = [d.metadata[SCORE] for d in by_rank if isinstance(d.metadata.get(SCORE), int | float)]
     if scores:
-        metadata["score"] = max(scores)
-    metadata["start_index"] = first.metadata["start_index"]
-    metadata["end_index"] = end
-    if all("span" in d.metadata for d in by_position):
-        metadata["span"] = [
-            min(d.metadata["span"][0] for d in by_position),
-            max(d.metadata["span"][1] for d in by_position),
+        metadata[SCORE] = max(scores)
+    metadata[START] = first.metadata[START]
+    metadata[END] = end
+    if all(SPAN in d.metadata for d in by_position):
+        metadata[SPAN] = [
+            min(d.metadata[SPAN][0] for d in by_position),
+            max(d.metadata[SPAN][1] for d in by_position),
         ]
-    if all("sentences" in d.metadata for d in by_position):
-        seen = {tuple(s) for d in by_position for s in d.metadata["sentences"]}
-        metadata["sentences"] = [list(s) for s in sorted(seen)]
+    if all(SENTENCES in d.metadata for d in by_position):
+        seen = {tuple(s) for d in by_position for s in d.metadata[SENTENCES]}
+        metadata[SENTENCES] = [list(s) for s in sorted(seen)]
     return Document(page_content="".join(parts), metadata=metadata, id=best.id)
 
 
@@ -185,39 +177,3 @@ class MergeOverlaps(RunnableLambda[list[Document], list[Document]]):
             return merge_overlaps(documents, gap=gap, source=source, token_counter=counter)
 
         super().__init__(merge, name="MergeOverlaps")
-
-
-def grow(units: Sequence[tuple[int, int]], focus: tuple[int, int]) -> list[tuple[int, int]]:
-    """Ranges ``[lo, hi)`` of ``units`` from those covering ``focus`` outward.
-
-    Each step adds one unit, the nearer side first (before on a tie), so read backwards
-    the list trims the unit farthest from the focus first. The last range is all units.
-    """
-    n = len(units)
-    if n == 0:
-        return []
-    inside = [i for i, (s, e) in enumerate(units) if s < focus[1] and e > focus[0]]
-    if not inside:  # the focus falls between units: take the nearest one
-        inside = [min(range(n), key=lambda i: abs(units[i][0] - focus[0]))]
-    first, last = inside[0], inside[-1] + 1
-    lo, hi = first, last
-    ranges = [(lo, hi)]
-    while lo > 0 or hi < n:
-        if lo > 0 and (hi >= n or first - lo <= hi - last):
-            lo -= 1
-        else:
-            hi += 1
-        ranges.append((lo, hi))
-    return ranges
-
-
-def largest_fitting(ranges: Sequence[tuple[int, int]], ok: Callable[[tuple[int, int]], bool]) -> int | None:
-    """The index of the last range for which ``ok`` holds, ``ok`` being monotone."""
-    lo, hi, best = 0, len(ranges) - 1, None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if ok(ranges[mid]):
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best

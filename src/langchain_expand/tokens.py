@@ -23,7 +23,7 @@ from typing import Protocol
 
 import tiktoken
 
-__all__ = ["TokenCounter"]
+__all__ = ["TokenCounter", "count_many"]
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -173,3 +173,10 @@ class TokenCounter:
         if self._count is not None:
             return f"TokenCounter(count={self._count!r})"
         return f"TokenCounter({self.encoding_name!r})"
+
+
+def count_many(counter: Callable[[str], int], texts: Sequence[str]) -> list[int]:
+    """Token counts of many texts with any counter; a ``TokenCounter`` counts them in one loop."""
+    if isinstance(counter, TokenCounter):
+        return counter.count_many(texts)
+    return [counter(t) for t in texts]

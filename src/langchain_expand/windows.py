@@ -9,48 +9,49 @@ sentences, fewer only at the ends of a document.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.callbacks import (
-    AsyncCallbackManagerForRetrieverRun,
-    CallbackManagerForRetrieverRun,
-)
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, model_validator
 
-from langchain_expand.budget import check_max_tokens, fit_to_budget
-from langchain_expand.records import (
-    PREFIX,
-    decode_metadata,
-    document_ids,
-    encode_metadata,
-    revision,
-    unit_id,
-)
+from langchain_expand import core
+from langchain_expand.budget import fit_to_budget
+from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch, check_query
+from langchain_expand.ranges import window_bounds
+from langchain_expand.records import decode_metadata, document_ids, encode_metadata, revision, unit_id
 from langchain_expand.sentences import SentenceSplitter, Span
-from langchain_expand.tokens import TokenCounter
+from langchain_expand.tokens import TokenCounter, count_many
+from langchain_expand.units import (
+    CARRIED,
+    DOC_ID,
+    END,
+    HIT,
+    HITS,
+    N_SENTENCES,
+    SCORE,
+    SENTENCES,
+    SPAN,
+    START,
+    STORED_COUNT,
+    STORED_DOC,
+    STORED_END,
+    STORED_GAP,
+    STORED_INDEX,
+    STORED_REV,
+    STORED_START,
+    TOKENS,
+)
 
 __all__ = ["SentenceWindowRetriever", "window_bounds"]
 
 logger = logging.getLogger(__name__)
 
 _PROBE = 64  # ids probed per step when looking for units left by an interrupted run
-
-
-def window_bounds(hit: int, n: int, before: int, after: int) -> tuple[int, int]:
-    """The ``[first, last + 1)`` sentence range of the window around ``hit``.
-
-    Clamped at the ends of a document of ``n`` sentences.
-    """
-    return max(0, hit - before), min(n, hit + after + 1)
-
-
-_CARRIED = ("rerank_score",)
-"""Metadata a hit may gain between matching and expanding, kept on its unit."""
 
 
 @dataclass(frozen=True)
@@ -76,13 +77,14 @@ class _Unit:
 
 @dataclass(frozen=True)
 class _Plan:
-    """One query's settings, and how they turn ranked hits into units."""
+    """One call's settings, checked, and how they turn ranked hits into units."""
 
     k: int
     before: int
     after: int
     merge: bool
     merge_gap: int
+    max_tokens: int | None
 
     def units(self, hits: list[_Hit]) -> list[_Unit]:
         """One unit per hit, or, when merging, one per group of overlapping windows."""
@@ -108,25 +110,23 @@ class _Plan:
         return units
 
     def first_fetch(self) -> int:
-        """Hits asked of the first search; merging usually needs more than ``k``.
-
-        Each further search embeds the query again, so asking twice as many up front is cheaper.
-        """
+        """Hits asked of the first search; merging usually needs more than ``k``."""
         return 2 * self.k if self.merge else self.k
 
-    def wants_more(self, units: list[_Unit], found: int, asked: int) -> bool:
-        """Merging shrank the result below ``k`` and the store may hold more hits."""
-        return len(units) < self.k and found == asked and asked < 16 * self.k
+
+_RULES: dict[str, Callable[[str, object], None]] = {
+    "k": core.check_positive,
+    "before": core.check_non_negative,
+    "after": core.check_non_negative,
+    "merge_gap": core.check_non_negative,
+    "max_tokens": core.check_optional_positive,
+    "max_sentence_tokens": core.check_optional_positive,
+    "batch_size": core.check_positive,
+}
+"""Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
 
-@dataclass(frozen=True)
-class _Prepared:
-    doc_id: str
-    rev: str
-    records: list[Document]
-
-
-class SentenceWindowRetriever(BaseRetriever):
+class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     """Embeds sentences, returns each hit with ``before``/``after`` sentences around it.
 
     Each returned ``Document`` is the window's text exactly as it stands in the source
@@ -195,17 +195,8 @@ class SentenceWindowRetriever(BaseRetriever):
     def _validate(self) -> SentenceWindowRetriever:
         if self.splitter is None:
             self.splitter = SentenceSplitter(token_counter=self.token_counter)
-        _check_query_params(self.k, self.before, self.after)
-        if self.merge_gap < 0:
-            msg = f"`merge_gap` must be >= 0, got {self.merge_gap}."
-            raise ValueError(msg)
-        if self.batch_size < 1:
-            msg = f"`batch_size` must be >= 1, got {self.batch_size}."
-            raise ValueError(msg)
-        check_max_tokens(self.max_tokens)
-        if self.max_sentence_tokens is not None and self.max_sentence_tokens < 1:
-            msg = f"`max_sentence_tokens` must be >= 1 or None, got {self.max_sentence_tokens}."
-            raise ValueError(msg)
+        for name, rule in _RULES.items():
+            rule(name, getattr(self, name))
         return self
 
     # -- indexing -------------------------------------------------------------------
@@ -224,56 +215,17 @@ class SentenceWindowRetriever(BaseRetriever):
             ValueError: For an empty document, duplicate ids, unusable metadata or an
                 over-long sentence. Nothing is written when any document is bad.
         """
-        prepared = self._prepare(documents, ids)
-        heads = _fetch(self.vectorstore, [unit_id(p.doc_id, 0) for p in prepared])
-        todo = _changed(prepared, heads)
-        for batch, batch_ids in self._body_batches(todo):
-            self.vectorstore.add_documents(batch, ids=batch_ids)
-        stale = self._stale_ids(todo, heads)
-        if stale:
-            self.vectorstore.delete(stale)
-        for batch, batch_ids in self._head_batches(todo):  # heads last: each commits its document
-            self.vectorstore.add_documents(batch, ids=batch_ids)
-        return [p.doc_id for p in prepared]
-
-    async def aadd_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
-        """Async twin of :meth:`add_documents`."""
-        prepared = self._prepare(documents, ids)
-        heads = await _afetch(self.vectorstore, [unit_id(p.doc_id, 0) for p in prepared])
-        todo = _changed(prepared, heads)
-        for batch, batch_ids in self._body_batches(todo):
-            await self.vectorstore.aadd_documents(batch, ids=batch_ids)
-        stale = await self._astale_ids(todo, heads)
-        if stale:
-            await self.vectorstore.adelete(stale)
-        for batch, batch_ids in self._head_batches(todo):
-            await self.vectorstore.aadd_documents(batch, ids=batch_ids)
-        return [p.doc_id for p in prepared]
+        doc_ids = document_ids(documents, ids)
+        prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
+        core.index(_SentenceLayout(self.vectorstore, self.batch_size), prepared)
+        return doc_ids
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
-        heads = _fetch(self.vectorstore, [unit_id(d, 0) for d in ids])
-        known = _head_sizes(heads)
-        stale = [unit_id(d, i) for d in ids for i in range(known.get(d, 0))]
-        stale += self._probe(list(ids), known)
-        if stale:
-            self.vectorstore.delete(stale)
+        core.delete(_SentenceLayout(self.vectorstore, self.batch_size), ids)
 
-    async def adelete(self, ids: Sequence[str]) -> None:
-        """Async twin of :meth:`delete`."""
-        heads = await _afetch(self.vectorstore, [unit_id(d, 0) for d in ids])
-        known = _head_sizes(heads)
-        stale = [unit_id(d, i) for d in ids for i in range(known.get(d, 0))]
-        stale += await self._aprobe(list(ids), known)
-        if stale:
-            await self.vectorstore.adelete(stale)
-
-    def _prepare(self, documents: Sequence[Document], ids: Sequence[str] | None) -> list[_Prepared]:
-        """Validate every document and build its records, before anything is written."""
-        doc_ids = document_ids(documents, ids)
-        return [self._records(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=False)]
-
-    def _records(self, doc: Document, doc_id: str) -> _Prepared:
+    def _prepare(self, doc: Document, doc_id: str) -> Prepared:
+        """Validate one document and build its records, before anything is written."""
         text = doc.page_content
         if not isinstance(text, str) or not text.strip():
             msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
@@ -289,21 +241,21 @@ class SentenceWindowRetriever(BaseRetriever):
             gap_end = spans[i + 1][0] if i + 1 < n else end
             meta = {
                 **base,
-                PREFIX + "doc": doc_id,
-                PREFIX + "i": i,
-                PREFIX + "n": n,
-                PREFIX + "start": start,
-                PREFIX + "end": end,
-                PREFIX + "gap": text[end:gap_end],
-                PREFIX + "rev": rev,
+                STORED_DOC: doc_id,
+                STORED_INDEX: i,
+                STORED_COUNT: n,
+                STORED_START: start,
+                STORED_END: end,
+                STORED_GAP: text[end:gap_end],
+                STORED_REV: rev,
             }
             records.append(Document(page_content=text[start:end], metadata=meta))
-        return _Prepared(doc_id, rev, records)
+        return Prepared(doc_id, (rev, n), vector_ids={unit_id(doc_id, i) for i in range(n)}, payload=records)
 
     def _check_sentence_sizes(self, text: str, spans: list[Span], doc_id: str) -> None:
         limit = self.max_sentence_tokens
         assert limit is not None
-        counts = _count_many(self.token_counter, [text[s:e] for s, e in spans])
+        counts = count_many(self.token_counter, [text[s:e] for s, e in spans])
         for i, count in enumerate(counts):
             if count > limit:
                 msg = (
@@ -312,52 +264,6 @@ class SentenceWindowRetriever(BaseRetriever):
                     "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
                 )
                 raise ValueError(msg)
-
-    def _body_batches(self, todo: list[_Prepared]) -> Iterable[tuple[list[Document], list[str]]]:
-        """Every sentence but each document's first, in write batches."""
-        return self._batches([(p.doc_id, i, r) for p in todo for i, r in enumerate(p.records) if i > 0])
-
-    def _head_batches(self, todo: list[_Prepared]) -> Iterable[tuple[list[Document], list[str]]]:
-        """Each document's first sentence, its commit marker, in write batches."""
-        return self._batches([(p.doc_id, 0, p.records[0]) for p in todo])
-
-    def _batches(self, units: list[tuple[str, int, Document]]) -> Iterable[tuple[list[Document], list[str]]]:
-        for at in range(0, len(units), self.batch_size):
-            chunk = units[at : at + self.batch_size]
-            yield [r for _, _, r in chunk], [unit_id(d, i) for d, i, _ in chunk]
-
-    def _stale_ids(self, todo: list[_Prepared], heads: list[Document]) -> list[str]:
-        known = _head_sizes(heads)
-        stale = [unit_id(p.doc_id, i) for p in todo for i in range(len(p.records), known.get(p.doc_id, 0))]
-        floor = {p.doc_id: max(len(p.records), known.get(p.doc_id, 0)) for p in todo}
-        return stale + self._probe(list(floor), floor)
-
-    async def _astale_ids(self, todo: list[_Prepared], heads: list[Document]) -> list[str]:
-        known = _head_sizes(heads)
-        stale = [unit_id(p.doc_id, i) for p in todo for i in range(len(p.records), known.get(p.doc_id, 0))]
-        floor = {p.doc_id: max(len(p.records), known.get(p.doc_id, 0)) for p in todo}
-        return stale + await self._aprobe(list(floor), floor)
-
-    def _probe(self, doc_ids: list[str], start: dict[str, int]) -> list[str]:
-        """Ids past each document's known end that an interrupted run left behind."""
-        found: list[str] = []
-        pending = {d: start.get(d, 0) for d in doc_ids}
-        while pending:
-            asked = [unit_id(d, i) for d, at in pending.items() for i in range(at, at + _PROBE)]
-            hits = {doc.id for doc in _fetch(self.vectorstore, asked) if doc.id}
-            found += [i for i in asked if i in hits]
-            pending = _still_pending(pending, hits)
-        return found
-
-    async def _aprobe(self, doc_ids: list[str], start: dict[str, int]) -> list[str]:
-        found: list[str] = []
-        pending = {d: start.get(d, 0) for d in doc_ids}
-        while pending:
-            asked = [unit_id(d, i) for d, at in pending.items() for i in range(at, at + _PROBE)]
-            hits = {doc.id for doc in await _afetch(self.vectorstore, asked) if doc.id}
-            found += [i for i in asked if i in hits]
-            pending = _still_pending(pending, hits)
-        return found
 
     # -- querying ---------------------------------------------------------------------
 
@@ -375,47 +281,18 @@ class SentenceWindowRetriever(BaseRetriever):
         max_tokens: int | None = None,
     ) -> list[Document]:
         check_query(query)
-        check_max_tokens(max_tokens)
-        plan = self._resolve(k, before, after, expand, merge)
-        where = _where(filter if filter is not None else self.filter)
-        fetch_k = plan.first_fetch()
-        while True:
-            scored = self.vectorstore.similarity_search_with_relevance_scores(query, k=fetch_k, **where)
+        plan = self._plan(k=k, before=before, after=after, expand=expand, merge=merge, max_tokens=max_tokens)
+        where = filter if filter is not None else self.filter
+        search = VectorSearch(self.vectorstore, query, None if where is None else {"filter": where})
+        units: list[_Unit] = []
+        scored: list[tuple[Document, float]] = []
+        for scored in core.overfetch(search, plan.first_fetch(), plan.k):
             units = plan.units([_to_hit(doc, score) for doc, score in scored])
-            if not plan.wants_more(units, len(scored), fetch_k):
+            if len(units) >= plan.k:
                 break
-            fetch_k *= 2
         units = units[: plan.k]
         records = _gather(self.vectorstore, _needed_ids(units), [doc for doc, _ in scored])
-        return self._budgeted(self._assemble(units, records), max_tokens)
-
-    async def _aget_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: AsyncCallbackManagerForRetrieverRun,
-        k: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
-        expand: bool | None = None,
-        merge: bool | None = None,
-        filter: dict[str, Any] | None = None,
-        max_tokens: int | None = None,
-    ) -> list[Document]:
-        check_query(query)
-        check_max_tokens(max_tokens)
-        plan = self._resolve(k, before, after, expand, merge)
-        where = _where(filter if filter is not None else self.filter)
-        fetch_k = plan.first_fetch()
-        while True:
-            scored = await self.vectorstore.asimilarity_search_with_relevance_scores(query, k=fetch_k, **where)
-            units = plan.units([_to_hit(doc, score) for doc, score in scored])
-            if not plan.wants_more(units, len(scored), fetch_k):
-                break
-            fetch_k *= 2
-        units = units[: plan.k]
-        records = await _agather(self.vectorstore, _needed_ids(units), [doc for doc, _ in scored])
-        return self._budgeted(self._assemble(units, records), max_tokens)
+        return self._budgeted(self._assemble(units, records), plan.max_tokens)
 
     def expand_hits(
         self,
@@ -432,27 +309,10 @@ class SentenceWindowRetriever(BaseRetriever):
         then expand. Metadata the hits gained on the way (``rerank_score``) is kept.
         ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval.
         """
-        check_max_tokens(max_tokens)
-        plan = self._resolve(len(hits) or 1, before, after, True, merge)
+        plan = self._plan(k=len(hits) or 1, before=before, after=after, expand=True, merge=merge, max_tokens=max_tokens)
         units = plan.units([_from_match(doc) for doc in hits])
         records = _fetch(self.vectorstore, _needed_ids(units))
-        return self._budgeted(self._assemble(units, records), max_tokens)
-
-    async def aexpand_hits(
-        self,
-        hits: Sequence[Document],
-        *,
-        before: int | None = None,
-        after: int | None = None,
-        merge: bool | None = None,
-        max_tokens: int | None = None,
-    ) -> list[Document]:
-        """Async twin of :meth:`expand_hits`."""
-        check_max_tokens(max_tokens)
-        plan = self._resolve(len(hits) or 1, before, after, True, merge)
-        units = plan.units([_from_match(doc) for doc in hits])
-        records = await _afetch(self.vectorstore, _needed_ids(units))
-        return self._budgeted(self._assemble(units, records), max_tokens)
+        return self._budgeted(self._assemble(units, records), plan.max_tokens)
 
     def source_text(self, doc_id: str) -> str:
         """A document's text rebuilt from the store, at the offsets the units carry.
@@ -464,33 +324,33 @@ class SentenceWindowRetriever(BaseRetriever):
         if not heads:
             msg = f"Document {doc_id!r} is not in the store; add it first."
             raise KeyError(msg)
-        n = int(heads[0].metadata[PREFIX + "n"])
+        n = int(heads[0].metadata[STORED_COUNT])
         records = _fetch(self.vectorstore, [unit_id(doc_id, i) for i in range(n)])
-        ordered = sorted(records, key=lambda r: int(r.metadata[PREFIX + "i"]))
-        return " " * int(ordered[0].metadata[PREFIX + "start"]) + _joined(ordered)
+        ordered = sorted(records, key=lambda r: int(r.metadata[STORED_INDEX]))
+        return " " * int(ordered[0].metadata[STORED_START]) + _joined(ordered)
 
-    def _resolve(
-        self, k: int | None, before: int | None, after: int | None, expand: bool | None, merge: bool | None
-    ) -> _Plan:
-        """This call's settings, validated; the instance's fields fill what the call leaves out."""
-        plan = _Plan(
-            k=self.k if k is None else k,
-            before=self.before if before is None else before,
-            after=self.after if after is None else after,
-            merge=self.merge if merge is None else merge,
+    def _plan(self, **given: Any) -> _Plan:
+        """This call's settings: what the call gives, else the instance's fields; checked."""
+        values = {name: getattr(self, name) if given.get(name) is None else given[name] for name in given}
+        for name, value in values.items():
+            if name in _RULES:
+                _RULES[name](name, value)
+        if not values["expand"]:
+            return _Plan(k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"])
+        return _Plan(
+            k=values["k"],
+            before=values["before"],
+            after=values["after"],
+            merge=values["merge"],
             merge_gap=self.merge_gap,
+            max_tokens=values["max_tokens"],
         )
-        _check_query_params(plan.k, plan.before, plan.after)
-        if not (self.expand if expand is None else expand):
-            return _Plan(k=plan.k, before=0, after=0, merge=False, merge_gap=0)
-        return plan
 
     def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
-        """The windows that fit this call's budget, or the instance's, if either is set."""
-        limit = self.max_tokens if max_tokens is None else max_tokens
-        if limit is None:
+        """The windows that fit the budget, if there is one."""
+        if max_tokens is None:
             return windows
-        kept, _ = fit_to_budget(windows, limit, token_counter=self.token_counter)
+        kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter)
         return kept
 
     def _assemble(self, units: list[_Unit], records: list[Document]) -> list[Document]:
@@ -500,8 +360,8 @@ class SentenceWindowRetriever(BaseRetriever):
         for unit in units:
             head = by_id.get(unit_id(unit.doc_id, 0))
             parts = [by_id.get(unit_id(unit.doc_id, i)) for i in range(unit.first, unit.last)]
-            rev = head.metadata.get(PREFIX + "rev") if head is not None else None
-            present = [p for p in parts if p is not None and p.metadata.get(PREFIX + "rev") == rev]
+            rev = head.metadata.get(STORED_REV) if head is not None else None
+            present = [p for p in parts if p is not None and p.metadata.get(STORED_REV) == rev]
             if rev is None or len(present) != len(parts) or any(h.rev not in (None, rev) for h in unit.hits):
                 logger.warning(
                     "Skipping a hit in document %r: the store holds an incomplete or "
@@ -512,13 +372,59 @@ class SentenceWindowRetriever(BaseRetriever):
                 continue
             out.append(_window(unit, present))
         texts = [d.page_content for d in out]
-        for doc, tokens in zip(out, _count_many(self.token_counter, texts), strict=True):
-            doc.metadata["tokens"] = tokens
+        for doc, tokens in zip(out, count_many(self.token_counter, texts), strict=True):
+            doc.metadata[TOKENS] = tokens
         return out
 
 
-def _where(metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
-    return {} if metadata_filter is None else {"filter": metadata_filter}
+class _SentenceLayout:
+    """Windows' storage: one vector-store record per sentence; sentence 0 is the head."""
+
+    def __init__(self, store: VectorStore, batch_size: int) -> None:
+        self.store = store
+        self.batch_size = batch_size
+
+    def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
+        found = _fetch(self.store, [unit_id(d, 0) for d in doc_ids])
+        return {
+            h.metadata[STORED_DOC]: (h.metadata.get(STORED_REV), int(h.metadata[STORED_COUNT]))
+            for h in found
+            if STORED_DOC in h.metadata
+        }
+
+    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> Stored:
+        known = {d: int(head[1]) for d, head in heads.items() if isinstance(head, tuple)}
+        ids = [unit_id(d, i) for d in doc_ids for i in range(known.get(d, 0))]
+        return Stored(vector_ids=ids + self._probe(doc_ids, known))
+
+    def _probe(self, doc_ids: list[str], start: dict[str, int]) -> list[str]:
+        """Ids past each document's committed end that an interrupted run left behind."""
+        found: list[str] = []
+        pending = {d: start.get(d, 0) for d in doc_ids}
+        while pending:
+            asked = [unit_id(d, i) for d, at in pending.items() for i in range(at, at + _PROBE)]
+            hits = {doc.id for doc in _fetch(self.store, asked) if doc.id}
+            found += [i for i in asked if i in hits]
+            pending = {
+                d: at + _PROBE
+                for d, at in pending.items()
+                if any(unit_id(d, i) in hits for i in range(at, at + _PROBE))
+            }
+        return found
+
+    def write_body(self, todo: list[Prepared]) -> None:
+        self._write([(p.doc_id, i, r) for p in todo for i, r in enumerate(p.payload) if i > 0])
+
+    def write_heads(self, todo: list[Prepared]) -> None:
+        self._write([(p.doc_id, 0, p.payload[0]) for p in todo])
+
+    def _write(self, units: list[tuple[str, int, Document]]) -> None:
+        for chunk in core.batched(units, self.batch_size):
+            self.store.add_documents([r for _, _, r in chunk], ids=[unit_id(d, i) for d, i, _ in chunk])
+
+    def remove(self, stale: Stored) -> None:
+        if stale.vector_ids:
+            self.store.delete(stale.vector_ids)
 
 
 def _fetch(store: VectorStore, ids: list[str]) -> list[Document]:
@@ -526,47 +432,11 @@ def _fetch(store: VectorStore, ids: list[str]) -> list[Document]:
     return store.get_by_ids(ids) if ids else []
 
 
-async def _afetch(store: VectorStore, ids: list[str]) -> list[Document]:
-    return await store.aget_by_ids(ids) if ids else []
-
-
-def _known(ids: list[str], found: list[Document]) -> tuple[list[Document], list[str]]:
-    """The records among ``ids`` the search already returned, and the ids still to fetch."""
-    wanted = set(ids)
-    have = {d.id: d for d in found if d.id in wanted}
-    return list(have.values()), [i for i in ids if i not in have]
-
-
 def _gather(store: VectorStore, ids: list[str], found: list[Document]) -> list[Document]:
     """The records ``ids`` name, fetching only those the search did not return."""
-    have, missing = _known(ids, found)
-    return have + _fetch(store, missing)
-
-
-async def _agather(store: VectorStore, ids: list[str], found: list[Document]) -> list[Document]:
-    have, missing = _known(ids, found)
-    return have + await _afetch(store, missing)
-
-
-def check_query(query: str) -> None:
-    """An empty query matches nothing meaningfully: say so instead of returning noise.
-
-    A very long query is accepted; the embedding model reads its beginning (MiniLM: the
-    first 256 word pieces).
-    """
-    if not isinstance(query, str) or not query.strip():
-        msg = f"The query is empty ({query!r}); pass the question text."
-        raise ValueError(msg)
-
-
-def _check_query_params(k: int, before: int, after: int) -> None:
-    if not isinstance(k, int) or k <= 0:
-        msg = f"`k` must be a positive integer, got {k!r}."
-        raise ValueError(msg)
-    for name, value in (("before", before), ("after", after)):
-        if not isinstance(value, int) or value < 0:
-            msg = f"`{name}` must be an integer >= 0, got {value!r}."
-            raise ValueError(msg)
+    wanted = set(ids)
+    have = {d.id: d for d in found if d.id in wanted}
+    return list(have.values()) + _fetch(store, [i for i in ids if i not in have])
 
 
 def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
@@ -587,34 +457,10 @@ def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
     return spans
 
 
-def _count_many(counter: Callable[[str], int], texts: list[str]) -> list[int]:
-    if isinstance(counter, TokenCounter):
-        return counter.count_many(texts)
-    return [counter(t) for t in texts]
-
-
-def _head_sizes(heads: list[Document]) -> dict[str, int]:
-    return {h.metadata[PREFIX + "doc"]: int(h.metadata[PREFIX + "n"]) for h in heads if PREFIX + "doc" in h.metadata}
-
-
-def _changed(prepared: list[_Prepared], heads: list[Document]) -> list[_Prepared]:
-    """Documents whose stored version differs (unchanged ones are not re-embedded)."""
-    stored = {
-        h.metadata.get(PREFIX + "doc"): (h.metadata.get(PREFIX + "rev"), h.metadata.get(PREFIX + "n")) for h in heads
-    }
-    return [p for p in prepared if stored.get(p.doc_id) != (p.rev, len(p.records))]
-
-
-def _still_pending(pending: dict[str, int], hits: set[str]) -> dict[str, int]:
-    return {d: at + _PROBE for d, at in pending.items() if any(unit_id(d, i) in hits for i in range(at, at + _PROBE))}
-
-
 def _to_hit(doc: Document, score: float) -> _Hit:
     meta = doc.metadata
     try:
-        return _Hit(
-            meta[PREFIX + "doc"], int(meta[PREFIX + "i"]), int(meta[PREFIX + "n"]), meta[PREFIX + "rev"], score, {}
-        )
+        return _Hit(meta[STORED_DOC], int(meta[STORED_INDEX]), int(meta[STORED_COUNT]), meta[STORED_REV], score, {})
     except KeyError:
         msg = (
             f"The vector store returned a record without sentence positions ({doc.id!r}). "
@@ -627,12 +473,12 @@ def _from_match(doc: Document) -> _Hit:
     """A hit rebuilt from a match-only result (or any unit with the same metadata)."""
     m = doc.metadata
     try:
-        extra = {key: m[key] for key in _CARRIED if key in m}
-        return _Hit(m["doc_id"], int(m["hit"]), int(m["n_sentences"]), None, float(m["score"]), extra)
+        extra = {key: m[key] for key in CARRIED if key in m}
+        return _Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra)
     except KeyError as exc:
         msg = (
-            f"expand_hits needs the metadata of a match-only result (doc_id, hit, n_sentences, "
-            f"score); document {doc.id!r} lacks {exc}. Retrieve it with expand=False."
+            f"expand_hits needs the metadata of a match-only result ({DOC_ID}, {HIT}, {N_SENTENCES}, "
+            f"{SCORE}); document {doc.id!r} lacks {exc}. Retrieve it with expand=False."
         )
         raise ValueError(msg) from None
 
@@ -651,7 +497,7 @@ def _joined(records: list[Document]) -> str:
     """Consecutive sentence records as they stand in the source, gaps included."""
     parts = []
     for r in records[:-1]:
-        parts += [r.page_content, r.metadata[PREFIX + "gap"]]
+        parts += [r.page_content, r.metadata[STORED_GAP]]
     parts.append(records[-1].page_content)
     return "".join(parts)
 
@@ -661,14 +507,14 @@ def _window(unit: _Unit, records: list[Document]) -> Document:
     metadata: dict[str, Any] = {
         **decode_metadata(records[0].metadata),
         **best.extra,
-        "doc_id": unit.doc_id,
-        "hit": best.index,
-        "hits": [h.index for h in unit.hits],
-        "span": [unit.first, unit.last],
-        "start_index": records[0].metadata[PREFIX + "start"],
-        "end_index": records[-1].metadata[PREFIX + "end"],
-        "score": best.score,
-        "n_sentences": unit.n,
-        "sentences": [[r.metadata[PREFIX + "start"], r.metadata[PREFIX + "end"]] for r in records],
+        DOC_ID: unit.doc_id,
+        HIT: best.index,
+        HITS: [h.index for h in unit.hits],
+        SPAN: [unit.first, unit.last],
+        START: records[0].metadata[STORED_START],
+        END: records[-1].metadata[STORED_END],
+        SCORE: best.score,
+        N_SENTENCES: unit.n,
+        SENTENCES: [[r.metadata[STORED_START], r.metadata[STORED_END]] for r in records],
     }
     return Document(page_content=_joined(records), metadata=metadata, id=f"{unit.doc_id}::{unit.first}-{unit.last}")

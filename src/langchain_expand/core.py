@@ -1,0 +1,286 @@
+"""The query and indexing core that both retrievers stand on.
+
+**Query plan.** A call's parameters are resolved against the instance's fields and checked
+once, by the rules below (one wording per rule, naming the parameter and the fix). The query
+is embedded once; :class:`VectorSearch` then asks the store by vector as often as the
+over-fetch needs (:func:`overfetch`), and each retriever turns the ranked matches into its
+units (windows or parents), merges and fits them to the budget.
+
+**Indexing protocol.** :func:`index` writes a document in an order that makes every
+interruption safe: whatever is stored for it now is listed first, then its new units are
+written, the old ones that no new unit replaces are removed, and its *head* (the unit a
+reader checks to know which version is committed) is written last. A reader never serves a
+unit whose version differs from its document's head, and the next :func:`index` of a
+document whose head does not match rewrites it whole. Each retriever supplies a
+:class:`Layout`: where its units live and how its head reads.
+
+**Async.** Sync and async share one implementation: :class:`AsyncByThread` runs the sync
+method in an executor, forwarding every argument. The default stack (Chroma, SQLite) has no
+native async I/O, so a thread is what an async call would cost anyway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.runnables.config import run_in_executor
+from langchain_core.vectorstores import VectorStore
+
+__all__ = [
+    "OVERFETCH_LIMIT",
+    "AsyncByThread",
+    "AsyncQueryByThread",
+    "Layout",
+    "Prepared",
+    "VectorSearch",
+    "check_non_negative",
+    "check_optional_positive",
+    "check_positive",
+    "check_query",
+    "delete",
+    "index",
+    "overfetch",
+]
+
+OVERFETCH_LIMIT = 64
+"""A search asks at most this many times the matches a call needs, then stops."""
+
+Scored = list[tuple[Document, float]]
+T = TypeVar("T")
+
+
+# -- parameter rules ----------------------------------------------------------------------
+
+
+def check_query(query: str) -> None:
+    """An empty query matches nothing meaningfully: say so instead of returning noise.
+
+    A very long query is accepted; the embedding model reads its beginning (MiniLM: the
+    first 256 word pieces).
+    """
+    if not isinstance(query, str) or not query.strip():
+        msg = f"The query is empty ({query!r}); pass the question text."
+        raise ValueError(msg)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_positive(name: str, value: object) -> None:
+    """``value`` must be an integer >= 1."""
+    if not _is_int(value) or value < 1:  # type: ignore[operator]
+        msg = f"`{name}` must be a positive integer, got {value!r}."
+        raise ValueError(msg)
+
+
+def check_optional_positive(name: str, value: object) -> None:
+    """``value`` must be an integer >= 1, or None for "no limit"."""
+    if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
+        msg = f"`{name}` must be a positive integer or None (no limit), got {value!r}."
+        raise ValueError(msg)
+
+
+def check_non_negative(name: str, value: object) -> None:
+    """``value`` must be an integer >= 0."""
+    if not _is_int(value) or value < 0:  # type: ignore[operator]
+        msg = f"`{name}` must be an integer >= 0, got {value!r}."
+        raise ValueError(msg)
+
+
+# -- searching ----------------------------------------------------------------------------
+
+
+class VectorSearch:
+    """One query against a vector store: embedded once, asked by vector as often as needed.
+
+    Stores that search by vector with scores (Chroma, FAISS, Qdrant and most others) are
+    asked that way, their raw scores turned into relevance by the store's own relevance
+    function, so the scores equal ``similarity_search_with_relevance_scores``'s. A store
+    without a by-vector search is asked by text, which embeds the query on every call.
+    """
+
+    def __init__(self, store: VectorStore, query: str, search_kwargs: dict[str, Any] | None = None) -> None:
+        """Prepare the search; nothing is embedded until the first call.
+
+        Args:
+            store: The vector store.
+            query: The query text.
+            search_kwargs: Passed to every search, e.g. ``{"filter": {...}}``.
+        """
+        self.store = store
+        self.query = query
+        self.where = dict(search_kwargs or {})
+        self._by_vector = _by_vector_search(store)
+        self._vector: list[float] | None = None
+
+    def __call__(self, k: int) -> Scored:
+        """The ``k`` best matches with their relevance (higher is better)."""
+        if self._by_vector is None:
+            return self.store.similarity_search_with_relevance_scores(self.query, k=k, **self.where)
+        if self._vector is None:
+            embeddings = self.store.embeddings
+            assert embeddings is not None  # _by_vector_search checked it
+            self._vector = embeddings.embed_query(self.query)
+        relevance = self.store._select_relevance_score_fn()
+        return [(doc, relevance(raw)) for doc, raw in self._by_vector(self._vector, k=k, **self.where)]
+
+
+def _by_vector_search(store: VectorStore) -> Callable[..., Scored] | None:
+    """The store's search by vector that returns raw scores, where it has one."""
+    if store.embeddings is None:
+        return None
+    try:
+        store._select_relevance_score_fn()
+    except NotImplementedError:
+        return None
+    for name in ("similarity_search_by_vector_with_relevance_scores", "similarity_search_with_score_by_vector"):
+        method = getattr(store, name, None)
+        if callable(method):
+            return method  # type: ignore[no-any-return]
+    return None
+
+
+def overfetch(search: Callable[[int], Scored], first: int, need: int) -> Iterator[Scored]:
+    """Ever larger result lists, doubling from ``first``; the caller stops when it has enough.
+
+    Stops by itself when the store has no more matches, or at ``OVERFETCH_LIMIT x need``.
+    """
+    asked = first
+    while True:
+        scored = search(asked)
+        yield scored
+        if len(scored) < asked or asked >= OVERFETCH_LIMIT * need:
+            return
+        asked *= 2
+
+
+# -- async ----------------------------------------------------------------------------------
+
+
+class AsyncQueryByThread:
+    """An async query that runs the sync implementation in an executor.
+
+    Every argument is forwarded (LangChain's default ``_aget_relevant_documents`` drops
+    keyword arguments), and callbacks reach the same run.
+    """
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        result: list[Document] = await run_in_executor(
+            None,
+            self._get_relevant_documents,  # type: ignore[attr-defined]
+            query,
+            run_manager=run_manager.get_sync(),
+            **kwargs,
+        )
+        return result
+
+
+class AsyncByThread(AsyncQueryByThread):
+    """Async query, indexing, deletion and expansion, each running its sync twin in a thread."""
+
+    async def aadd_documents(
+        self, documents: Sequence[Document], ids: Sequence[str] | None = None, **kwargs: Any
+    ) -> list[str]:
+        """Async :meth:`add_documents`, run in a thread."""
+        done: list[str] = await run_in_executor(None, self.add_documents, documents, ids, **kwargs)  # type: ignore[attr-defined]
+        return done
+
+    async def adelete(self, ids: Sequence[str]) -> None:
+        """Async :meth:`delete`, run in a thread."""
+        await run_in_executor(None, self.delete, ids)  # type: ignore[attr-defined]
+
+    async def aexpand_hits(self, hits: Sequence[Document], **kwargs: Any) -> list[Document]:
+        """Async :meth:`expand_hits`, run in a thread, with every argument forwarded."""
+        out: list[Document] = await run_in_executor(None, self.expand_hits, hits, **kwargs)  # type: ignore[attr-defined]
+        return out
+
+
+# -- indexing -------------------------------------------------------------------------------
+
+
+@dataclass
+class Prepared:
+    """One document, validated and split, ready to write; nothing of it is stored yet."""
+
+    doc_id: str
+    version: Hashable
+    """What the head of a committed copy of this document would read as."""
+    vector_ids: set[str] = field(default_factory=set)
+    """Every vector-store id the new version writes."""
+    docstore_keys: set[str] = field(default_factory=set)
+    """Every docstore key the new version writes."""
+    payload: Any = None
+    """The layout's own records."""
+
+
+@dataclass
+class Stored:
+    """What is stored for some documents now: vector-store ids and docstore keys."""
+
+    vector_ids: list[str] = field(default_factory=list)
+    docstore_keys: list[str] = field(default_factory=list)
+
+
+class Layout(Protocol):
+    """Where a retriever keeps a document's units, and which of them is the head."""
+
+    def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
+        """The committed version of each stored document (absent: none committed)."""
+        ...
+
+    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> Stored:
+        """Every id and key stored for ``doc_ids``, committed or left by an interrupted run."""
+        ...
+
+    def write_body(self, todo: list[Prepared]) -> None:
+        """Write everything of ``todo`` except each document's head."""
+        ...
+
+    def write_heads(self, todo: list[Prepared]) -> None:
+        """Write each document's head: this commits it."""
+        ...
+
+    def remove(self, stale: Stored) -> None:
+        """Delete these ids and keys."""
+        ...
+
+
+def index(layout: Layout, prepared: list[Prepared]) -> None:
+    """Store ``prepared`` so that an interruption at any point is repaired by a re-run.
+
+    Documents whose head already reads as their version are skipped (nothing re-embedded).
+    """
+    heads = layout.heads([p.doc_id for p in prepared])
+    todo = [p for p in prepared if heads.get(p.doc_id) != p.version]
+    if not todo:
+        return
+    old = layout.stored([p.doc_id for p in todo], heads)
+    layout.write_body(todo)
+    new_ids = set().union(*(p.vector_ids for p in todo))
+    new_keys = set().union(*(p.docstore_keys for p in todo))
+    layout.remove(
+        Stored(
+            [i for i in old.vector_ids if i not in new_ids],
+            [key for key in old.docstore_keys if key not in new_keys],
+        )
+    )
+    layout.write_heads(todo)
+
+
+def delete(layout: Layout, doc_ids: Sequence[str]) -> None:
+    """Remove everything stored for ``doc_ids``; unknown ids are ignored."""
+    ids = list(doc_ids)
+    layout.remove(layout.stored(ids, layout.heads(ids)))
+
+
+def batched(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """``items`` in slices of at most ``size``."""
+    for at in range(0, len(items), size):
+        yield items[at : at + size]

@@ -1,0 +1,201 @@
+"""The unit contract: the metadata every returned unit carries, and what is stored per record.
+
+Every ``Document`` this library returns (a window, a merged unit, a trimmed unit, a parent,
+a matched sentence or child) is a *unit*: a stretch of one source document with
+``page_content == source[start_index:end_index]``. Its metadata is the source document's
+own, plus the keys below. They are named here once; every other module uses these names,
+never the strings (``tests/test_units.py`` pins that).
+
+Keys of a returned unit:
+
+- every unit: :data:`DOC_ID`, :data:`START`, :data:`END`, :data:`SCORE`, :data:`TOKENS`;
+- a window (:class:`WindowMetadata`): :data:`HIT`, :data:`HITS`, :data:`SPAN`,
+  :data:`SENTENCES`, :data:`N_SENTENCES`;
+- a parent (:class:`ParentMetadata`): :data:`PARENT_ID`, :data:`CHILDREN` (each a
+  :class:`ChildRef`), and from structural splitters :data:`TITLE` and :data:`HEADINGS`;
+- a matched child (``expand=False`` on the parent retriever): :data:`PARENT_ID`, :data:`CHILD_ID`;
+- after the budget: :data:`TRUNCATED`, :data:`BUDGET`; after a reranker: :data:`RERANK_SCORE`.
+
+Keys starting with :data:`PREFIX` are the library's own storage fields (``lcx_doc`` and so
+on, below); they never reach a returned unit, and a source document may not use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, TypedDict
+
+__all__ = [
+    "BUDGET",
+    "CHILDREN",
+    "CHILD_ID",
+    "DOC_ID",
+    "END",
+    "HEADINGS",
+    "HIT",
+    "HITS",
+    "N_SENTENCES",
+    "PARENT_ID",
+    "RERANK_SCORE",
+    "SCORE",
+    "SENTENCES",
+    "SPAN",
+    "START",
+    "TITLE",
+    "TOKENS",
+    "TRUNCATED",
+    "ChildRef",
+    "ParentMetadata",
+    "WindowMetadata",
+]
+
+# -- every unit ---------------------------------------------------------------------------
+DOC_ID: Final = "doc_id"
+"""The source document's id."""
+START: Final = "start_index"
+"""Char offset of the unit's first character in the source text."""
+END: Final = "end_index"
+"""Char offset just past the unit's last character: ``source[START:END] == page_content``."""
+SCORE: Final = "score"
+"""Relevance of the unit's best match, higher is better (cosine similarity by default)."""
+TOKENS: Final = "tokens"
+"""Exact token count of ``page_content`` with the retriever's counter."""
+
+# -- windows ------------------------------------------------------------------------------
+HIT: Final = "hit"
+"""Index of the best matched sentence in the document."""
+HITS: Final = "hits"
+"""Every matched sentence inside the unit, best first (several after merging)."""
+SPAN: Final = "span"
+"""``[first, last + 1)`` in sentence indices."""
+SENTENCES: Final = "sentences"
+"""``[start, end]`` char offsets of each sentence of the unit, in order."""
+N_SENTENCES: Final = "n_sentences"
+"""How many sentences the whole document has."""
+
+# -- parents ------------------------------------------------------------------------------
+PARENT_ID: Final = "parent_id"
+"""The parent's docstore key."""
+CHILD_ID: Final = "child_id"
+"""A matched child's vector-store id."""
+CHILDREN: Final = "children"
+"""The parent's matched children, best first, each a :class:`ChildRef`."""
+TITLE: Final = "title"
+"""A structural parent's heading or section title ("" for untitled text)."""
+HEADINGS: Final = "headings"
+"""A Markdown parent's heading path, e.g. ``["Setup", "Install"]``."""
+SOURCE: Final = "source"
+"""Where a document was read from (a file path), as LangChain's loaders and the CLI set it."""
+SECTIONS: Final = "sections"
+"""Input only: a source document's sections as ``[{"title", "start", "end"}]`` char offsets."""
+REF_ID: Final = "id"
+"""In a :class:`ChildRef`: the child's id."""
+IN_PARENT: Final = "in_parent"
+"""In a :class:`ChildRef`: ``[start, end]`` offsets into the parent's text."""
+
+# -- added on the way out -----------------------------------------------------------------
+TRUNCATED: Final = "truncated"
+"""True when the budget cut the unit down from its edges."""
+BUDGET: Final = "budget"
+"""What fitting did, as :meth:`BudgetReport.as_dict` (``max_tokens``, ``used``, ...)."""
+RERANK_SCORE: Final = "rerank_score"
+"""The reranker's score of the unit's match, where one ran."""
+RELEVANCE_SCORE: Final = "relevance_score"
+"""Where LangChain's document compressors put their score; read as :data:`RERANK_SCORE`."""
+CARRIED: Final = (RERANK_SCORE,)
+"""Metadata a match may gain between matching and expanding; kept on its unit."""
+
+# -- stored with a parent in the docstore -------------------------------------------------
+N_PARENTS: Final = "n_parents"
+"""On a document's first parent (its commit marker): how many parents it has."""
+N_CHILDREN: Final = "n_children"
+"""On every parent: how many children were embedded from it."""
+REVISION: Final = "revision"
+"""On a document's first parent: the document's revision (see ``records.revision``)."""
+
+# -- stored with each record in the vector store (never returned) -------------------------
+PREFIX: Final = "lcx_"
+"""Reserved prefix of the library's storage fields."""
+STORED_DOC: Final = "lcx_doc"
+"""The record's document id."""
+STORED_INDEX: Final = "lcx_i"
+"""The record's position: sentence index, or child index within its parent."""
+STORED_COUNT: Final = "lcx_n"
+"""How many sentences the record's document has."""
+STORED_START: Final = "lcx_start"
+"""Char offset of the record's text in the source."""
+STORED_END: Final = "lcx_end"
+"""Char offset just past the record's text in the source."""
+STORED_GAP: Final = "lcx_gap"
+"""The source text between this sentence and the next, so windows are rebuilt exactly."""
+STORED_REV: Final = "lcx_rev"
+"""The document's revision; the head's is the committed one."""
+STORED_JSON: Final = "lcx_json"
+"""Comma-joined names of metadata keys stored as JSON text."""
+STORED_NONE: Final = "lcx_none"
+"""Comma-joined names of metadata keys whose value was ``None``."""
+
+
+class ChildRef(TypedDict):
+    """A matched child inside a parent's :data:`CHILDREN`."""
+
+    id: str | None
+    start_index: int
+    end_index: int
+    in_parent: list[int]
+    score: float
+
+
+class WindowMetadata(TypedDict, total=False):
+    """The library's keys on a window (the source document's own keys come along too)."""
+
+    doc_id: str
+    hit: int
+    hits: list[int]
+    span: list[int]
+    start_index: int
+    end_index: int
+    score: float
+    tokens: int
+    n_sentences: int
+    sentences: list[list[int]]
+    truncated: bool
+    budget: dict[str, int]
+    rerank_score: float
+
+
+class ParentMetadata(TypedDict, total=False):
+    """The library's keys on a parent (the source document's own keys come along too)."""
+
+    doc_id: str
+    parent_id: str
+    start_index: int
+    end_index: int
+    score: float
+    tokens: int
+    children: list[ChildRef]
+    title: str
+    headings: list[str]
+    truncated: bool
+    budget: dict[str, int]
+    rerank_score: float
+
+
+def located(metadata: Mapping[str, Any]) -> bool:
+    """Whether the metadata places its unit in a source: a document id and char offsets."""
+    return (
+        isinstance(metadata.get(DOC_ID), str)
+        and isinstance(metadata.get(START), int)
+        and isinstance(metadata.get(END), int)
+    )
+
+
+def span_of(metadata: Mapping[str, Any]) -> tuple[int, int] | None:
+    """A window's ``[first, last + 1)`` sentence range, or None for a unit without one."""
+    span = metadata.get(SPAN)
+    return None if span is None else (int(span[0]), int(span[1]))
+
+
+def is_window(metadata: Mapping[str, Any]) -> bool:
+    """Whether a unit can be trimmed by sentences: it knows its sentences and its hit."""
+    return bool(metadata.get(SENTENCES)) and HIT in metadata and SPAN in metadata

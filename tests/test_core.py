@@ -1,0 +1,189 @@
+"""The shared core: parameter rules, over-fetch, and the indexing protocol both retrievers use.
+
+These run on LangChain's real ``InMemoryVectorStore`` and ``InMemoryStore`` with
+deterministic fake embeddings: what they claim (write order, what is stored, what is
+removed) does not depend on what the vectors mean.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.stores import InMemoryStore
+from langchain_core.vectorstores import InMemoryVectorStore
+
+from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SentenceWindowRetriever
+from langchain_expand.core import (
+    check_non_negative,
+    check_optional_positive,
+    check_positive,
+    check_query,
+    overfetch,
+)
+
+
+class RecordingStore(InMemoryVectorStore):
+    """The real in-memory store, remembering the ids of each write and counting embeddings."""
+
+    def __init__(self) -> None:
+        super().__init__(embedding=DeterministicFakeEmbedding(size=16))
+        self.writes: list[list[str]] = []
+        self.embedded = 0
+        self.fail_on_write: int | None = None
+
+    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        if self.fail_on_write is not None and len(self.writes) == self.fail_on_write:
+            raise KeyboardInterrupt  # the process dies mid-index
+        self.writes.append(list(kwargs["ids"]))
+        self.embedded += len(documents)
+        return super().add_documents(documents, **kwargs)
+
+
+TEXT = "One sentence here. Two sentences now. Three of them. Four and more. Five at last."
+SHORT = "One sentence here. Two sentences now."
+
+
+def windows(store: RecordingStore) -> SentenceWindowRetriever:
+    return SentenceWindowRetriever(vectorstore=store, batch_size=2)
+
+
+def test_window_indexing_writes_every_head_last() -> None:
+    store = RecordingStore()
+    windows(store).add_documents([Document(TEXT, id="a"), Document(SHORT, id="b")])
+    *body, heads = store.writes
+    assert sorted(heads) == ["a::0", "b::0"]
+    assert sorted(i for batch in body for i in batch) == ["a::1", "a::2", "a::3", "a::4", "b::1"]
+
+
+def test_re_adding_a_shorter_version_leaves_no_orphans_and_unchanged_embeds_nothing() -> None:
+    store = RecordingStore()
+    retriever = windows(store)
+    retriever.add_documents([Document(TEXT, id="a")])
+    retriever.add_documents([Document(SHORT, id="a")])
+    assert sorted(store.store) == ["a::0", "a::1"]
+    embedded = store.embedded
+    retriever.add_documents([Document(SHORT, id="a")])
+    assert store.embedded == embedded
+
+
+def test_an_interrupted_window_index_is_completed_by_the_next_run() -> None:
+    clean = RecordingStore()
+    windows(clean).add_documents([Document(TEXT, id="a")])
+    store = RecordingStore()
+    retriever = windows(store)
+    retriever.add_documents([Document(SHORT, id="a")])
+    store.fail_on_write = len(store.writes) + 1  # the first body batch lands, then the process dies
+    with pytest.raises(KeyboardInterrupt):
+        retriever.add_documents([Document(TEXT, id="a")])
+    assert store.get_by_ids(["a::0"])[0].page_content == "One sentence here."  # old head: still v1
+    store.fail_on_write = None
+    retriever.add_documents([Document(TEXT, id="a")])
+    assert sorted(store.store) == sorted(clean.store)
+    assert [d.page_content for d in store.get_by_ids(sorted(store.store))] == [
+        d.page_content for d in clean.get_by_ids(sorted(clean.store))
+    ]
+
+
+def test_deleting_a_document_finds_sentences_an_interrupted_run_left_past_its_end() -> None:
+    store = RecordingStore()
+    retriever = windows(store)
+    retriever.add_documents([Document(SHORT, id="a"), Document(SHORT, id="keep")])
+    store.fail_on_write = len(store.writes) + 2  # body written, head not
+    with pytest.raises(KeyboardInterrupt):
+        retriever.add_documents([Document(TEXT, id="a")])
+    assert "a::4" in store.store
+    retriever.delete(["a", "never-added"])
+    assert sorted(store.store) == ["keep::0", "keep::1"]
+
+
+MARKDOWN = "# A\nAlpha text here.\n\n# B\nBeta text here.\n\n# C\nGamma text here."
+
+
+def parents(store: RecordingStore, docstore: InMemoryStore) -> BudgetedParentDocumentRetriever:
+    return BudgetedParentDocumentRetriever(
+        vectorstore=store, docstore=docstore, parent_splitter=MarkdownSectionSplitter(max_level=1), batch_size=2
+    )
+
+
+def test_parent_indexing_writes_the_head_parent_last_and_replaces_without_orphans() -> None:
+    store, docstore = RecordingStore(), InMemoryStore()
+    retriever = parents(store, docstore)
+    written: list[list[str]] = []
+    original = docstore.mset
+
+    def mset(pairs: Any) -> None:
+        written.append([key for key, _ in pairs])
+        original(pairs)
+
+    object.__setattr__(docstore, "mset", mset)
+    retriever.add_documents([Document(MARKDOWN, id="m")])
+    assert written[-1] == ["m.p0"]
+    assert sorted(docstore.yield_keys()) == ["m.p0", "m.p1", "m.p2"]
+    retriever.add_documents([Document("# A\nAlpha text here.", id="m")])
+    assert sorted(docstore.yield_keys()) == ["m.p0"]
+    assert sorted(store.store) == ["m.p0::0"]
+    retriever.delete(["m"])
+    assert list(docstore.yield_keys()) == []
+    assert store.store == {}
+
+
+def test_an_interrupted_parent_index_is_completed_by_the_next_run() -> None:
+    clean_store, clean_docstore = RecordingStore(), InMemoryStore()
+    parents(clean_store, clean_docstore).add_documents([Document(MARKDOWN, id="m")])
+    store, docstore = RecordingStore(), InMemoryStore()
+    retriever = parents(store, docstore)
+    retriever.add_documents([Document("# A\nOld alpha.\n\n# Z\nOld zeta.\n\n# Y\nOld y.\n\n# X\nOld x.", id="m")])
+    store.fail_on_write = len(store.writes) + 1
+    with pytest.raises(KeyboardInterrupt):
+        retriever.add_documents([Document(MARKDOWN, id="m")])
+    store.fail_on_write = None
+    retriever.add_documents([Document(MARKDOWN, id="m")])
+    assert sorted(docstore.yield_keys()) == sorted(clean_docstore.yield_keys())
+    assert sorted(store.store) == sorted(clean_store.store)
+    keys = sorted(docstore.yield_keys())
+    assert [d.page_content for d in docstore.mget(keys)] == [d.page_content for d in clean_docstore.mget(keys)]
+
+
+def test_overfetch_doubles_until_the_caller_has_enough_or_the_store_runs_out() -> None:
+    asked: list[int] = []
+
+    def search(k: int) -> list[tuple[Document, float]]:
+        asked.append(k)
+        return [(Document(str(i)), 1.0) for i in range(min(k, 50))]
+
+    for scored in overfetch(search, 4, need=4):
+        if len(scored) >= 30:
+            break
+    assert asked == [4, 8, 16, 32]
+    asked.clear()
+    assert sum(1 for _ in overfetch(search, 4, need=4)) == 5  # 4, 8, 16, 32, then 64 finds only 50
+    assert asked == [4, 8, 16, 32, 64]
+    assert len(list(overfetch(lambda k: [(Document("x"), 1.0)] * k, 1, need=1))) == 7  # 1 .. 64: the limit
+
+
+@pytest.mark.parametrize(
+    ("rule", "value", "message"),
+    [
+        (check_positive, 0, "`n` must be a positive integer, got 0."),
+        (check_positive, True, "`n` must be a positive integer, got True."),
+        (check_positive, 2.0, "`n` must be a positive integer, got 2.0."),
+        (check_non_negative, -1, "`n` must be an integer >= 0, got -1."),
+        (check_optional_positive, 0, "`n` must be a positive integer or None \\(no limit\\), got 0."),
+    ],
+)
+def test_each_rule_has_one_wording_that_names_the_parameter(rule: Any, value: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        rule("n", value)
+
+
+def test_valid_values_pass_every_rule() -> None:
+    check_positive("n", 1)
+    check_non_negative("n", 0)
+    check_optional_positive("n", None)
+    check_optional_positive("n", 5)
+    check_query("a question")
+    with pytest.raises(ValueError, match="The query is empty"):
+        check_query("  ")
