@@ -123,3 +123,34 @@ def test_jsonl_rows_stream_and_bad_rows_name_their_line(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"docs.jsonl:4: not valid JSON"):
         next(rows)
 
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--budget", "0"], "--budget must be a positive number of tokens, got 0; leave it out for no budget."),
+        (["--k", "0"], "--k must be a positive number of units, got 0."),
+        (["--before", "-1"], "--before must be 0 or more sentences, got -1."),
+        (["--mode", "parent", "--before", "1", "--merge"], "--before, --merge only apply to window mode"),
+        (["--mode", "parent", "--no-merge"], "--no-merge only apply to window mode"),
+    ],
+)
+def test_query_flags_that_cannot_apply_are_errors_naming_the_flag(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["--home", str(tmp_path), "query", "anything", *args])
+    assert code == 2
+    assert message in err.getvalue()
+    assert not (tmp_path / "chroma").exists()  # refused before any store was opened
+
+
+def test_query_help_shows_the_retrievers_own_defaults() -> None:
+    from langchain_expand import SentenceWindowRetriever
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main(["query", "--help"])
+    fields = SentenceWindowRetriever.model_fields
+    assert f"(default: {fields['before'].default})" in out.getvalue()
+    assert f"(default: {fields['k'].default} windows" in out.getvalue()

@@ -104,19 +104,40 @@ def _index(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from langchain_expand.budget import fit_to_budget
-
+    """One call of the public API: every flag is one argument of ``invoke``."""
+    if args.budget is not None and args.budget < 1:
+        msg = f"--budget must be a positive number of tokens, got {args.budget}; leave it out for no budget."
+        raise ValueError(msg)
+    if args.k is not None and args.k < 1:
+        msg = f"--k must be a positive number of units, got {args.k}."
+        raise ValueError(msg)
     docs: list[Document]
     if args.mode == "parent":
-        parents = _parents_retriever(args)
-        if args.budget:
-            parents.max_tokens = args.budget
-        docs = parents.invoke(args.question, k=args.k)
+        window_only = [
+            flag for flag, value in (("--before", args.before), ("--after", args.after)) if value is not None
+        ]
+        if args.merge is not None:
+            window_only.append("--merge" if args.merge else "--no-merge")
+        if window_only:
+            msg = (
+                f"{', '.join(window_only)} only apply to window mode; parents come whole from the document's "
+                "structure. Drop them, or query without --mode parent."
+            )
+            raise ValueError(msg)
+        docs = _parents_retriever(args).invoke(args.question, k=args.k, max_tokens=args.budget)
     else:
-        windows = _windows_retriever(args)
-        docs = windows.invoke(args.question, k=args.k, before=args.before, after=args.after, merge=args.merge)
-        if args.budget:
-            docs, _ = fit_to_budget(docs, args.budget)
+        for flag, value in (("--before", args.before), ("--after", args.after)):
+            if value is not None and value < 0:
+                msg = f"{flag} must be 0 or more sentences, got {value}."
+                raise ValueError(msg)
+        docs = _windows_retriever(args).invoke(
+            args.question,
+            k=args.k,
+            before=args.before,
+            after=args.after,
+            merge=True if args.merge is None else args.merge,
+            max_tokens=args.budget,
+        )
     _print_units(args.question, docs, args.format == "json")
     return 0
 
@@ -201,6 +222,17 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _defaults() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The retrievers' own defaults, so ``--help`` shows what the classes do."""
+    from langchain_expand.parents import BudgetedParentDocumentRetriever
+    from langchain_expand.windows import SentenceWindowRetriever
+
+    def of(cls: Any) -> dict[str, Any]:
+        return {name: field.default for name, field in cls.model_fields.items()}
+
+    return of(SentenceWindowRetriever), of(BudgetedParentDocumentRetriever)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="langchain-expand", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--home", type=Path, default=HOME, help="where embedded indexes live (default: %(default)s)")
@@ -216,15 +248,24 @@ def _parser() -> argparse.ArgumentParser:
     index.add_argument("--mode", choices=["window", "parent"], default="window")
     index.add_argument("--batch-docs", type=int, default=32, help="documents committed per batch")
 
-    query = sub.add_parser("query", help="ask the index")
+    windows, parents = _defaults()
+    query = sub.add_parser("query", help="ask the index", formatter_class=argparse.RawDescriptionHelpFormatter)
     query.add_argument("question")
-    query.add_argument("--mode", choices=["window", "parent"], default="window")
-    query.add_argument("--k", type=int, default=4)
-    query.add_argument("--before", type=int, default=2)
-    query.add_argument("--after", type=int, default=2)
-    query.add_argument("--merge", action="store_true", help="merge overlapping windows")
-    query.add_argument("--budget", type=int, help="fit the joined context into this many tokens")
-    query.add_argument("--format", choices=["text", "json"], default="text")
+    query.add_argument("--mode", choices=["window", "parent"], default="window", help="(default: %(default)s)")
+    query.add_argument(
+        "--k", type=int, help=f"units returned (default: {windows['k']} windows, {parents['k']} parents)"
+    )
+    query.add_argument(
+        "--before", type=int, help=f"window mode: sentences before each hit (default: {windows['before']})"
+    )
+    query.add_argument("--after", type=int, help=f"window mode: sentences after each hit (default: {windows['after']})")
+    query.add_argument(
+        "--merge",
+        action=argparse.BooleanOptionalAction,
+        help="window mode: merge overlapping windows, so no text is sent twice (default: merge)",
+    )
+    query.add_argument("--budget", type=int, help="fit the joined context into this many tokens (default: no budget)")
+    query.add_argument("--format", choices=["text", "json"], default="text", help="(default: %(default)s)")
 
     sub.add_parser("demo", help="index the bundled sample corpus and ask it a few questions")
 
