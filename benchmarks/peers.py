@@ -224,3 +224,71 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# -- ranked pools for benchmarks/evidence.py: whole-collection search, each unit with its document --
+
+
+def build_llamaindex_pool(docs: list[dict], pool: int, locators: dict[str, Locator], window: int = 2) -> Callable:
+    """LlamaIndex's sentence windows, ``pool`` of them per query, best first, as (doc, start, end, text)."""
+    from llama_index.core import Document as LIDocument
+    from llama_index.core import Settings, StorageContext, VectorStoreIndex
+    from llama_index.core.node_parser import SentenceWindowNodeParser
+    from llama_index.core.postprocessor import MetadataReplacementPostProcessor
+    from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    Settings.llm = None
+    nodes = SentenceWindowNodeParser.from_defaults(window_size=window).get_nodes_from_documents(
+        [LIDocument(text=d["text"], id_=d["doc_id"], metadata={"source": d["doc_id"]}) for d in docs]
+    )
+    collection = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("llamaindex")
+    storage = StorageContext.from_defaults(vector_store=ChromaVectorStore(chroma_collection=collection))
+    index = VectorStoreIndex(nodes, storage_context=storage, embed_model=HuggingFaceEmbedding(model_name=MODEL))
+    retriever = index.as_retriever(similarity_top_k=pool)
+    replace = MetadataReplacementPostProcessor(target_metadata_key="window")
+
+    def ranked(q: str) -> list[tuple[str, int, int, str]]:
+        out = []
+        for n in replace.postprocess_nodes(retriever.retrieve(q)):
+            source, text = n.node.metadata["source"], n.node.get_content()
+            out.append((source, *locators[source].find(text), text))
+        return out
+
+    return ranked
+
+
+def build_haystack_pool(docs: list[dict], pool: int, locators: dict[str, Locator], window: int = 2) -> Callable:
+    """Haystack's sentence windows, ``pool`` of them per query, best first, as (doc, start, end, text)."""
+    from haystack import Document as HDocument
+    from haystack.components.preprocessors import DocumentSplitter
+    from haystack.components.retrievers import SentenceWindowRetriever as HaystackWindows
+    from haystack_integrations.components.embedders.sentence_transformers import (
+        SentenceTransformersDocumentEmbedder,
+        SentenceTransformersTextEmbedder,
+    )
+    from haystack_integrations.components.retrievers.chroma import ChromaEmbeddingRetriever
+    from haystack_integrations.document_stores.chroma import ChromaDocumentStore
+
+    store = ChromaDocumentStore(collection_name="haystack", persist_path=tempfile.mkdtemp())
+    splits = DocumentSplitter(split_by="period", split_length=1, split_overlap=0).run(
+        [HDocument(content=d["text"], id=d["doc_id"], meta={"source": d["doc_id"]}) for d in docs]
+    )
+    embedder = SentenceTransformersDocumentEmbedder(model=MODEL, progress_bar=False)
+    embedder.warm_up()
+    store.write_documents(embedder.run(splits["documents"])["documents"])
+    text_embedder = SentenceTransformersTextEmbedder(model=MODEL, progress_bar=False)
+    text_embedder.warm_up()
+    retriever = ChromaEmbeddingRetriever(document_store=store, top_k=pool)
+    windows = HaystackWindows(document_store=store, window_size=window)
+
+    def ranked(q: str) -> list[tuple[str, int, int, str]]:
+        hits = retriever.run(query_embedding=text_embedder.run(q)["embedding"])["documents"]
+        found = windows.run(retrieved_documents=hits)["context_windows"]  # one window per hit, in order
+        out = []
+        for hit, text in zip(hits, found, strict=True):
+            source = hit.meta["source"]
+            out.append((source, *locators[source].find(text), text))
+        return out
+
+    return ranked

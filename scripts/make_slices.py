@@ -19,6 +19,7 @@ LICENSES = {
     "emanual": "E-Manual QA (Nandy et al., Findings of EMNLP 2021), Apache-2.0; manual text by Samsung",
     "fastapi-docs": "fastapi/fastapi docs/en/docs, MIT",
     "loghub": "loghub (He et al., ISSRE 2023), for research use; cite it",
+    "friendsqa": "FriendsQA (Yang and Choi, SIGDIAL 2019), Apache-2.0",
 }
 
 
@@ -80,6 +81,11 @@ def main() -> None:
     write(ROOT / "tests" / "data" / "fastapi-docs" / "docs.jsonl", picked)
     logs = read("loghub", "docs.jsonl.gz")[:3]
     write(ROOT / "tests" / "data" / "loghub" / "docs.jsonl", [log_head(d, 300) for d in logs])
+    friends = read("friendsqa", "docs.jsonl.gz")[:2]  # dialogue with short answers: names and exact words
+    kept = {d["doc_id"] for d in friends}
+    write(ROOT / "tests" / "data" / "friendsqa" / "docs.jsonl", friends)
+    usable = [q for q in read("friendsqa", "queries.jsonl.gz") if q["doc_id"] in kept and None not in q["gold_spans"]]
+    write(ROOT / "tests" / "data" / "friendsqa" / "queries.jsonl", usable)
     slice_into(ROOT / "tests" / "data", ["ES2005a", "IS1004a", "ES2013a"], "smart_tv_remote", 40)
     slice_into(ROOT / "cookbooks" / "data", ["IS1001a", "TS3012a", "IS1009a"], "galaxy_s10", 60)
 

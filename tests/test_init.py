@@ -8,6 +8,7 @@ def test_public_names_are_pinned() -> None:
         "EmbeddingsReranker",
         "Expandable",
         "FitToBudget",
+        "LexicalIndex",
         "MarkdownSectionSplitter",
         "MergeOverlaps",
         "RerankThenExpand",

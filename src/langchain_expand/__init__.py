@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
 from langchain_expand.docstore import SQLDocStore
+from langchain_expand.lexical import LexicalIndex
 from langchain_expand.parents import BudgetedParentDocumentRetriever
 from langchain_expand.ranges import window_bounds
 from langchain_expand.rerank import (
@@ -26,6 +27,7 @@ __all__ = [
     "EmbeddingsReranker",
     "Expandable",
     "FitToBudget",
+    "LexicalIndex",
     "MarkdownSectionSplitter",
     "MergeOverlaps",
     "RerankThenExpand",

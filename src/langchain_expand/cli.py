@@ -52,9 +52,13 @@ def _store(args: argparse.Namespace, collection: str) -> VectorStore:
 
 
 def _windows_retriever(args: argparse.Namespace) -> SentenceWindowRetriever:
+    from langchain_expand.lexical import LexicalIndex
     from langchain_expand.windows import SentenceWindowRetriever
 
-    return SentenceWindowRetriever(vectorstore=_store(args, "sentences"))
+    # The lexical index is a local SQLite file: with a shared Chroma server, processes on other
+    # machines could not see it, so it is on for the embedded store only.
+    lexical = LexicalIndex(args.home / "lexical.sqlite") if args.lexical and not args.chroma_host else None
+    return SentenceWindowRetriever(vectorstore=_store(args, "sentences"), lexical=lexical)
 
 
 def _parents_retriever(args: argparse.Namespace) -> BudgetedParentDocumentRetriever:
@@ -241,6 +245,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--docstore", help="SQLAlchemy URL of the parent docstore (default: SQLite under --home)")
     parser.add_argument("--device", default="cpu", help="embedding device: cpu, or cuda where a GPU exists")
     parser.add_argument("--embed-batch", type=int, default=64, help="sentences per embedding forward pass")
+    parser.add_argument(
+        "--lexical",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="window mode, embedded store: fuse a BM25 ranking (SQLite FTS5 under --home) with the dense one "
+        "(default: on)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     index = sub.add_parser("index", help="index .txt, .md and .jsonl files (resumable)")

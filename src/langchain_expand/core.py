@@ -37,6 +37,7 @@ __all__ = [
     "Layout",
     "Prepared",
     "VectorSearch",
+    "check_fraction",
     "check_non_negative",
     "check_optional_positive",
     "check_positive",
@@ -92,6 +93,13 @@ def check_non_negative(name: str, value: object) -> None:
         raise ValueError(msg)
 
 
+def check_fraction(name: str, value: object) -> None:
+    """``value`` must be a number in [0, 1], or None."""
+    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1):
+        msg = f"`{name}` must be a number between 0 and 1, or None, got {value!r}."
+        raise ValueError(msg)
+
+
 # -- searching ----------------------------------------------------------------------------
 
 
@@ -118,16 +126,23 @@ class VectorSearch:
         self._by_vector = _by_vector_search(store)
         self._vector: list[float] | None = None
 
-    def __call__(self, k: int) -> Scored:
-        """The ``k`` best matches with their relevance (higher is better)."""
+    def vector(self) -> list[float] | None:
+        """The query's embedding, computed once; None for a store searched by text."""
         if self._by_vector is None:
-            return self.store.similarity_search_with_relevance_scores(self.query, k=k, **self.where)
+            return None
         if self._vector is None:
             embeddings = self.store.embeddings
             assert embeddings is not None  # _by_vector_search checked it
             self._vector = embeddings.embed_query(self.query)
+        return self._vector
+
+    def __call__(self, k: int) -> Scored:
+        """The ``k`` best matches with their relevance (higher is better)."""
+        vector = self.vector()
+        if self._by_vector is None or vector is None:
+            return self.store.similarity_search_with_relevance_scores(self.query, k=k, **self.where)
         relevance = self.store._select_relevance_score_fn()
-        return [(doc, relevance(raw)) for doc, raw in self._by_vector(self._vector, k=k, **self.where)]
+        return [(doc, relevance(raw)) for doc, raw in self._by_vector(vector, k=k, **self.where)]
 
 
 def _by_vector_search(store: VectorStore) -> Callable[..., Scored] | None:

@@ -66,12 +66,16 @@ class _Parent:
     score: float
 
 
+DEFAULT_K = 4
+"""Parents returned when neither ``k`` nor a budget says how many."""
+
+
 def _default_child_splitter() -> TextSplitter:
     return RecursiveCharacterTextSplitter(chunk_size=400, chunk_overlap=0)
 
 
 _RULES: dict[str, Callable[[str, object], None]] = {
-    "k": core.check_positive,
+    "k": core.check_optional_positive,
     "max_parent_tokens": core.check_optional_positive,
     "max_tokens": core.check_optional_positive,
     "batch_size": core.check_positive,
@@ -120,8 +124,9 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
     """Where parents live; a SQLite-backed ``SQLDocStore`` by default."""
     child_splitter: TextSplitter = Field(default_factory=_default_child_splitter)
     """Splits each parent into the children that get embedded."""
-    k: int = 4
-    """The number of distinct parents returned."""
+    k: int | None = None
+    """The most distinct parents returned. None (the default): as many as ``max_tokens`` holds,
+    best first, each capped by ``max_parent_tokens``; without a budget, 4."""
     aggregate: Literal["max", "mean", "sum"] = "max"
     """How a parent's score comes from its matched children's scores."""
     score_threshold: float | None = None
@@ -266,14 +271,20 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         search = VectorSearch(self.vectorstore, query, self._search_kwargs(filter))
         ranked: list[_Parent] = []
         stored: Sequence[Document | None] = []
-        for scored in core.overfetch(search, max(k, self.search_kwargs.get("k", 4)), k):
+        first = max(k or DEFAULT_K, self.search_kwargs.get("k", DEFAULT_K))
+        for scored in core.overfetch(search, first, first):
             ranked = self._rank(scored)
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
+            if k is None and expand:  # the budget decides: enough parents to hold it
+                assert max_tokens is not None
+                if sum(d.metadata[TOKENS] for d in self._expand(ranked, None, stored, None)) >= max_tokens:
+                    break
+                continue
             have = sum(doc is not None for doc in stored) if expand else len(ranked)
-            if have >= k:
+            if have >= (k or DEFAULT_K):
                 break
         if not expand:
-            return [_child_out(c, s, self.id_key) for p in ranked[:k] for c, s in p.children[:1]]
+            return [_child_out(c, s, self.id_key) for p in ranked[: k or DEFAULT_K] for c, s in p.children[:1]]
         return self._expand(ranked, k, stored, max_tokens)
 
     def expand_hits(self, hits: Sequence[Document], *, max_tokens: int | None = None) -> list[Document]:
@@ -285,13 +296,16 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         ranked = self._rank_hits(hits)
         return self._expand(ranked, len(ranked), self.docstore.mget([p.parent_id for p in ranked]), max_tokens)
 
-    def _resolve(self, *, k: int | None, max_tokens: int | None) -> tuple[int, int | None]:
-        """This call's ``k`` and budget: the call's, else the instance's; checked."""
+    def _resolve(self, *, k: int | None, max_tokens: int | None) -> tuple[int | None, int | None]:
+        """This call's ``k`` and budget: the call's, else the instance's; checked.
+
+        ``k`` comes back None only when a budget decides how many parents there are.
+        """
         k = self.k if k is None else k
         max_tokens = self.max_tokens if max_tokens is None else max_tokens
         _RULES["k"]("k", k)
         _RULES["max_tokens"]("max_tokens", max_tokens)
-        return k, max_tokens
+        return (DEFAULT_K if k is None and max_tokens is None else k), max_tokens
 
     def _search_kwargs(self, metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
         """``search_kwargs`` less what this class handles itself, plus a per-call filter."""
@@ -326,8 +340,9 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         return list(groups.values())
 
     def _expand(
-        self, ranked: list[_Parent], k: int, stored: Sequence[Document | None], max_tokens: int | None
+        self, ranked: list[_Parent], k: int | None, stored: Sequence[Document | None], max_tokens: int | None
     ) -> list[Document]:
+        """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
         out: list[Document] = []
         for parent, doc in zip(ranked, stored, strict=True):
             if len(out) == k:

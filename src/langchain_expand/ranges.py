@@ -8,6 +8,9 @@ ranges :func:`grow` lists, the largest that fits found by :func:`largest_fitting
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 __all__ = ["grow", "largest_fitting", "window_bounds"]
 
@@ -44,8 +47,8 @@ def grow(units: Sequence[tuple[int, int]], focus: tuple[int, int]) -> list[tuple
     return ranges
 
 
-def largest_fitting(ranges: Sequence[tuple[int, int]], ok: Callable[[tuple[int, int]], bool]) -> int | None:
-    """The index of the last range for which ``ok`` holds, ``ok`` being monotone."""
+def largest_fitting(ranges: Sequence[T], ok: Callable[[T], bool]) -> int | None:
+    """The index of the last item of ``ranges`` for which ``ok`` holds, ``ok`` being monotone (true, then false)."""
     lo, hi, best = 0, len(ranges) - 1, None
     while lo <= hi:
         mid = (lo + hi) // 2

@@ -79,6 +79,10 @@ def _cross_encoder_scores(
     return [(hits[i], float(scores[i])) for i in order]
 
 
+DEFAULT_TOP_N = 4
+"""Matches kept when neither ``top_n`` nor a budget says how many."""
+
+
 class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
     """Match small units, rerank them, expand the best: a drop-in ``BaseRetriever``.
 
@@ -110,8 +114,10 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
     """Scores the matches, e.g. LangChain's ``CrossEncoderReranker``."""
     fetch_k: int = 20
     """Matches retrieved for the reranker to score."""
-    top_n: int = 4
-    """Matches kept after reranking, each then expanded."""
+    top_n: int | None = None
+    """Matches kept after reranking, each then expanded. None (the default): every match, in
+    reranked order, as far as the budget (``max_tokens``, per call or the retriever's) holds
+    them; without a budget, 4."""
 
     def model_post_init(self, context: Any, /) -> None:
         """Validate the collaborators and the counts."""
@@ -121,7 +127,7 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
                 f"{type(self.retriever).__name__}. Use SentenceWindowRetriever or BudgetedParentDocumentRetriever."
             )
             raise ValueError(msg)
-        if self.top_n < 1 or self.fetch_k < self.top_n:
+        if self.top_n is not None and (self.top_n < 1 or self.fetch_k < self.top_n):
             msg = f"Need 1 <= `top_n` <= `fetch_k`, got top_n={self.top_n}, fetch_k={self.fetch_k}."
             raise ValueError(msg)
 
@@ -142,10 +148,13 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
         if k is not None and top_n is not None and k != top_n:
             msg = f"`k` and `top_n` both name the number of units returned; pass one, got k={k}, top_n={top_n}."
             raise ValueError(msg)
-        keep = next((n for n in (k, top_n) if n is not None), self.top_n)
         fetch = self.fetch_k if fetch_k is None else fetch_k
-        check_positive("top_n", keep)
         check_positive("fetch_k", fetch)
+        keep = next((n for n in (k, top_n) if n is not None), self.top_n)
+        budget = max_tokens if max_tokens is not None else getattr(self.retriever, "max_tokens", None)
+        if keep is None:
+            keep = fetch if budget is not None else min(DEFAULT_TOP_N, fetch)
+        check_positive("top_n", keep)
         hits = self.retriever.invoke(
             query, config={"callbacks": run_manager.get_child()}, k=fetch, expand=False, **_where(filter)
         )

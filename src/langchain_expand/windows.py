@@ -9,10 +9,12 @@ sentences, fewer only at the ends of a document.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
@@ -22,7 +24,8 @@ from pydantic import Field, model_validator
 from langchain_expand import core
 from langchain_expand.budget import fit_to_budget
 from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch, check_query
-from langchain_expand.ranges import window_bounds
+from langchain_expand.lexical import LexicalIndex, fuse
+from langchain_expand.ranges import largest_fitting, window_bounds
 from langchain_expand.records import decode_metadata, document_ids, encode_metadata, revision, unit_id
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.tokens import TokenCounter, count_many
@@ -50,6 +53,9 @@ from langchain_expand.units import (
 __all__ = ["SentenceWindowRetriever", "window_bounds"]
 
 logger = logging.getLogger(__name__)
+
+Search = Callable[[int], list[tuple[Document, float]]]
+"""Asked for ``k``, gives the best matches with their relevance, best first."""
 
 _PROBE = 64  # ids probed per step when looking for units left by an interrupted run
 
@@ -79,12 +85,30 @@ class _Unit:
 class _Plan:
     """One call's settings, checked, and how they turn ranked hits into units."""
 
-    k: int
+    k: int | None
+    """The most units; None: as many as ``max_tokens`` holds."""
     before: int
     after: int
     merge: bool
     merge_gap: int
     max_tokens: int | None
+    score_threshold: float | None = None
+    relative_score_threshold: float | None = None
+
+    @property
+    def budget_decides(self) -> bool:
+        """No ``k``: hits are taken in rank order until the budget is full or evidence runs out."""
+        return self.k is None
+
+    def taken(self, hits: list[_Hit]) -> list[_Hit]:
+        """The hits above the relevance floor: where the evidence runs out, the rest stop."""
+        if not hits:
+            return hits
+        floor = max(
+            self.score_threshold if self.score_threshold is not None else float("-inf"),
+            hits[0].score * self.relative_score_threshold if self.relative_score_threshold is not None else -1e9,
+        )
+        return [h for h in hits if h.score >= floor]
 
     def units(self, hits: list[_Hit]) -> list[_Unit]:
         """One unit per hit, or, when merging, one per group of overlapping windows."""
@@ -110,12 +134,24 @@ class _Plan:
         return units
 
     def first_fetch(self) -> int:
-        """Hits asked of the first search; merging usually needs more than ``k``."""
+        """Hits asked of the first search: ``k`` (2k when merging), or what the budget may hold."""
+        if self.k is None:
+            assert self.max_tokens is not None
+            per_window = (self.before + self.after + 1) * TOKENS_PER_SENTENCE_GUESS
+            return max(4, math.ceil(1.5 * self.max_tokens / per_window))
         return 2 * self.k if self.merge else self.k
 
 
+OVERFILL = 1.5
+"""Budget-driven retrieval gathers windows for this much of the budget, so that when the last
+one is cut down by whole sentences, smaller lower-ranked windows are there to fill the rest."""
+DEFAULT_K = 4
+"""Windows returned when neither ``k`` nor a budget says how many."""
+TOKENS_PER_SENTENCE_GUESS = 15
+"""A first guess of a sentence's size, for how many hits a budget-driven search asks first."""
+
 _RULES: dict[str, Callable[[str, object], None]] = {
-    "k": core.check_positive,
+    "k": core.check_optional_positive,
     "before": core.check_non_negative,
     "after": core.check_non_negative,
     "merge_gap": core.check_non_negative,
@@ -157,8 +193,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     vectorstore: VectorStore
     """Where sentences are embedded and stored; it must support ids and get_by_ids."""
-    k: int = 4
-    """The number of windows returned."""
+    k: int | None = None
+    """The most windows returned. None (the default): as many as ``max_tokens`` holds, taking
+    hits in rank order until the budget is full or the relevance floor stops them; without a
+    budget, 4. With a budget, ``k`` only caps."""
     before: int = 2
     """Sentences included before the matched one."""
     after: int = 2
@@ -177,6 +215,14 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     as :func:`fit_to_budget` does: the best windows first, the first that does not fit shrunk
     from its edges around its hit. For a formatter or a whole-prompt budget, pipe the
     retriever into ``FitToBudget`` instead."""
+    lexical: LexicalIndex | None = None
+    """A BM25 ranking over the same sentences, fused with the dense one (reciprocal rank fusion)
+    before expansion: exact terms (numbers, names, codes) that dense vectors miss. Written by
+    ``add_documents`` under the same commit protocol; no extra embedding."""
+    score_threshold: float | None = None
+    """No hit whose relevance is below this is returned (the evidence has run out)."""
+    relative_score_threshold: float | None = None
+    """No hit scoring below this fraction of the best hit's relevance is returned."""
     filter: dict[str, Any] | None = None
     """A metadata filter in the vector store's own syntax, e.g. ``{"source": "a.md"}`` for Chroma."""
     splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
@@ -197,6 +243,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             self.splitter = SentenceSplitter(token_counter=self.token_counter)
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
+        core.check_fraction("relative_score_threshold", self.relative_score_threshold)
         return self
 
     # -- indexing -------------------------------------------------------------------
@@ -217,12 +264,20 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
-        core.index(_SentenceLayout(self.vectorstore, self.batch_size), prepared)
+        core.index(self._layout(), prepared)
+        if self.lexical is not None:  # documents stored before the lexical index existed
+            known = self.lexical.documents()
+            self.lexical.replace(_lexical_rows([p for p in prepared if p.doc_id not in known]))
         return doc_ids
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
-        core.delete(_SentenceLayout(self.vectorstore, self.batch_size), ids)
+        core.delete(self._layout(), ids)
+        if self.lexical is not None:
+            self.lexical.delete(ids)
+
+    def _layout(self) -> _SentenceLayout:
+        return _SentenceLayout(self.vectorstore, self.batch_size, self.lexical)
 
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its records, before anything is written."""
@@ -283,16 +338,54 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         check_query(query)
         plan = self._plan(k=k, before=before, after=after, expand=expand, merge=merge, max_tokens=max_tokens)
         where = filter if filter is not None else self.filter
-        search = VectorSearch(self.vectorstore, query, None if where is None else {"filter": where})
+        dense = VectorSearch(self.vectorstore, query, None if where is None else {"filter": where})
+        search: Search = dense
+        if self.lexical is not None and where is None:  # FTS5 cannot apply a vector store's filter
+            search = _HybridSearch(dense, self.lexical)
+        if plan.budget_decides:
+            return self._budgeted(self._fill(search, plan), plan.max_tokens)
+        assert plan.k is not None
         units: list[_Unit] = []
         scored: list[tuple[Document, float]] = []
         for scored in core.overfetch(search, plan.first_fetch(), plan.k):
-            units = plan.units([_to_hit(doc, score) for doc, score in scored])
+            hits = [_to_hit(doc, score) for doc, score in scored]
+            units = plan.units(plan.taken(hits))
             if len(units) >= plan.k:
                 break
         units = units[: plan.k]
         records = _gather(self.vectorstore, _needed_ids(units), [doc for doc, _ in scored])
         return self._budgeted(self._assemble(units, records), plan.max_tokens)
+
+    def _fill(self, search: Search, plan: _Plan) -> list[Document]:
+        """Windows of the best hits, as many as it takes to hold the budget.
+
+        Hits are taken in rank order: the shortest prefix of the ranking whose windows reach
+        ``OVERFILL x max_tokens`` (by the sentences' own token counts). The search goes further while
+        even all its hits fall short, until the relevance floor cuts the ranking (the evidence
+        ran out) or the store has no more. Records fetched in one round are reused in the
+        next; the caller fits the windows to the budget exactly.
+        """
+        budget = plan.max_tokens
+        assert budget is not None
+        records: dict[str, Document] = {}
+        sizes: dict[str, int] = {}
+        units: list[_Unit] = []
+        first = plan.first_fetch()
+        for scored in core.overfetch(search, first, first):
+            hits = [_to_hit(doc, score) for doc, score in scored]
+            taken = plan.taken(hits)
+            records.update((d.id, d) for d, _ in scored if d.id is not None)
+            wanted = _needed_ids(plan.units(taken))
+            missing = [i for i in wanted if i not in records]
+            records.update((d.id, d) for d in _fetch(self.vectorstore, missing) if d.id is not None)
+            fresh = [i for i in wanted if i in records and i not in sizes]
+            texts = [records[i].page_content for i in fresh]
+            sizes.update(zip(fresh, count_many(self.token_counter, texts), strict=True))
+            needed = _hits_for(math.ceil(OVERFILL * budget), taken, plan, sizes)
+            units = plan.units(taken[:needed])
+            if len(taken) < len(hits) or needed < len(taken):
+                break
+        return self._assemble(units, list(records.values()))
 
     def expand_hits(
         self,
@@ -335,8 +428,13 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         for name, value in values.items():
             if name in _RULES:
                 _RULES[name](name, value)
+        if values["k"] is None and values["max_tokens"] is None:
+            values["k"] = DEFAULT_K
+        floors = {"score_threshold": self.score_threshold, "relative_score_threshold": self.relative_score_threshold}
         if not values["expand"]:
-            return _Plan(k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"])
+            return _Plan(
+                k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"], **floors
+            )
         return _Plan(
             k=values["k"],
             before=values["before"],
@@ -344,6 +442,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             merge=values["merge"],
             merge_gap=self.merge_gap,
             max_tokens=values["max_tokens"],
+            **floors,
         )
 
     def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
@@ -377,12 +476,59 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         return out
 
 
+class _HybridSearch:
+    """Dense hits fused with the lexical ranking's (reciprocal rank fusion), best first.
+
+    Each call asks both rankings for ``k`` and returns the fused list of up to ``2k``
+    records. A sentence only the lexical ranking found is fetched from the vector store and
+    scored like a dense hit: the cosine similarity of its stored vector to the query's,
+    where the store returns vectors (Chroma), else the lowest dense score of the list.
+    """
+
+    def __init__(self, dense: VectorSearch, lexical: LexicalIndex) -> None:
+        self.dense = dense
+        self.lexical = lexical
+        self.store = dense.store
+
+    def __call__(self, k: int) -> list[tuple[Document, float]]:
+        scored = self.dense(k)
+        found = self.lexical.search(self.dense.query, k)
+        by_key = {(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])): (d, s) for d, s in scored}
+        extra = [unit_id(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
+        floor = min((s for _, s in scored), default=0.0)
+        for doc, score in self._scored(extra, floor):
+            by_key[(doc.metadata[STORED_DOC], int(doc.metadata[STORED_INDEX]))] = (doc, score)
+        order = fuse(
+            [(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])) for d, _ in scored],
+            [(h.doc_id, h.index) for h in found],
+        )
+        return [by_key[key] for key in order if key in by_key]
+
+    def _scored(self, ids: list[str], floor: float) -> list[tuple[Document, float]]:
+        """The records ``ids`` name, each with its relevance to the query."""
+        if not ids:
+            return []
+        collection = getattr(self.store, "_collection", None)
+        vector = self.dense.vector()
+        if collection is None or vector is None:
+            return [(doc, floor) for doc in _fetch(self.store, ids)]
+        got = collection.get(ids=ids, include=["embeddings", "documents", "metadatas"])
+        query = np.asarray(vector, dtype=np.float64)
+        out = []
+        for id_, text, meta, emb in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True):
+            v = np.asarray(emb, dtype=np.float64)
+            cosine = float(v @ query / (np.linalg.norm(v) * np.linalg.norm(query) + 1e-12))
+            out.append((Document(page_content=text, metadata=meta, id=id_), min(1.0, max(0.0, cosine))))
+        return out
+
+
 class _SentenceLayout:
     """Windows' storage: one vector-store record per sentence; sentence 0 is the head."""
 
-    def __init__(self, store: VectorStore, batch_size: int) -> None:
+    def __init__(self, store: VectorStore, batch_size: int, lexical: LexicalIndex | None) -> None:
         self.store = store
         self.batch_size = batch_size
+        self.lexical = lexical
 
     def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
         found = _fetch(self.store, [unit_id(d, 0) for d in doc_ids])
@@ -414,6 +560,8 @@ class _SentenceLayout:
 
     def write_body(self, todo: list[Prepared]) -> None:
         self._write([(p.doc_id, i, r) for p in todo for i, r in enumerate(p.payload) if i > 0])
+        if self.lexical is not None:  # before the heads: it never holds a version not yet written
+            self.lexical.replace(_lexical_rows(todo))
 
     def write_heads(self, todo: list[Prepared]) -> None:
         self._write([(p.doc_id, 0, p.payload[0]) for p in todo])
@@ -425,6 +573,26 @@ class _SentenceLayout:
     def remove(self, stale: Stored) -> None:
         if stale.vector_ids:
             self.store.delete(stale.vector_ids)
+
+
+def _hits_for(budget: int, taken: list[_Hit], plan: _Plan, sizes: dict[str, int]) -> int:
+    """How many of the ranked hits it takes for their windows to reach ``budget`` tokens.
+
+    Sizes are the sentences' own token counts (the gaps between them are left out), so the
+    windows may run a little over; fitting them to the budget is exact. All of them when
+    even all fall short.
+    """
+
+    def size(n: int) -> int:
+        return sum(sizes.get(unit_id(u.doc_id, i), 0) for u in plan.units(taken[:n]) for i in range(u.first, u.last))
+
+    counts = list(range(1, len(taken) + 1))
+    last_needed = largest_fitting(counts, lambda n: size(n - 1) < budget)
+    return len(taken) if last_needed is None else counts[last_needed]
+
+
+def _lexical_rows(prepared: list[Prepared]) -> list[tuple[str, str, list[str]]]:
+    return [(p.doc_id, p.payload[0].metadata[STORED_REV], [r.page_content for r in p.payload]) for p in prepared]
 
 
 def _fetch(store: VectorStore, ids: list[str]) -> list[Document]:

@@ -1,0 +1,277 @@
+"""Evidence per token: how much gold evidence each system puts into a context of a given size.
+
+Every system gets the same model (the bundled MiniLM), the same store (Chroma), the same
+queries and the same budgets, counted with ``cl100k_base`` on the context exactly as sent
+(units joined with ``"\\n\\n"``). Each query searches its whole corpus (a few thousand
+sentences), not only its own document; only evidence in the query's gold document counts.
+
+Systems:
+
+- ``ours: hybrid, budget decides``: ``SentenceWindowRetriever.invoke(q, max_tokens=B)`` with
+  ``k=None``, ``merge=True`` and a ``LexicalIndex`` (BM25 fused with the dense ranking).
+- ``ours: budget decides``: the same, dense ranking only: hits in rank order until the budget
+  is full.
+- ``ours: k=16 fixed``: 16 windows of 2 sentences each side | ``MergeOverlaps`` | ``FitToBudget``,
+  the pipeline of the first version (the measurement from outside used k=16).
+- ``chunks 200/400/800``: stock LangChain chunks (``RecursiveCharacterTextSplitter`` on tiktoken
+  lengths, 10% overlap) on the same Chroma.
+- ``LlamaIndex`` (``SentenceWindowNodeParser`` + ``MetadataReplacementPostProcessor``) and
+  ``Haystack`` (``SentenceWindowRetriever``), radius 2, where the peers' environment is there
+  (``make bench-peers`` builds it; run this script with its Python).
+
+Systems that return a ranked list of units get a pool of ``--pool`` units (enough to fill the
+largest budget) and are packed to each budget by the better of "whole units in rank order
+until one does not fit" and "skip and continue"; ours is called with the budget itself.
+
+Run: ``python benchmarks/evidence.py [--queries 60] [--corpora qmsum emanual friendsqa tatqa]``.
+Reads ../shared/data; writes ``benchmarks/results/evidence.json`` and one PNG per corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from common import SHARED, evidence_recall, machine, pct, read  # type: ignore[import-not-found]
+from langchain_core.documents import Document
+
+from langchain_expand import (
+    FitToBudget,
+    LexicalIndex,
+    MergeOverlaps,
+    SentenceWindowRetriever,
+    TokenCounter,
+    chroma_store,
+)
+
+HERE = Path(__file__).resolve().parent
+BUDGETS = [250, 500, 1000, 2000, 4000, 8000]
+COUNTER = TokenCounter()
+BEST = "ours: hybrid, budget decides"
+
+Unit = tuple[str, int, int, str]  # doc_id, start, end, text
+Ranked = Callable[[str], list[Unit]]  # query -> units, best first
+Budgeted = Callable[[str, int], list[Unit]]  # query, budget -> units that fit
+
+
+def corpus(name: str, max_docs: int | None) -> tuple[list[dict], list[dict]]:
+    """The corpus's documents (the first ``max_docs`` that have queries) and their usable queries."""
+    queries = [q for q in read(name, "queries.jsonl.gz") if q["gold_spans"] and None not in q["gold_spans"]]
+    with_queries = list(dict.fromkeys(q["doc_id"] for q in queries))
+    chosen = set(with_queries[:max_docs] if max_docs else with_queries)
+    docs = [d for d in read(name, "docs.jsonl.gz") if d["doc_id"] in chosen]
+    return docs, [q for q in queries if q["doc_id"] in chosen]
+
+
+def as_units(docs: list[Document]) -> list[Unit]:
+    return [(d.metadata["doc_id"], d.metadata["start_index"], d.metadata["end_index"], d.page_content) for d in docs]
+
+
+def pack(units: list[Unit], budget: int, skip: bool) -> list[Unit]:
+    """Whole units in rank order while they fit; with ``skip``, a unit that does not fit is
+    passed over and the next ones still get their turn."""
+    kept: list[Unit] = []
+    for unit in units:
+        if COUNTER("\n\n".join(u[3] for u in [*kept, unit])) <= budget:
+            kept.append(unit)
+        elif not skip:
+            break
+    return kept
+
+
+def build_ours(docs: list[dict], pool: int) -> tuple[dict[str, Budgeted], Callable[[str], object]]:
+    path = tempfile.mkdtemp()
+    store = chroma_store("ours", persist_directory=path)
+    hybrid = SentenceWindowRetriever(
+        vectorstore=store, k=None, merge=True, lexical=LexicalIndex(Path(path) / "lexical.sqlite")
+    )
+    hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    retriever = hybrid.model_copy(update={"lexical": None})  # the same index, dense ranking only
+    merge = MergeOverlaps()
+
+    def hybrid_budget(q: str, budget: int) -> list[Unit]:
+        return as_units(hybrid.invoke(q, max_tokens=budget))
+
+    def budget_decides(q: str, budget: int) -> list[Unit]:
+        return as_units(retriever.invoke(q, max_tokens=budget))
+
+    def fixed(q: str, budget: int) -> list[Unit]:
+        windows = retriever.invoke(q, k=16, merge=False)
+        return as_units(FitToBudget(max_tokens=budget).invoke(merge.invoke(windows)))
+
+    def raw(q: str) -> object:
+        return store.similarity_search(q, k=16)
+
+    systems = {"ours: hybrid, budget decides": hybrid_budget, "ours: budget decides": budget_decides}
+    return {**systems, "ours: k=16 fixed": fixed}, raw
+
+
+def build_chunks(docs: list[dict], size: int, pool: int) -> Ranked:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    splitter = RecursiveCharacterTextSplitter.from_tiktoken_encoder(
+        encoding_name="cl100k_base", chunk_size=size, chunk_overlap=size // 10, add_start_index=True
+    )
+    chunks = splitter.split_documents([Document(d["text"], metadata={"doc_id": d["doc_id"]}) for d in docs])
+    store = chroma_store(f"chunks-{size}", persist_directory=tempfile.mkdtemp())
+    store.add_documents(chunks)
+
+    def ranked(q: str) -> list[Unit]:
+        found = store.similarity_search(q, k=pool)
+        return [
+            (
+                d.metadata["doc_id"],
+                d.metadata["start_index"],
+                d.metadata["start_index"] + len(d.page_content),
+                d.page_content,
+            )
+            for d in found
+        ]
+
+    return ranked
+
+
+def build_peers(docs: list[dict], pool: int) -> dict[str, Ranked]:
+    """LlamaIndex's and Haystack's sentence windows, where their packages are installed."""
+    try:
+        from peers import Locator, build_haystack_pool, build_llamaindex_pool  # type: ignore[import-not-found]
+    except ImportError:
+        return {}
+    locators = {d["doc_id"]: Locator(d["text"]) for d in docs}
+    return {
+        "LlamaIndex": build_llamaindex_pool(docs, pool, locators),
+        "Haystack": build_haystack_pool(docs, pool, locators),
+    }
+
+
+def score(units: list[Unit], query: dict, budget: int) -> dict[str, float]:
+    spans = [(s, e) for doc_id, s, e, _ in units if doc_id == query["doc_id"]]
+    recall = evidence_recall(query["gold_spans"], spans)
+    tokens = COUNTER("\n\n".join(u[3] for u in units))
+    return {"recall": recall, "touched": float(recall > 0), "tokens": tokens, "over": float(tokens > budget)}
+
+
+def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
+    tokens = [r["tokens"] for r in rows]
+    return {
+        "recall": round(statistics.fmean(r["recall"] for r in rows), 4),
+        "touched": round(statistics.fmean(r["touched"] for r in rows), 3),
+        "tokens_mean": round(statistics.fmean(tokens)),
+        "tokens_p95": round(pct(tokens, 95)),
+        "tokens_max": max(tokens),
+        "over_budget": round(statistics.fmean(r["over"] for r in rows), 4),
+    }
+
+
+def run_corpus(name: str, args: argparse.Namespace) -> dict:
+    docs, queries = corpus(name, args.max_docs.get(name))
+    queries = random.Random(7).sample(queries, min(args.queries, len(queries)))
+    started = time.perf_counter()
+    budgeted, raw = build_ours(docs, args.pool)
+    ranked: dict[str, Ranked] = {f"chunks {n}": build_chunks(docs, n, args.pool) for n in (200, 400, 800)}
+    if not args.no_peers:
+        ranked.update(build_peers(docs, args.pool))
+    built = time.perf_counter() - started
+    results: dict[str, dict[int, dict]] = {}
+    for system, fn in budgeted.items():
+        results[system] = {b: summarize([score(fn(q["query"], b), q, b) for q in queries]) for b in BUDGETS}
+    for system, fn in ranked.items():
+        pools = [fn(q["query"]) for q in queries]
+        results[system] = {}
+        for b in BUDGETS:
+            options = [
+                summarize([score(pack(p, b, skip), q, b) for p, q in zip(pools, queries, strict=True)])
+                for skip in (False, True)
+            ]
+            results[system][b] = max(options, key=lambda s: s["recall"])
+    latency = {}
+    for system, fn in budgeted.items():
+        ours_t, raw_t = [], []
+        for q in queries[:30]:
+            t = time.perf_counter()
+            raw(q["query"])
+            raw_t.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            fn(q["query"], 2000)
+            ours_t.append(time.perf_counter() - t)
+        latency[system] = round(statistics.median(ours_t) / statistics.median(raw_t), 2)
+    return {
+        "documents": len(docs),
+        "queries": len(queries),
+        "build_seconds": round(built),
+        "results": results,
+        "latency_p50_vs_raw_search_at_2000": latency,
+    }
+
+
+def table(name: str, data: dict) -> str:
+    systems = list(data["results"])
+    lines = [f"#### {name} ({data['documents']} documents, {data['queries']} queries): evidence recall", ""]
+    lines.append("| system | " + " | ".join(str(b) for b in BUDGETS) + " |")
+    lines.append("| --- |" + " --- |" * len(BUDGETS))
+    for system in systems:
+        cells = [f"{data['results'][system][b]['recall']:.3f}" for b in BUDGETS]
+        lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    ours = data["results"][BEST]
+    others = [s for s in systems if not s.startswith("ours")]
+    ratios = [ours[b]["recall"] / max(max(data["results"][s][b]["recall"] for s in others), 1e-9) for b in BUDGETS]
+    lines.append(f"| **{BEST} / best other** | " + " | ".join(f"**{r:.2f}x**" for r in ratios) + " |")
+    lines.append("")
+    lines.append(
+        f"Tokens used by `{BEST}` (mean / p95 / max) and share over budget: "
+        + "; ".join(
+            f"{b}: {ours[b]['tokens_mean']}/{ours[b]['tokens_p95']}/{ours[b]['tokens_max']}, "
+            f"{ours[b]['over_budget']:.0%}"
+            for b in BUDGETS
+        )
+    )
+    return "\n".join(lines)
+
+
+def plot(name: str, data: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for system, by_budget in data["results"].items():
+        style = "-" if system.startswith("ours") else "--"
+        ax.plot(BUDGETS, [by_budget[b]["recall"] for b in BUDGETS], style, marker="o", label=system)
+    ax.set_xscale("log")
+    ax.set_xticks(BUDGETS, [str(b) for b in BUDGETS])
+    ax.set_xlabel("budget (cl100k tokens)")
+    ax.set_ylabel("evidence recall (chars)")
+    ax.set_title(f"{name}: evidence recall against budget")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--corpora", nargs="+", default=["qmsum", "emanual", "friendsqa", "tatqa"])
+    parser.add_argument("--queries", type=int, default=60, help="a fixed sample per corpus (seed 7)")
+    parser.add_argument("--pool", type=int, default=100, help="units each ranked system offers the packer")
+    parser.add_argument("--no-peers", action="store_true", help="skip LlamaIndex and Haystack")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args()
+    args.max_docs = {"qmsum": 5}  # 5 meetings: about 4,500 sentences
+    args.out.mkdir(exist_ok=True)
+    report: dict[str, object] = {"machine": machine(), "budgets": BUDGETS, "data": str(SHARED)}
+    for name in args.corpora:
+        report[name] = data = run_corpus(name, args)
+        print(table(name, data), flush=True)
+        plot(name, data, args.out / f"evidence-{name}.png")
+        (args.out / "evidence.json").write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

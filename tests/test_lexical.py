@@ -1,0 +1,120 @@
+"""The lexical ranking: BM25 in SQLite FTS5, kept in step with the vector store.
+
+The index tests run on real SQLite; the retriever tests on LangChain's real in-memory store
+with deterministic fake embeddings, since what they claim (which rows exist, and when) does
+not depend on what the vectors mean. Hybrid retrieval with the real model is in
+tests/test_windows.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+
+from langchain_expand import LexicalIndex, SentenceWindowRetriever
+from langchain_expand.lexical import fuse
+
+from .test_core import RecordingStore
+
+ROWS = [
+    "Fixed Price sales were $ 1,452.4 million in 2019.",
+    "Other contract types represent cost plus and time and material contracts.",
+    "On a fixed-price type contract, we agree to perform the work for a predetermined price.",
+]
+
+
+def rows(index: LexicalIndex) -> list[tuple[str, int, str]]:
+    return sorted((h.doc_id, h.index, h.rev) for h in index.search("the a of for on in price sales contract", 100))
+
+
+def test_bm25_puts_the_sentence_with_the_rare_exact_term_first() -> None:
+    index = LexicalIndex()
+    index.replace([("report", "r1", ROWS)])
+    found = index.search("what were the 1,452.4 sales", 3)
+    assert (found[0].doc_id, found[0].index, found[0].rev) == ("report", 0, "r1")
+    assert [h.rank for h in found] == list(range(len(found)))
+    assert index.search("zebra", 3) == []
+
+
+def test_query_text_is_never_fts_syntax() -> None:
+    index = LexicalIndex()
+    index.replace([("report", "r1", ROWS)])
+    for query in ['"unbalanced', "price AND NOT sales", "pri*", "(contract) OR", "NEAR(a b)", "-", "::", ""]:
+        index.search(query, 5)  # no sqlite3.OperationalError
+    assert index.search("", 5) == []
+
+
+def test_replace_is_whole_and_delete_leaves_nothing() -> None:
+    index = LexicalIndex()
+    index.replace([("a", "r1", ROWS), ("b", "r1", ROWS[:1])])
+    index.replace([("a", "r2", ROWS[:2])])
+    assert [r for r in rows(index) if r[0] == "a"] == [("a", 0, "r2"), ("a", 1, "r2")]
+    index.delete(["a", "never-added"])
+    assert index.documents() == {"b"}
+
+
+def test_a_file_index_survives_a_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "nested" / "lexical.sqlite"
+    LexicalIndex(path).replace([("report", "r1", ROWS)])
+    reopened = LexicalIndex(path)
+    assert reopened.search("1,452.4", 1)[0].doc_id == "report"
+    assert LexicalIndex(path, table="other").documents() == set()  # tables are separate
+    with pytest.raises(ValueError, match="`table` must be a plain identifier"):
+        LexicalIndex(path, table="x; DROP TABLE sentences")
+
+
+def test_reciprocal_rank_fusion_rewards_agreement() -> None:
+    dense = [("d", 1), ("d", 2), ("d", 3)]
+    lexical = [("d", 9), ("d", 3)]
+    fused = fuse(dense, lexical)
+    assert fused[0] == ("d", 3)  # in both rankings
+    assert set(fused) == {("d", 1), ("d", 2), ("d", 3), ("d", 9)}
+    assert fused.index(("d", 1)) < fused.index(("d", 9))  # a tie goes to the first ranking
+
+
+TEXT = "One sentence here. Two sentences now. Three of them. Four and more. Five at last."
+
+
+def test_the_retriever_keeps_the_lexical_index_in_step_without_orphans(tmp_path: Path) -> None:
+    store = RecordingStore()
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    retriever = SentenceWindowRetriever(vectorstore=store, batch_size=2, lexical=lexical)
+    retriever.add_documents([Document(TEXT, id="a"), Document("Only one.", id="b")])
+    assert lexical.documents() == {"a", "b"}
+    found = sorted((h.doc_id, h.index) for h in lexical.search("one two three four five", 99))
+    assert found == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 0)]
+    retriever.add_documents([Document("A shorter one. Now.", id="a")])
+    assert sorted(store.store) == ["a::0", "a::1", "b::0"]
+    assert sorted((h.doc_id, h.index) for h in lexical.search("one now shorter", 99)) == [("a", 0), ("a", 1), ("b", 0)]
+    retriever.delete(["a"])
+    assert lexical.documents() == {"b"}
+
+
+def test_an_interrupted_run_leaves_lexical_rows_that_readers_reject_until_the_rerun() -> None:
+    store = RecordingStore()
+    lexical = LexicalIndex()
+    retriever = SentenceWindowRetriever(vectorstore=store, batch_size=50, lexical=lexical)
+    retriever.add_documents([Document("Old text. Old end.", id="a")])
+    (old,) = {h.rev for h in lexical.search("old", 9)}
+    store.fail_on_write = len(store.writes) + 1  # body written, head not
+    with pytest.raises(KeyboardInterrupt):
+        retriever.add_documents([Document(TEXT, id="a")])
+    head_rev = store.get_by_ids(["a::0"])[0].metadata["lcx_rev"]
+    assert head_rev == old  # still committed: v1
+    assert {h.rev for h in lexical.search("sentence", 9)} != {head_rev}  # v2 rows, which a reader skips
+    store.fail_on_write = None
+    retriever.add_documents([Document(TEXT, id="a")])
+    new_head = store.get_by_ids(["a::0"])[0].metadata["lcx_rev"]
+    assert {h.rev for h in lexical.search("sentence five", 9)} == {new_head}
+
+
+def test_documents_stored_before_the_lexical_index_existed_are_added_to_it_without_embedding() -> None:
+    store = RecordingStore()
+    SentenceWindowRetriever(vectorstore=store).add_documents([Document(TEXT, id="a")])
+    embedded = store.embedded
+    lexical = LexicalIndex()
+    SentenceWindowRetriever(vectorstore=store, lexical=lexical).add_documents([Document(TEXT, id="a")])
+    assert store.embedded == embedded
+    assert lexical.documents() == {"a"}
