@@ -288,3 +288,30 @@ def test_any_basestore_works_for_example_a_local_file_store(tmp_path: Path, mini
     parents = build().invoke(QUERY)
     assert len(parents) == 2
     assert all(p.page_content in source_text() for p in parents)
+
+
+def test_the_budget_decides_how_many_parents(make_parents: Make) -> None:
+    retriever = make_parents(max_parent_tokens=400)
+    retriever.add_documents(manual())
+    assert retriever.k is None
+    assert len(retriever.invoke(QUERY)) == 4  # no budget, no k: the default count
+    for budget in (600, 2500):
+        parents = retriever.invoke(QUERY, max_tokens=budget)
+        used = COUNTER("\n\n".join(p.page_content for p in parents))
+        assert 0.9 * budget <= used <= budget, (budget, used)
+        assert all(p.metadata["tokens"] <= 400 for p in parents)  # each capped around its children
+        scores = [p.metadata["score"] for p in parents]
+        assert scores == sorted(scores, reverse=True)
+    assert len(retriever.invoke(QUERY, max_tokens=2500)) > 4
+    assert len(retriever.invoke(QUERY, k=2, max_tokens=2500)) <= 2  # k only caps
+
+
+def test_rerank_then_expand_lets_the_budget_decide(make_parents: Make, minilm: Embeddings) -> None:
+    retriever = make_parents(max_parent_tokens=300)
+    retriever.add_documents(manual())
+    pipeline = RerankThenExpand(retriever=retriever, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=30)
+    assert len(pipeline.invoke(QUERY)) <= 4
+    parents = pipeline.invoke(QUERY, max_tokens=1500)
+    used = COUNTER("\n\n".join(p.page_content for p in parents))
+    assert 0.8 * 1500 <= used <= 1500
+    assert all("rerank_score" in p.metadata for p in parents)
