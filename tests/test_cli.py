@@ -154,3 +154,15 @@ def test_query_help_shows_the_retrievers_own_defaults() -> None:
     fields = SentenceWindowRetriever.model_fields
     assert f"(default: {fields['before'].default})" in out.getvalue()
     assert f"(default: {fields['k'].default} windows" in out.getvalue()
+
+
+def test_demo_answers_every_question_inside_its_budget(tmp_path: Path) -> None:
+    from langchain_expand.cli import DEMO_BUDGET, DEMO_QUESTIONS
+
+    out = cli(tmp_path, "demo")
+    reports = [line for line in out.splitlines() if "tokens joined" in line]
+    assert len(reports) == len(DEMO_QUESTIONS)
+    for line in reports:
+        tokens = int(line.split("units, ")[1].split(" tokens")[0])
+        assert 0.8 * DEMO_BUDGET <= tokens <= DEMO_BUDGET
+    assert (tmp_path / "lexical.sqlite").exists()

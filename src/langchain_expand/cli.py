@@ -31,6 +31,7 @@ __all__ = ["main"]
 
 HOME = Path(".langchain-expand")
 DEMO_DATA = Path(__file__).resolve().parents[2] / "cookbooks" / "data"
+DEMO_BUDGET = 400
 DEMO_QUESTIONS = [
     "What did the group decide about the remote control's buttons and design?",
     "Why did the project manager mention the budget and the price of the remote?",
@@ -175,9 +176,12 @@ def _demo(args: argparse.Namespace) -> int:
     docs = [_for_windows(d) for d in read_corpus(corpus)]
     retriever.add_documents(docs)
     print(f"Indexed {len(docs)} documents (3 meetings, 1 manual) into {args.home / 'chroma'}.")
-    print("Windows: 2 sentences before and 2 after each hit; token counts are cl100k_base.")
+    print(
+        f"Each answer: merged windows (2 sentences either side of each hit) of the best hits, dense and BM25 "
+        f"fused, as many as {DEMO_BUDGET} tokens hold (cl100k_base)."
+    )
     for question in DEMO_QUESTIONS:
-        _print_units(question, retriever.invoke(question, k=3), as_json=False)
+        _print_units(question, retriever.invoke(question, max_tokens=DEMO_BUDGET, merge=True), as_json=False)
     return 0
 
 
