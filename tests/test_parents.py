@@ -220,7 +220,7 @@ async def test_async_add_query_and_delete(make_parents: Make) -> None:
 
 
 def test_bad_settings_and_input_are_clear_errors(make_parents: Make) -> None:
-    with pytest.raises(ValueError, match="`k` must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="`k` must be a positive integer or None \\(no limit\\), got 0"):
         make_parents(k=0)
     with pytest.raises(ValueError, match="`max_tokens` must be a positive integer or None \\(no limit\\), got 0"):
         make_parents(max_tokens=0)

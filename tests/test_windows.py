@@ -219,8 +219,8 @@ def test_window_size_follows_the_formula_on_punctuated_text(make_retriever: Make
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"k": 0}, "`k` must be a positive integer, got 0"),
-        ({"k": -2}, "`k` must be a positive integer, got -2"),
+        ({"k": 0}, "`k` must be a positive integer or None \\(no limit\\), got 0"),
+        ({"k": -2}, "`k` must be a positive integer or None \\(no limit\\), got -2"),
         ({"before": -1}, "`before` must be an integer >= 0, got -1"),
         ({"after": -3}, "`after` must be an integer >= 0, got -3"),
         ({"batch_size": 0}, "`batch_size` must be a positive integer, got 0"),
@@ -233,7 +233,7 @@ def test_bad_parameters_fail_when_the_retriever_is_built(make_retriever: Make, p
 
 
 def test_bad_per_call_parameters_are_clear_errors(qmsum_index: SentenceWindowRetriever) -> None:
-    with pytest.raises(ValueError, match="`k` must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="`k` must be a positive integer or None \\(no limit\\), got 0"):
         qmsum_index.invoke("anything", k=0)
     with pytest.raises(ValueError, match="`before` must be an integer >= 0, got -1"):
         qmsum_index.invoke("anything", before=-1)
