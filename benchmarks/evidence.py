@@ -265,12 +265,14 @@ def main() -> None:
     args = parser.parse_args()
     args.max_docs = {"qmsum": 5}  # 5 meetings: about 4,500 sentences
     args.out.mkdir(exist_ok=True)
-    report: dict[str, object] = {"machine": machine(), "budgets": BUDGETS, "data": str(SHARED)}
+    path = args.out / "evidence.json"
+    report: dict[str, object] = json.loads(path.read_text()) if path.exists() else {}  # corpora run earlier stay
+    report.update({"machine": machine(), "budgets": BUDGETS, "data": str(SHARED)})
     for name in args.corpora:
         report[name] = data = run_corpus(name, args)
         print(table(name, data), flush=True)
         plot(name, data, args.out / f"evidence-{name}.png")
-        (args.out / "evidence.json").write_text(json.dumps(report, indent=2))
+        path.write_text(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

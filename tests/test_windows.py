@@ -354,7 +354,7 @@ SOURCES = {d["doc_id"]: d["text"] for d in load_docs("qmsum")}
 BUDGET_QUERIES = [*[q["query"] for q in load_queries("qmsum")][:6], "OK .", "the remote control buttons"]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     query=st.sampled_from(BUDGET_QUERIES),
     budget=st.integers(min_value=20, max_value=6000),
@@ -420,7 +420,7 @@ def test_the_lexical_ranking_finds_more_evidence_of_names_and_exact_words(tmp_pa
     hybrid.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
     dense = hybrid.model_copy(update={"lexical": None})
     sources = {r["doc_id"]: r["text"] for r in rows}
-    queries = load_queries("friendsqa")[::3]
+    queries = load_queries("friendsqa")[::5]
 
     def recall(retriever: SentenceWindowRetriever) -> float:
         total = 0.0
@@ -440,4 +440,4 @@ def test_the_lexical_ranking_finds_more_evidence_of_names_and_exact_words(tmp_pa
         return total / len(queries)
 
     dense_recall, hybrid_recall = recall(dense), recall(hybrid)
-    assert hybrid_recall > 1.1 * dense_recall, (dense_recall, hybrid_recall)  # measured: 0.453 -> 0.556
+    assert hybrid_recall > 1.1 * dense_recall, (dense_recall, hybrid_recall)  # every 3rd query measured 0.453 -> 0.556
