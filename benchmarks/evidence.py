@@ -245,7 +245,8 @@ def plot(name: str, data: dict, path: Path) -> None:
         style = "-" if system.startswith("ours") else "--"
         ax.plot(BUDGETS, [by_budget[b]["recall"] for b in BUDGETS], style, marker="o", label=system)
     ax.set_xscale("log")
-    ax.set_xticks(BUDGETS, [str(b) for b in BUDGETS])
+    ax.minorticks_off()
+    ax.set_xticks(BUDGETS, [f"{b:,}" for b in BUDGETS])
     ax.set_xlabel("budget (cl100k tokens)")
     ax.set_ylabel("evidence recall (chars)")
     ax.set_title(f"{name}: evidence recall against budget")
@@ -262,7 +263,17 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=100, help="units each ranked system offers the packer")
     parser.add_argument("--no-peers", action="store_true", help="skip LlamaIndex and Haystack")
     parser.add_argument("--out", type=Path, default=HERE / "results")
+    parser.add_argument("--plots-only", action="store_true", help="redraw the PNGs from evidence.json")
     args = parser.parse_args()
+    if args.plots_only:
+        saved = json.loads((args.out / "evidence.json").read_text())
+        for name in args.corpora:
+            if name in saved:
+                saved[name]["results"] = {
+                    s: {int(b): v for b, v in r.items()} for s, r in saved[name]["results"].items()
+                }
+                plot(name, saved[name], args.out / f"evidence-{name}.png")
+        return
     args.max_docs = {"qmsum": 5}  # 5 meetings: about 4,500 sentences
     args.out.mkdir(exist_ok=True)
     path = args.out / "evidence.json"

@@ -1,0 +1,62 @@
+"""Quick checks of one knob on our retriever alone, with the recall code of ``evidence.py``.
+
+- ``python explore.py hybrid CORPUS``: dense against hybrid (dense + BM25), budget-driven,
+  merged, at 250 / 1,000 / 4,000 tokens, 40 queries (seed 7), the corpus's whole collection.
+- ``python explore.py radius CORPUS DOCS``: radius 1-4 and gap-bridging merges, on the first
+  ``DOCS`` documents that have queries, 30 queries (seed 7), at 500 / 2,000 / 4,000 tokens.
+
+Reads ../shared/data. These are the development checks quoted in README.md; ``evidence.py``
+is the full comparison.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+from common import evidence_recall, read  # type: ignore[import-not-found]
+from langchain_core.documents import Document
+
+from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
+
+
+def sample(name: str, docs_limit: int | None, n: int) -> tuple[list[dict], list[dict]]:
+    queries = [q for q in read(name, "queries.jsonl.gz") if q["gold_spans"] and None not in q["gold_spans"]]
+    ids = set(list(dict.fromkeys(q["doc_id"] for q in queries))[:docs_limit])
+    docs = [d for d in read(name, "docs.jsonl.gz") if d["doc_id"] in ids]
+    mine = [q for q in queries if q["doc_id"] in ids]
+    return docs, random.Random(7).sample(mine, min(n, len(mine)))
+
+
+def recall(retriever: SentenceWindowRetriever, queries: list[dict], budget: int) -> float:
+    total = 0.0
+    for q in queries:
+        units = retriever.invoke(q["query"], max_tokens=budget)
+        spans = [
+            (u.metadata["start_index"], u.metadata["end_index"]) for u in units if u.metadata["doc_id"] == q["doc_id"]
+        ]
+        total += evidence_recall(q["gold_spans"], spans)
+    return round(total / len(queries), 3)
+
+
+def main() -> None:
+    mode, name = sys.argv[1], sys.argv[2]
+    if mode == "hybrid":
+        docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
+        hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
+        hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+        dense = hybrid.model_copy(update={"lexical": None})
+        for budget in (250, 1000, 4000):
+            print(name, budget, "dense", recall(dense, queries, budget), "hybrid", recall(hybrid, queries, budget))
+    else:
+        docs, queries = sample(name, int(sys.argv[3]), 30)
+        base = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True)
+        base.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+        for budget in (500, 2000, 4000):
+            for gap, radius in ((0, 1), (0, 2), (3, 2), (8, 2), (0, 3), (0, 4), (4, 4)):
+                tried = base.model_copy(update={"merge_gap": gap, "before": radius, "after": radius})
+                print(name, budget, f"radius {radius}, gap {gap}", recall(tried, queries, budget), flush=True)
+
+
+if __name__ == "__main__":
+    main()
