@@ -45,6 +45,7 @@ __all__ = [
     "delete",
     "index",
     "overfetch",
+    "with_vectors",
 ]
 
 OVERFETCH_LIMIT = 64
@@ -127,12 +128,11 @@ class VectorSearch:
         self._vector: list[float] | None = None
 
     def vector(self) -> list[float] | None:
-        """The query's embedding, computed once; None for a store searched by text."""
-        if self._by_vector is None:
+        """The query's embedding, computed once; None for a store without embeddings."""
+        embeddings = self.store.embeddings
+        if embeddings is None:
             return None
         if self._vector is None:
-            embeddings = self.store.embeddings
-            assert embeddings is not None  # _by_vector_search checked it
             self._vector = embeddings.embed_query(self.query)
         return self._vector
 
@@ -141,17 +141,49 @@ class VectorSearch:
         vector = self.vector()
         if self._by_vector is None or vector is None:
             return self.store.similarity_search_with_relevance_scores(self.query, k=k, **self.where)
-        relevance = self.store._select_relevance_score_fn()
+        relevance = _relevance_fn(self.store)
         return [(doc, relevance(raw)) for doc, raw in self._by_vector(vector, k=k, **self.where)]
+
+
+def with_vectors(store: VectorStore, ids: Sequence[str]) -> list[tuple[Document, list[float]]]:
+    """The records ``ids`` name, each with its stored vector; unknown ids are left out.
+
+    Chroma and ``InMemoryVectorStore`` hand their stored vectors back. Other stores are
+    asked ``get_by_ids`` and the texts embedded again (same vectors, extra embedding time).
+    """
+    if not ids:
+        return []
+    collection = getattr(store, "_collection", None)
+    if collection is not None and callable(getattr(collection, "get", None)):  # Chroma
+        got = collection.get(ids=list(ids), include=["embeddings", "documents", "metadatas"])
+        rows = zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)
+        return [(Document(text, metadata=dict(meta or {}), id=id_), list(vec)) for id_, text, meta, vec in rows]
+    held = getattr(store, "store", None)
+    if isinstance(held, dict):  # InMemoryVectorStore: id -> {"text", "metadata", "vector"}
+        found = [held[i] for i in ids if i in held]
+        return [(Document(r["text"], metadata=dict(r["metadata"]), id=r["id"]), r["vector"]) for r in found]
+    docs = store.get_by_ids(list(ids))
+    if store.embeddings is None:
+        msg = f"{type(store).__name__} has no embeddings to score sentences with; give it an embedding function."
+        raise ValueError(msg)
+    vectors = store.embeddings.embed_documents([d.page_content for d in docs])
+    return list(zip(docs, vectors, strict=True))
+
+
+def _relevance_fn(store: VectorStore) -> Callable[[float], float]:
+    """The store's own raw-score-to-relevance function; its raw score where it has none.
+
+    ``InMemoryVectorStore`` defines none: its raw score is already the cosine similarity.
+    """
+    try:
+        return store._select_relevance_score_fn()
+    except NotImplementedError:
+        return float
 
 
 def _by_vector_search(store: VectorStore) -> Callable[..., Scored] | None:
     """The store's search by vector that returns raw scores, where it has one."""
     if store.embeddings is None:
-        return None
-    try:
-        store._select_relevance_score_fn()
-    except NotImplementedError:
         return None
     for name in ("similarity_search_by_vector_with_relevance_scores", "similarity_search_with_score_by_vector"):
         method = getattr(store, name, None)

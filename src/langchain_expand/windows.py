@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -23,7 +23,8 @@ from pydantic import Field, model_validator
 
 from langchain_expand import core
 from langchain_expand.budget import fit_to_budget
-from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch, check_query
+from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch, check_query, with_vectors
+from langchain_expand.growth import MAX_RADIUS, Position, Seed, Sentence, grow
 from langchain_expand.lexical import LexicalIndex, fuse
 from langchain_expand.ranges import largest_fitting, window_bounds
 from langchain_expand.records import decode_metadata, document_ids, encode_metadata, revision, unit_id
@@ -94,6 +95,9 @@ class _Plan:
     max_tokens: int | None
     score_threshold: float | None = None
     relative_score_threshold: float | None = None
+    shape: str = "fixed"
+    """"fixed": ``before``/``after`` around every hit; "guided": grown toward the evidence."""
+    max_radius: int = MAX_RADIUS
 
     @property
     def budget_decides(self) -> bool:
@@ -112,9 +116,12 @@ class _Plan:
 
     def units(self, hits: list[_Hit]) -> list[_Unit]:
         """One unit per hit, or, when merging, one per group of overlapping windows."""
+        return self.joined([(hit, *window_bounds(hit.index, hit.n, self.before, self.after)) for hit in hits])
+
+    def joined(self, spans: list[tuple[_Hit, int, int]]) -> list[_Unit]:
+        """Each hit's sentences ``[first, last)`` as a unit; merged, when merging, where they touch."""
         units: list[_Unit] = []
-        for hit in hits:
-            first, last = window_bounds(hit.index, hit.n, self.before, self.after)
+        for hit, first, last in spans:
             joined = [
                 u
                 for u in units
@@ -135,6 +142,9 @@ class _Plan:
 
     def first_fetch(self) -> int:
         """Hits asked of the first search: ``k`` (2k when merging), or what the budget may hold."""
+        if self.shape == "guided":
+            assert self.max_tokens is not None
+            return max(4, math.ceil(self.max_tokens / (3 * TOKENS_PER_SENTENCE_GUESS)))
         if self.k is None:
             assert self.max_tokens is not None
             per_window = (self.before + self.after + 1) * TOKENS_PER_SENTENCE_GUESS
@@ -149,12 +159,20 @@ DEFAULT_K = 4
 """Windows returned when neither ``k`` nor a budget says how many."""
 TOKENS_PER_SENTENCE_GUESS = 15
 """A first guess of a sentence's size, for how many hits a budget-driven search asks first."""
+GUIDED_OVERFILL = 1.2
+"""Guided growth gathers this much of the budget (sentence counts plus one each); the exact
+fit then trims the last unit by whole sentences around its hit."""
+_RING = 2
+"""Sentences fetched per neighbour guided growth asks for: it and the next in its direction."""
+_GROWTH_ROUNDS = 4
+"""Fetch-and-grow rounds at most per search (each reaches further out, up to ``max_radius``)."""
 
 _RULES: dict[str, Callable[[str, object], None]] = {
     "k": core.check_optional_positive,
     "before": core.check_non_negative,
     "after": core.check_non_negative,
     "merge_gap": core.check_non_negative,
+    "max_radius": core.check_non_negative,
     "max_tokens": core.check_optional_positive,
     "max_sentence_tokens": core.check_optional_positive,
     "batch_size": core.check_positive,
@@ -210,6 +228,17 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     a lower-ranked hit whose window touches a unit already formed joins that unit."""
     merge_gap: int = 0
     """With ``merge``, also join windows this many sentences apart (the gap is filled in)."""
+    window: Literal["guided", "fixed"] | None = None
+    """The windows' shape. ``"fixed"``: ``before`` and ``after`` sentences around every hit,
+    the predictable shape. ``"guided"`` (needs a budget): each hit starts as its own sentence
+    and the budget is spent one sentence at a time where evidence is most likely, next to a
+    strong hit or similar to the query, up to ``max_radius`` each side (see
+    :mod:`langchain_expand.growth`); a weak hit may get its sentence alone. None (the default):
+    guided when the call has a budget and neither ``before`` nor ``after`` was given (here or
+    per call), fixed otherwise. Measured: guided holds 4-60% more of the gold evidence than
+    fixed radius-2 windows in the same budget on four corpora (README, benchmarks)."""
+    max_radius: int = MAX_RADIUS
+    """Guided windows grow at most this many sentences on each side of their hit."""
     max_tokens: int | None = None
     """Cap on the joined context of all returned windows (``"\\n\\n"`` between them), applied
     as :func:`fit_to_budget` does: the best windows first, the first that does not fit shrunk
@@ -244,6 +273,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
         core.check_fraction("relative_score_threshold", self.relative_score_threshold)
+        _check_window(self.window)
         return self
 
     # -- indexing -------------------------------------------------------------------
@@ -334,14 +364,19 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         merge: bool | None = None,
         filter: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        window: Literal["guided", "fixed"] | None = None,
     ) -> list[Document]:
         check_query(query)
-        plan = self._plan(k=k, before=before, after=after, expand=expand, merge=merge, max_tokens=max_tokens)
+        plan = self._plan(
+            k=k, before=before, after=after, expand=expand, merge=merge, max_tokens=max_tokens, window=window
+        )
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self.vectorstore, query, None if where is None else {"filter": where})
         search: Search = dense
         if self.lexical is not None and where is None:  # FTS5 cannot apply a vector store's filter
             search = _HybridSearch(dense, self.lexical)
+        if plan.shape == "guided":
+            return self._budgeted(self._grown(search, dense, plan), plan.max_tokens)
         if plan.budget_decides:
             return self._budgeted(self._fill(search, plan), plan.max_tokens)
         assert plan.k is not None
@@ -387,6 +422,72 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         return self._assemble(units, list(records.values()))
 
+    def _grown(self, search: Search, dense: VectorSearch, plan: _Plan) -> list[Document]:
+        """Windows grown from the best hits toward the evidence until they hold the budget.
+
+        Hits are searched as in :meth:`_fill`; a hit's own relevance is the store's score.
+        Growth runs on what is known and names the neighbours it wants next; those (and a
+        few beyond, in the direction it was growing) are fetched with their vectors, scored
+        against the query, and growth runs again, at most ``_GROWTH_ROUNDS`` times.
+        """
+        budget = plan.max_tokens
+        assert budget is not None
+        vector = dense.vector()
+        assert vector is not None  # _shape chose "fixed" for a store without embeddings
+        query = np.asarray(vector, dtype=np.float64)
+        query /= np.linalg.norm(query) or 1.0
+        target = math.ceil(GUIDED_OVERFILL * budget)
+        records: dict[str, Document] = {}
+        known: dict[Position, Sentence] = {}
+        asked: set[str] = set()
+
+        def learn(found: list[tuple[Document, float]]) -> None:
+            fresh = [(d, s) for d, s in found if d.id not in records]
+            counts = count_many(self.token_counter, [d.page_content for d, _ in fresh])
+            for (doc, similarity), tokens in zip(fresh, counts, strict=True):
+                records[doc.id or ""] = doc
+                known[(doc.metadata[STORED_DOC], int(doc.metadata[STORED_INDEX]))] = Sentence(tokens, similarity)
+
+        def fetch(ids: list[str]) -> None:
+            fresh = list(dict.fromkeys(i for i in ids if i not in asked and i not in records))
+            asked.update(fresh)
+            fetched = [(d, v) for d, v in with_vectors(self.vectorstore, fresh) if STORED_DOC in d.metadata]
+            if fetched:
+                matrix = np.asarray([v for _, v in fetched], dtype=np.float64)
+                matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+                learn([(d, float(s)) for (d, _), s in zip(fetched, matrix @ query, strict=True)])
+
+        first = plan.first_fetch()
+        regions: list[tuple[_Hit, int, int]] = []
+        for scored in core.overfetch(search, first, first):
+            found = [_to_hit(doc, score) for doc, score in scored]
+            hits = plan.taken(found)
+            above = {(h.doc_id, h.index) for h in hits}
+            learn([(d, h.score) for (d, _), h in zip(scored, found, strict=True) if (h.doc_id, h.index) in above])
+            seeds = _seeds(hits)
+            heads = [unit_id(h.doc_id, 0) for h in hits]
+            for attempt in range(1, _GROWTH_ROUNDS + 1):
+                growth = grow(
+                    list(seeds),
+                    known,
+                    target,
+                    max_units=plan.k,
+                    max_radius=plan.max_radius,
+                    unknown_tokens=TOKENS_PER_SENTENCE_GUESS,
+                )
+                if not growth.wanted or attempt == _GROWTH_ROUNDS:
+                    break  # what is still wanted comes with the units' text
+                wanted = growth.wanted.items()
+                ahead = [unit_id(doc, i + way * step) for (doc, i), way in wanted for step in range(_RING)]
+                fetch(heads + ahead)  # the heads (for the version check) ride along with the first round
+                heads = []
+            regions = [(seeds[r.seed], r.first, r.last) for r in growth.regions]
+            if not growth.exhausted or len(hits) < len(found):
+                break
+        units = plan.joined(regions)
+        _absorb(units, hits)
+        return self._assemble(units, _gather(self.vectorstore, _needed_ids(units), list(records.values())))
+
     def expand_hits(
         self,
         hits: Sequence[Document],
@@ -430,7 +531,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 _RULES[name](name, value)
         if values["k"] is None and values["max_tokens"] is None:
             values["k"] = DEFAULT_K
-        floors = {"score_threshold": self.score_threshold, "relative_score_threshold": self.relative_score_threshold}
+        floors: dict[str, Any] = {
+            "score_threshold": self.score_threshold,
+            "relative_score_threshold": self.relative_score_threshold,
+        }
         if not values["expand"]:
             return _Plan(
                 k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"], **floors
@@ -442,8 +546,33 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             merge=values["merge"],
             merge_gap=self.merge_gap,
             max_tokens=values["max_tokens"],
+            shape=self._shape(given, values["max_tokens"]),
+            max_radius=self.max_radius,
             **floors,
         )
+
+    def _shape(self, given: dict[str, Any], max_tokens: int | None) -> str:
+        """The call's window shape, "guided" or "fixed", by the rule in ``window``'s docstring."""
+        window = given.get("window") or self.window
+        _check_window(window)
+        shaped_here = [name for name in ("before", "after") if given.get(name) is not None]
+        if window == "guided":
+            if max_tokens is None:
+                msg = "window='guided' grows windows until the budget is full: give max_tokens, or use window='fixed'."
+                raise ValueError(msg)
+            if shaped_here:
+                msg = (
+                    f"`{shaped_here[0]}` sets the fixed window's shape; guided windows choose their own. "
+                    "Leave it out, or pass window='fixed' with it."
+                )
+                raise ValueError(msg)
+            if self.vectorstore.embeddings is None:
+                msg = "window='guided' scores sentences against the query: the vector store needs embeddings."
+                raise ValueError(msg)
+            return "guided"
+        shaped = shaped_here or {"before", "after"} & self.model_fields_set
+        guided = window is None and max_tokens is not None and not shaped and self.vectorstore.embeddings is not None
+        return "guided" if guided else "fixed"
 
     def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
         """The windows that fit the budget, if there is one."""
@@ -589,6 +718,31 @@ def _hits_for(budget: int, taken: list[_Hit], plan: _Plan, sizes: dict[str, int]
     counts = list(range(1, len(taken) + 1))
     last_needed = largest_fitting(counts, lambda n: size(n - 1) < budget)
     return len(taken) if last_needed is None else counts[last_needed]
+
+
+def _absorb(units: list[_Unit], hits: list[_Hit]) -> None:
+    """List in each unit every hit inside it, also those another hit's growth reached first."""
+    for unit in units:
+        inside = [h for h in hits if h.doc_id == unit.doc_id and unit.first <= h.index < unit.last]
+        listed = {h.index for h in unit.hits}
+        unit.hits = sorted([*unit.hits, *(h for h in inside if h.index not in listed)], key=lambda h: -h.score)
+
+
+def _seeds(hits: list[_Hit]) -> dict[Seed, _Hit]:
+    """Growth's seeds, in rank order.
+
+    A seed's relevance is a hit's score, reassigned in rank order (the best score to the
+    first hit, and so on): the ranking (dense, or fused with BM25) decides the order, the
+    scores the scale that neighbours' similarities are compared on.
+    """
+    scores = sorted((h.score for h in hits), reverse=True)
+    return {Seed(h.doc_id, h.index, h.n, s): h for h, s in zip(hits, scores, strict=True)}
+
+
+def _check_window(window: object) -> None:
+    if window not in (None, "guided", "fixed"):
+        msg = f"`window` must be 'guided', 'fixed' or None (guided when there is a budget), got {window!r}."
+        raise ValueError(msg)
 
 
 def _lexical_rows(prepared: list[Prepared]) -> list[tuple[str, str, list[str]]]:

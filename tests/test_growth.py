@@ -1,0 +1,85 @@
+"""Guided growth on its own: regions, the budget they hold, and where the budget goes."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from langchain_expand.growth import Position, Seed, Sentence, grow
+
+
+def cost(regions: list, sentences: dict[Position, Sentence], unknown: int) -> int:
+    return sum(
+        (sentences[(r.seed.doc_id, i)].tokens if (r.seed.doc_id, i) in sentences else unknown) + 1
+        for r in regions
+        for i in range(r.first, r.last)
+    )
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> tuple[list[Seed], dict[Position, Sentence], int, int | None, int]:
+    lengths = draw(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=3))
+    sentences: dict[Position, Sentence] = {}
+    for d, n in enumerate(lengths):
+        for i in range(n):
+            if i == 0 or draw(st.integers(min_value=0, max_value=9)) > 0:  # a tenth are not fetched yet
+                tokens = draw(st.integers(min_value=1, max_value=60))
+                sentences[(f"d{d}", i)] = Sentence(tokens, draw(st.floats(min_value=-1, max_value=1)))
+    positions = sorted(sentences)
+    chosen = draw(st.lists(st.sampled_from(positions), unique=True, min_size=1, max_size=8))
+    relevances = sorted(draw(st.lists(st.floats(0, 1), min_size=len(chosen), max_size=len(chosen))), reverse=True)
+    seeds = [Seed(d, i, lengths[int(d[1:])], r) for (d, i), r in zip(chosen, relevances, strict=True)]
+    target = draw(st.integers(min_value=1, max_value=2000))
+    max_units = draw(st.none() | st.integers(min_value=1, max_value=8))
+    radius = draw(st.integers(min_value=0, max_value=10))
+    return seeds, sentences, target, max_units, radius
+
+
+@settings(max_examples=300, deadline=None)
+@given(layouts())
+def test_regions_are_disjoint_runs_around_their_seeds_within_the_target(
+    layout: tuple[list[Seed], dict[Position, Sentence], int, int | None, int],
+) -> None:
+    seeds, sentences, target, max_units, radius = layout
+    growth = grow(seeds, sentences, target, max_units=max_units, max_radius=radius, unknown_tokens=15)
+    assert cost(growth.regions, sentences, 15) <= target
+    assert max_units is None or len(growth.regions) <= max_units
+    for region in growth.regions:
+        seed = region.seed
+        assert region.first <= seed.index < region.last <= seed.n
+        assert seed.index - region.first <= radius
+        assert region.last - 1 - seed.index <= radius
+    for a, b in itertools.combinations(growth.regions, 2):
+        assert a.seed.doc_id != b.seed.doc_id or a.last <= b.first or b.last <= a.first
+    taken = {(r.seed.doc_id, i) for r in growth.regions for i in range(r.first, r.last)}
+    assert set(growth.wanted) == taken - set(sentences)  # exactly the unknown sentences it used
+    assert list(growth.regions) == sorted(growth.regions, key=lambda r: seeds.index(r.seed))
+
+
+def test_a_window_grows_toward_its_relevant_side() -> None:
+    sentences = {("d", i): Sentence(10, 0.9 if i < 10 else 0.0) for i in range(21)}
+    (region,) = grow([Seed("d", 10, 21, 0.6)], sentences, target=77).regions
+    assert region.last - region.first == 7
+    assert 10 - region.first > region.last - 1 - 10  # more of the relevant (left) side
+
+
+def test_a_strong_hit_grows_to_its_radius_before_a_weak_hit_gets_its_sentence() -> None:
+    sentences = {(d, i): Sentence(10, 0.2) for d in "ab" for i in range(30)}
+    seeds = [Seed("a", 15, 30, 0.8), Seed("b", 15, 30, 0.3)]
+    strong, weak = grow(seeds, sentences, target=17 * 11 + 11, max_radius=8).regions
+    assert (strong.first, strong.last) == (7, 24)
+    assert (weak.first, weak.last) == (15, 16)
+
+
+def test_growth_reports_exhaustion_only_when_seeds_and_neighbours_run_out() -> None:
+    sentences = {("d", i): Sentence(10, 0.5) for i in range(3)}
+    assert grow([Seed("d", 1, 3, 0.5)], sentences, target=1000).exhausted  # 3 sentences, far from the target
+    assert not grow([Seed("d", 1, 3, 0.5)], sentences, target=23).exhausted  # 22 used, the third does not fit
+
+
+def test_unknown_neighbours_are_wanted_in_the_direction_of_growth() -> None:
+    sentences = {("d", 5): Sentence(10, 0.7)}
+    growth = grow([Seed("d", 5, 10, 0.7)], sentences, target=40, unknown_tokens=10)
+    assert growth.wanted == {("d", 4): -1, ("d", 6): 1}  # 11 + 2 x 11 = 33; a fourth would pass 40
