@@ -76,6 +76,21 @@ def test_budget_holds_for_any_units_and_separator(texts: list[str], budget: int,
     assert joined_tokens(kept, separator) <= budget
 
 
+def test_the_budget_holds_when_the_joined_count_exceeds_the_parts() -> None:
+    """Packing decides on the parts' counts; where joining costs more, the exact check settles it."""
+
+    def squared(text: str) -> int:  # joining two texts costs more than both alone
+        return len(text) ** 2 // 400
+
+    docs = [window(h, 2, 2) for h in (10, 40, 70, 100, 130)]
+    alone = sum(squared(d.page_content) for d in docs)
+    for budget in (alone // 4, alone // 2, alone):
+        kept, report = fit_to_budget(docs, budget, token_counter=squared)
+        assert kept
+        assert squared("\n\n".join(d.page_content for d in kept)) == report.used <= budget
+        assert report.kept + report.dropped == len(docs)
+
+
 def test_a_unit_that_does_not_fit_is_shrunk_from_its_edges_keeping_the_hit() -> None:
     doc = window(60, 4, 4)
     budget = COUNTER(doc.page_content) - 1
