@@ -7,12 +7,15 @@ sentences), not only its own document; only evidence in the query's gold documen
 
 Systems:
 
-- ``ours: hybrid, budget decides``: ``SentenceWindowRetriever.invoke(q, max_tokens=B)`` with
-  ``k=None``, ``merge=True`` and a ``LexicalIndex`` (BM25 fused with the dense ranking).
-- ``ours: budget decides``: the same, dense ranking only: hits in rank order until the budget
-  is full.
+- ``ours: hybrid, guided (default)``: ``SentenceWindowRetriever.invoke(q, max_tokens=B)`` as
+  shipped: ``k=None`` (the budget decides), a ``LexicalIndex`` (BM25 fused with the dense
+  ranking), windows grown toward the evidence, merged where they touch.
+- ``ours: hybrid, fixed windows``: the same with ``window="fixed"`` (2 sentences each side).
+- ``ours: dense, guided`` / ``ours: dense, fixed windows``: the dense ranking only.
 - ``ours: k=16 fixed``: 16 windows of 2 sentences each side | ``MergeOverlaps`` | ``FitToBudget``,
   the pipeline of the first version (the measurement from outside used k=16).
+- ``stock ParentDocumentRetriever``: LangChain's, set up as its documentation shows (2,000-char
+  parents, 400-char children), parents in the order of their best child.
 - ``chunks 200/400/800``: stock LangChain chunks (``RecursiveCharacterTextSplitter`` on tiktoken
   lengths, 10% overlap) on the same Chroma.
 - ``LlamaIndex`` (``SentenceWindowNodeParser`` + ``MetadataReplacementPostProcessor``) and
@@ -53,7 +56,7 @@ from langchain_expand import (
 HERE = Path(__file__).resolve().parent
 BUDGETS = [250, 500, 1000, 2000, 4000, 8000]
 COUNTER = TokenCounter()
-BEST = "ours: hybrid, budget decides"
+BEST = "ours: hybrid, guided (default)"
 
 Unit = tuple[str, int, int, str]  # doc_id, start, end, text
 Ranked = Callable[[str], list[Unit]]  # query -> units, best first
@@ -95,21 +98,60 @@ def build_ours(docs: list[dict], pool: int) -> tuple[dict[str, Budgeted], Callab
     retriever = hybrid.model_copy(update={"lexical": None})  # the same index, dense ranking only
     merge = MergeOverlaps()
 
-    def hybrid_budget(q: str, budget: int) -> list[Unit]:
+    def guided_hybrid(q: str, budget: int) -> list[Unit]:
         return as_units(hybrid.invoke(q, max_tokens=budget))
 
-    def budget_decides(q: str, budget: int) -> list[Unit]:
+    def fixed_hybrid(q: str, budget: int) -> list[Unit]:
+        return as_units(hybrid.invoke(q, max_tokens=budget, window="fixed"))
+
+    def guided_dense(q: str, budget: int) -> list[Unit]:
         return as_units(retriever.invoke(q, max_tokens=budget))
 
+    def fixed_dense(q: str, budget: int) -> list[Unit]:
+        return as_units(retriever.invoke(q, max_tokens=budget, window="fixed"))
+
     def fixed(q: str, budget: int) -> list[Unit]:
-        windows = retriever.invoke(q, k=16, merge=False)
+        windows = retriever.invoke(q, k=16, merge=False, window="fixed")
         return as_units(FitToBudget(max_tokens=budget).invoke(merge.invoke(windows)))
 
     def raw(q: str) -> object:
         return store.similarity_search(q, k=16)
 
-    systems = {"ours: hybrid, budget decides": hybrid_budget, "ours: budget decides": budget_decides}
-    return {**systems, "ours: k=16 fixed": fixed}, raw
+    systems = {
+        BEST: guided_hybrid,
+        "ours: hybrid, fixed windows": fixed_hybrid,
+        "ours: dense, guided": guided_dense,
+        "ours: dense, fixed windows": fixed_dense,
+        "ours: k=16 fixed": fixed,
+    }
+    return systems, raw
+
+
+def build_stock_parents(docs: list[dict], pool: int) -> Ranked:
+    """LangChain's ``ParentDocumentRetriever`` as its documentation sets it up: 2,000-char
+    parents, 400-char children, on the same Chroma; parents in the order of their best child."""
+    from langchain_classic.retrievers import ParentDocumentRetriever
+    from langchain_core.stores import InMemoryStore
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    retriever = ParentDocumentRetriever(
+        vectorstore=chroma_store("stock-parents", persist_directory=tempfile.mkdtemp()),
+        docstore=InMemoryStore(),
+        child_splitter=RecursiveCharacterTextSplitter(chunk_size=400),
+        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=2000, add_start_index=True),
+        search_kwargs={"k": 4 * pool},
+    )
+    retriever.add_documents([Document(d["text"], metadata={"doc_id": d["doc_id"]}) for d in docs])
+
+    def ranked(q: str) -> list[Unit]:
+        found = retriever.invoke(q)[:pool]
+        return [
+            (d.metadata["doc_id"], start, start + len(d.page_content), d.page_content)
+            for d in found
+            for start in [d.metadata["start_index"]]
+        ]
+
+    return ranked
 
 
 def build_chunks(docs: list[dict], size: int, pool: int) -> Ranked:
@@ -175,6 +217,7 @@ def run_corpus(name: str, args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     budgeted, raw = build_ours(docs, args.pool)
     ranked: dict[str, Ranked] = {f"chunks {n}": build_chunks(docs, n, args.pool) for n in (200, 400, 800)}
+    ranked["stock ParentDocumentRetriever"] = build_stock_parents(docs, args.pool)
     if not args.no_peers:
         ranked.update(build_peers(docs, args.pool))
     built = time.perf_counter() - started

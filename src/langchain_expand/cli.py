@@ -119,7 +119,9 @@ def _query(args: argparse.Namespace) -> int:
     docs: list[Document]
     if args.mode == "parent":
         window_only = [
-            flag for flag, value in (("--before", args.before), ("--after", args.after)) if value is not None
+            flag
+            for flag, value in (("--before", args.before), ("--after", args.after), ("--window", args.window))
+            if value is not None
         ]
         if args.merge is not None:
             window_only.append("--merge" if args.merge else "--no-merge")
@@ -142,6 +144,7 @@ def _query(args: argparse.Namespace) -> int:
             after=args.after,
             merge=True if args.merge is None else args.merge,
             max_tokens=args.budget,
+            window=args.window,
         )
     _print_units(args.question, docs, args.format == "json")
     return 0
@@ -177,8 +180,8 @@ def _demo(args: argparse.Namespace) -> int:
     retriever.add_documents(docs)
     print(f"Indexed {len(docs)} documents (3 meetings, 1 manual) into {args.home / 'chroma'}.")
     print(
-        f"Each answer: merged windows (2 sentences either side of each hit) of the best hits, dense and BM25 "
-        f"fused, as many as {DEMO_BUDGET} tokens hold (cl100k_base)."
+        f"Each answer: the best hits (dense and BM25 fused), each window grown toward the evidence around it, "
+        f"merged where they touch, until {DEMO_BUDGET} tokens (cl100k_base) are full."
     )
     for question in DEMO_QUESTIONS:
         _print_units(question, retriever.invoke(question, max_tokens=DEMO_BUDGET, merge=True), as_json=False)
@@ -274,6 +277,12 @@ def _parser() -> argparse.ArgumentParser:
         "--before", type=int, help=f"window mode: sentences before each hit (default: {windows['before']})"
     )
     query.add_argument("--after", type=int, help=f"window mode: sentences after each hit (default: {windows['after']})")
+    query.add_argument(
+        "--window",
+        choices=["guided", "fixed"],
+        help="window mode: guided windows grow toward the evidence until --budget is full; fixed ones are "
+        "--before/--after around each hit (default: guided with --budget and no --before/--after, else fixed)",
+    )
     query.add_argument(
         "--merge",
         action=argparse.BooleanOptionalAction,
