@@ -4,6 +4,9 @@
   merged, at 250 / 1,000 / 4,000 tokens, 40 queries (seed 7), the corpus's whole collection.
 - ``python explore.py radius CORPUS DOCS``: radius 1-4 and gap-bridging merges, on the first
   ``DOCS`` documents that have queries, 30 queries (seed 7), at 500 / 2,000 / 4,000 tokens.
+- ``python explore.py guided CORPUS``: fixed radius-2 windows against guided growth and its
+  settings (decay, similarity weight, radius), hybrid ranking, budget-driven, at 250 / 1,000 /
+  4,000 tokens, 40 queries (seed 7), the corpus's whole collection (QMSum: 5 meetings).
 
 Reads ../shared/data. These are the development checks quoted in README.md; ``evidence.py``
 is the full comparison.
@@ -28,10 +31,10 @@ def sample(name: str, docs_limit: int | None, n: int) -> tuple[list[dict], list[
     return docs, random.Random(7).sample(mine, min(n, len(mine)))
 
 
-def recall(retriever: SentenceWindowRetriever, queries: list[dict], budget: int) -> float:
+def recall(retriever: SentenceWindowRetriever, queries: list[dict], budget: int, **call: object) -> float:
     total = 0.0
     for q in queries:
-        units = retriever.invoke(q["query"], max_tokens=budget)
+        units = retriever.invoke(q["query"], max_tokens=budget, **call)
         spans = [
             (u.metadata["start_index"], u.metadata["end_index"]) for u in units if u.metadata["doc_id"] == q["doc_id"]
         ]
@@ -39,9 +42,36 @@ def recall(retriever: SentenceWindowRetriever, queries: list[dict], budget: int)
     return round(total / len(queries), 3)
 
 
+def guided(name: str) -> None:
+    from langchain_expand import growth
+
+    docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
+    retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
+    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    variants: list[tuple[str, dict, dict]] = [
+        ("fixed radius 2", {"window": "fixed"}, {}),
+        ("guided (shipped)", {}, {}),
+        ("guided, decay 0.9", {}, {"DECAY": 0.9}),
+        ("guided, decay 0.98", {}, {"DECAY": 0.98}),
+        ("guided, similarity weight 0", {}, {"SIMILARITY_WEIGHT": 0.0}),
+        ("guided, similarity weight 0.5", {}, {"SIMILARITY_WEIGHT": 0.5}),
+        ("guided, radius 4", {}, {"MAX_RADIUS": 4}),
+        ("guided, radius 16", {}, {"MAX_RADIUS": 16}),
+    ]
+    shipped = {k: getattr(growth, k) for k in ("DECAY", "SIMILARITY_WEIGHT")}
+    for label, call, settings in variants:
+        radius = settings.pop("MAX_RADIUS", growth.MAX_RADIUS)
+        for key, value in {**shipped, **settings}.items():
+            setattr(growth, key, value)
+        tried = retriever.model_copy(update={"max_radius": radius})
+        print(name, label, *[recall(tried, queries, budget, **call) for budget in (250, 1000, 4000)], flush=True)
+
+
 def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
-    if mode == "hybrid":
+    if mode == "guided":
+        guided(name)
+    elif mode == "hybrid":
         docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
         hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
         hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])

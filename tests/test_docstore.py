@@ -55,6 +55,14 @@ def test_prefix_keys_treat_wildcards_literally(tmp_path: Path) -> None:
     assert list(store.yield_keys(prefix="a%")) == ["a%b"]
 
 
+def test_prefix_keys_are_case_sensitive_so_one_documents_parents_never_list_anothers(tmp_path: Path) -> None:
+    store = SQLDocStore(f"sqlite:///{tmp_path}/s.sqlite")
+    store.mset([(k, Document(k)) for k in ("Report.p0", "report.p0", "REPORT.p1")])
+    assert list(store.yield_keys(prefix="Report.")) == ["Report.p0"]
+    store.mdelete(list(store.yield_keys(prefix="Report.")))
+    assert sorted(store.yield_keys()) == ["REPORT.p1", "report.p0"]  # SQLite's LIKE would have matched these
+
+
 def test_unserialisable_metadata_is_a_clear_error(tmp_path: Path) -> None:
     store = SQLDocStore(f"sqlite:///{tmp_path}/s.sqlite")
     with pytest.raises(ValueError, match="Document 'bad': its metadata is not JSON-serialisable"):

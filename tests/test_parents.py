@@ -177,6 +177,17 @@ def test_readding_replaces_parents_and_leaves_no_orphans(make_parents: Make) -> 
     assert retriever.vectorstore.get_by_ids(["doc.p0::0"]) == []
 
 
+def test_new_metadata_on_the_same_text_is_served_and_filtered_on(make_parents: Make) -> None:
+    retriever = make_parents(k=1)
+    text = "## Plan\nThe launch plan moves to March. Budget approved by the board."
+    retriever.add_documents([Document(text, id="plan", metadata={"acl": "public"})])
+    retriever.add_documents([Document(text, id="plan", metadata={"acl": "secret"})])
+    (parent,) = retriever.invoke("when is the launch")
+    assert parent.metadata["acl"] == "secret"
+    assert retriever.invoke("when is the launch", filter={"acl": "secret"})
+    assert not retriever.invoke("when is the launch", filter={"acl": "public"})
+
+
 def test_a_parent_missing_from_the_docstore_is_skipped_with_a_log(
     make_parents: Make, caplog: pytest.LogCaptureFixture
 ) -> None:

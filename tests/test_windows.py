@@ -145,6 +145,17 @@ def test_re_adding_unchanged_documents_embeds_nothing(make_retriever: Make, coun
     assert counting.documents_embedded == before
 
 
+def test_new_metadata_on_the_same_text_is_served_and_filtered_on(make_retriever: Make) -> None:
+    retriever = make_retriever(k=1)
+    text = "The launch plan moves to March. The budget was approved by the board."
+    retriever.add_documents([Document(text, id="plan", metadata={"acl": "public"})])
+    retriever.add_documents([Document(text, id="plan", metadata={"acl": "secret"})])
+    (window,) = retriever.invoke("when is the launch")
+    assert window.metadata["acl"] == "secret"
+    assert retriever.invoke("when is the launch", filter={"acl": "secret"})
+    assert not retriever.invoke("when is the launch", filter={"acl": "public"})
+
+
 def test_document_ids_come_from_ids_then_document_id_then_content(make_retriever: Make) -> None:
     retriever = make_retriever()
     ids = retriever.add_documents(

@@ -96,14 +96,15 @@ class SQLDocStore(BaseStore[str, Document]):
             conn.execute(self._table.delete().where(self._table.c.key.in_(list(keys))))
 
     def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
-        """Every key, or those starting with ``prefix``."""
+        """Every key, or those starting with ``prefix`` (case-sensitively, ``%`` and ``_`` literal)."""
         query = sa.select(self._table.c.key)
         if prefix:
             escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             query = query.where(self._table.c.key.like(f"{escaped}%", escape="\\"))
         with self._engine.connect() as conn:
             for row in conn.execute(query):
-                yield row.key
+                if prefix is None or row.key.startswith(prefix):  # LIKE ignores case in SQLite
+                    yield row.key
 
 
 def _upsert(table: sa.Table, dialect: str) -> sa.Executable | None:

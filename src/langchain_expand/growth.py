@@ -98,8 +98,8 @@ def grow(
     *,
     max_units: int | None = None,
     max_radius: int = MAX_RADIUS,
-    decay: float = DECAY,
-    similarity_weight: float = SIMILARITY_WEIGHT,
+    decay: float | None = None,
+    similarity_weight: float | None = None,
     unknown_tokens: int = 15,
 ) -> Growth:
     """Grow regions from ``seeds`` until their sentences hold ``target`` tokens.
@@ -120,10 +120,13 @@ def grow(
         max_units: At most this many regions; later seeds are skipped and the budget goes
             to growing the regions already taken.
         max_radius: A region reaches at most this far from its seed, on each side.
-        decay: The closeness prior's factor per sentence of distance.
-        similarity_weight: The weight of a neighbour's own similarity in its priority.
+        decay: The closeness prior's factor per sentence of distance; ``DECAY`` if None.
+        similarity_weight: The weight of a neighbour's own similarity in its priority;
+            ``SIMILARITY_WEIGHT`` if None.
         unknown_tokens: The size assumed for a sentence not known yet.
     """
+    decay = DECAY if decay is None else decay
+    weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
     order = itertools.count()
     # (-priority, tiebreak, seed number, index, distance, similarity of the sentence it grew from)
     heap: list[tuple[float, int, int, int, int, float]] = []
@@ -160,8 +163,7 @@ def grow(
             if 0 <= nearby < seed.n and abs(nearby - seed.index) <= max_radius and (seed.doc_id, nearby) not in owner:
                 ahead = sentences.get((seed.doc_id, nearby))
                 guess = ahead.similarity if ahead is not None else similarity
-                prior = (1 - similarity_weight) * seed.relevance * decay ** (distance + 1)
-                priority = similarity_weight * guess + prior
+                priority = weight * guess + (1 - weight) * seed.relevance * decay ** (distance + 1)
                 heapq.heappush(heap, (-priority, next(order), number, nearby, distance + 1, similarity))
     growth.exhausted = not heap and used < FULL * target
     growth.regions = [regions[number] for number in sorted(regions)]

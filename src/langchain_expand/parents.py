@@ -28,7 +28,14 @@ from langchain_expand.budget import fit_to_budget, trim
 from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.docstore import SQLDocStore
 from langchain_expand.ranges import grow, largest_fitting
-from langchain_expand.records import decode_metadata, document_ids, encode_metadata, revision, unit_id
+from langchain_expand.records import (
+    decode_metadata,
+    document_ids,
+    encode_metadata,
+    metadata_fingerprint,
+    revision,
+    unit_id,
+)
 from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter, StructureSplitter, located_parents
 from langchain_expand.sections import locate as locate_chunks
 from langchain_expand.sentences import SentenceSplitter, Span
@@ -199,7 +206,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         if not isinstance(doc.page_content, str) or not doc.page_content.strip():
             msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
             raise ValueError(msg)
-        rev = revision(doc.page_content, self.parent_splitter, self.child_splitter)
+        rev = revision(doc.page_content, self.parent_splitter, self.child_splitter, metadata_fingerprint(doc.metadata))
         parents: list[tuple[str, Document]] = []
         children: list[tuple[str, Document]] = []
         doc_parents = self._parents_of(doc, doc_id)

@@ -46,6 +46,15 @@ def revision(text: str, *settings: object) -> str:
     return hashlib.sha256((text + "\x00" + salt).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def metadata_fingerprint(metadata: Mapping[str, Any]) -> str:
+    """The metadata as canonical JSON, so a revision changes when any of it does.
+
+    Records carry their document's metadata (filters read it), so new metadata under the same
+    text is a new version: without this, ``add_documents`` would keep serving the old values.
+    """
+    return json.dumps(metadata, sort_keys=True, default=repr, ensure_ascii=False)
+
+
 def fingerprint(obj: object) -> str:
     """A stable description of a splitter's settings (its type and plain attributes)."""
     if obj is None:

@@ -27,7 +27,14 @@ from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch,
 from langchain_expand.growth import MAX_RADIUS, Position, Seed, Sentence, grow
 from langchain_expand.lexical import LexicalIndex, fuse
 from langchain_expand.ranges import largest_fitting, window_bounds
-from langchain_expand.records import decode_metadata, document_ids, encode_metadata, revision, unit_id
+from langchain_expand.records import (
+    decode_metadata,
+    document_ids,
+    encode_metadata,
+    metadata_fingerprint,
+    revision,
+    unit_id,
+)
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.tokens import TokenCounter, count_many
 from langchain_expand.units import (
@@ -318,8 +325,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         spans = _checked_spans(self.splitter(text), len(text), doc_id)
         if self.max_sentence_tokens is not None:
             self._check_sentence_sizes(text, spans, doc_id)
-        rev = revision(text, self.splitter)
         base = encode_metadata(doc.metadata, doc_id)
+        rev = revision(text, self.splitter, metadata_fingerprint(base))
         n = len(spans)
         records = []
         for i, (start, end) in enumerate(spans):
