@@ -76,6 +76,17 @@ def test_budget_holds_for_any_units_and_separator(texts: list[str], budget: int,
     assert joined_tokens(kept, separator) <= budget
 
 
+def test_the_budget_holds_when_the_formatter_prints_the_metadata_it_adds() -> None:
+    def with_metadata(docs: list[Document]) -> str:
+        return "\n\n".join(f"{d.metadata}\n{d.page_content}" for d in docs)
+
+    docs = [window(h, 1, 1) for h in (10, 40, 70)]
+    for budget in range(150, 1500, 50):
+        kept, report = fit_to_budget(docs, budget, formatter=with_metadata)
+        assert COUNTER(with_metadata(kept)) <= budget
+        assert report.used == COUNTER(with_metadata(kept))  # the report counts what is printed
+
+
 def test_the_budget_holds_when_the_joined_count_exceeds_the_parts() -> None:
     """Packing decides on the parts' counts; where joining costs more, the exact check settles it."""
 

@@ -187,15 +187,36 @@ def fit_to_budget(
             limit,
         )
     report = BudgetReport(limit, size(render(final)), len(final), truncated, dropped)
-    stamped = [
-        Document(
-            page_content=d.page_content,
-            metadata={TRUNCATED: False, **d.metadata, BUDGET: report.as_dict()},
-            id=d.id,
-        )
-        for d in final
-    ]
+    stamped = _stamped(final, report)
+    settling = _SETTLE_ROUNDS
+    while formatter is not None:
+        # A formatter may print the metadata stamped here: count what it prints, not the units before.
+        printed = size(render(stamped))
+        if printed > limit:  # the budget holds whatever it costs
+            ordered.remove(max(ordered, key=lambda item: item[0]))
+            final = [d for _, d in ordered]
+            report = BudgetReport(limit, size(render(final)), len(final), truncated, report.dropped + 1)
+        elif printed != report.used and settling:  # the report prints its own count: settle it
+            settling -= 1
+            report = BudgetReport(limit, printed, len(final), truncated, report.dropped)
+        else:
+            break
+        stamped = _stamped(final, report)
     return stamped, report
+
+
+_SETTLE_ROUNDS = 8
+"""How often the stamped units are recounted when a formatter prints their metadata."""
+
+
+def _stamped(units: list[Document], report: BudgetReport) -> list[Document]:
+    """The kept units with ``truncated`` and the ``budget`` report in their metadata."""
+    return [
+        Document(
+            page_content=d.page_content, metadata={TRUNCATED: False, **d.metadata, BUDGET: report.as_dict()}, id=d.id
+        )
+        for d in units
+    ]
 
 
 Packed = list[tuple[int, Document]]
