@@ -55,6 +55,24 @@ def test_adjacent_windows_merge_only_with_a_gap_and_a_source() -> None:
     assert merged.page_content == SOURCE[merged.metadata["start_index"] : merged.metadata["end_index"]]
 
 
+def test_a_merged_gap_keeps_one_sentence_per_span_position_so_fitting_keeps_the_hit() -> None:
+    from langchain_expand import FitToBudget
+
+    far, near = window(6, 1, 1, score=0.9), window(2, 1, 1, score=0.5)  # [5, 8) and [1, 4): sentence 4 between
+    (merged,) = merge_overlaps([far, near], gap=1, source={"m": SOURCE}.__getitem__)
+    assert merged.metadata["span"] == [1, 8]
+    assert merged.metadata["sentences"] == [list(s) for s in SENTENCES[1:8]]
+    for budget in range(8, 200, 4):
+        kept = FitToBudget(max_tokens=budget).invoke([merged])
+        for unit in kept:
+            m = unit.metadata
+            first, last = m["span"]
+            assert first <= m["hit"] < last
+            assert unit.page_content == SOURCE[m["start_index"] : m["end_index"]]
+            assert SENTENCES[m["hit"]][0] >= m["start_index"]
+            assert SENTENCES[m["hit"]][1] <= m["end_index"]  # the hit's own text is inside
+
+
 def test_units_without_offsets_pass_through_untouched() -> None:
     plain = Document("no offsets here")
     assert merge_overlaps([plain, window(10, 1, 1)])[0] is plain

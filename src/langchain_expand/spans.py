@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.runnables import RunnableLambda
 
+from langchain_expand.sentences import SentenceSplitter
 from langchain_expand.tokens import TokenCounter
 from langchain_expand.units import DOC_ID, END, HIT, HITS, SCORE, SENTENCES, SPAN, START, TOKENS, located
 
@@ -114,6 +115,7 @@ def _union(by_position: list[Document], by_rank: list[Document], source: SourceT
     doc_id = first.metadata[DOC_ID]
     parts = [first.page_content]
     end = first.metadata[END]
+    bridged: list[tuple[int, str]] = []  # (char offset, text) of each gap filled in
     for doc in by_position[1:]:
         start, stop = doc.metadata[START], doc.metadata[END]
         if start > end:
@@ -123,7 +125,8 @@ def _union(by_position: list[Document], by_rank: list[Document], source: SourceT
                     "between them: pass `source=` (a function from document id to its text)."
                 )
                 raise ValueError(msg)
-            parts.append(source(doc_id)[end:start])
+            bridged.append((end, source(doc_id)[end:start]))
+            parts.append(bridged[-1][1])
             parts.append(doc.page_content)
         elif stop > end:
             parts.append(doc.page_content[end - start :])
@@ -143,7 +146,13 @@ def _union(by_position: list[Document], by_rank: list[Document], source: SourceT
         ]
     if all(SENTENCES in d.metadata for d in by_position):
         seen = {tuple(s) for d in by_position for s in d.metadata[SENTENCES]}
+        seen.update((start + a, start + b) for start, text in bridged for a, b in SentenceSplitter()(text))
         metadata[SENTENCES] = [list(s) for s in sorted(seen)]
+        span = metadata.get(SPAN)
+        if span is not None and len(seen) != span[1] - span[0]:
+            # The gap did not split into the sentences its span counts (another splitter indexed
+            # it): without a one-to-one map, FitToBudget must not cut this unit by sentence.
+            del metadata[SENTENCES]
     return Document(page_content="".join(parts), metadata=metadata, id=best.id)
 
 
