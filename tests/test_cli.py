@@ -124,6 +124,39 @@ def test_jsonl_rows_stream_and_bad_rows_name_their_line(tmp_path: Path) -> None:
         next(rows)
 
 
+def test_a_repeated_document_id_is_an_error_naming_both_lines_and_replaces_nothing(tmp_path: Path) -> None:
+    from langchain_expand.corpus import read_corpus
+
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text(
+        '{"doc_id": 1, "text": "First."}\n{"doc_id": "2", "text": "Two."}\n{"doc_id": "1", "text": "X."}\n'
+    )
+    rows = read_corpus([corpus])
+    assert [next(rows).id, next(rows).id] == ["1", "2"]
+    with pytest.raises(
+        ValueError, match=r"docs.jsonl:3: doc_id '1' repeats the id of .*docs.jsonl:1 \(ids compare as text"
+    ):
+        next(rows)
+
+
+@pytest.mark.integration
+def test_the_cli_stops_at_a_repeated_id_across_batches_and_keeps_the_first(tmp_path: Path) -> None:
+    corpus = tmp_path / "docs.jsonl"
+    rows = [{"doc_id": 1, "text": "The cat sat on the mat."}, {"doc_id": 2, "text": "Dogs bark."}]
+    rows.append({"doc_id": "1", "text": "A replacement that must not land."})
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["--home", str(tmp_path), "index", str(corpus), "--batch-docs", "1"])
+    assert code == 2
+    assert "doc_id '1' repeats the id of" in err.getvalue()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        main(["--home", str(tmp_path), "query", "where did the cat sit", "--k", "1", "--format", "json"])
+    (result,) = json.loads(out.getvalue())["results"]
+    assert result["page_content"] == "The cat sat on the mat."
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

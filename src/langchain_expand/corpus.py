@@ -31,14 +31,31 @@ def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
     their ``doc_id`` and their ``sections`` (as metadata, for ``SectionSplitter``).
 
     Raises:
-        ValueError: For a file that is not UTF-8 text, or a malformed JSON Lines row,
-            naming the file (and line) and the fix.
+        ValueError: For a file that is not UTF-8 text, a malformed JSON Lines row, or a
+            document id seen before (ids compare as text: ``1`` and ``"1"`` are one id),
+            naming the file (and line) and the fix. Raised before that document is yielded,
+            so nothing already indexed is replaced.
     """
+    seen: dict[str, str] = {}
+    for origin, doc in _documents(paths):
+        first = seen.setdefault(str(doc.id), origin)
+        if first != origin:
+            msg = (
+                f"{origin}: doc_id {doc.id!r} repeats the id of {first} (ids compare as text, so 1 and "
+                '"1" are one id). Give each document its own doc_id; the documents before this one '
+                "are indexed and none was replaced."
+            )
+            raise ValueError(msg)
+        yield doc
+
+
+def _documents(paths: Sequence[Path | str]) -> Iterator[tuple[str, Document]]:
+    """Each document with where it came from (``path`` or ``path:line``)."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
-            yield from read_corpus([p for p in files if not _is_query_file(p)])
+            yield from _documents([p for p in files if not _is_query_file(p)])
         elif path.suffix == ".jsonl":
             yield from _jsonl(path)
         elif not path.exists():
@@ -48,7 +65,7 @@ def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
             meta: dict[str, object] = {SOURCE: str(path)}
             if path.suffix == ".md":
                 meta["format"] = "markdown"
-            yield Document(_text(path), id=str(path), metadata=meta)
+            yield str(path), Document(_text(path), id=str(path), metadata=meta)
 
 
 def read_queries(path: Path | str) -> list[dict[str, object]]:
@@ -117,11 +134,11 @@ def _row(path: Path, line_no: int, line: str) -> dict[str, object]:
     return row
 
 
-def _jsonl(path: Path) -> Iterator[Document]:
+def _jsonl(path: Path) -> Iterator[tuple[str, Document]]:
     for line_no, row in _rows(path):
         text = row.get("text")
         if not isinstance(row.get(DOC_ID), str | int) or not isinstance(text, str):
             msg = f"{path}:{line_no}: a document row needs 'doc_id' and a 'text' string."
             raise ValueError(msg)
         meta = {k: v for k, v in row.items() if k not in {DOC_ID, "text"}}
-        yield Document(text, id=str(row[DOC_ID]), metadata={SOURCE: str(path), **meta})
+        yield f"{path}:{line_no}", Document(text, id=str(row[DOC_ID]), metadata={SOURCE: str(path), **meta})
