@@ -156,6 +156,24 @@ def test_new_metadata_on_the_same_text_is_served_and_filtered_on(make_retriever:
     assert not retriever.invoke("when is the launch", filter={"acl": "public"})
 
 
+@pytest.mark.parametrize("edit", ["same length", "longer"])
+def test_re_adding_the_committed_version_after_an_interrupted_update_repairs_it(
+    make_retriever: Make, caplog: pytest.LogCaptureFixture, edit: str
+) -> None:
+    retriever = make_retriever(k=1)
+    v1 = Document("The price is ten dollars. It ships in May. Blue is the colour. Returns are free.", id="doc")
+    text = v1.page_content.replace("ten", "ninety-nine").replace("May", "June")
+    v2 = Document(text + (" A new sentence. And another." if edit == "longer" else ""), id="doc")
+    retriever.add_documents([v1])
+    retriever._layout().write_body([retriever._prepare(v2, "doc")])  # a kill here: v2's body under v1's head
+    retriever.add_documents([v1])  # the edit is reverted, or the job replays the last good state
+    with caplog.at_level("WARNING"):
+        (window,) = retriever.invoke("what is the price", before=5, after=5)
+    assert window.page_content == v1.page_content
+    assert "Skipping" not in caplog.text
+    assert retriever.vectorstore._collection.count() == 4  # type: ignore[attr-defined]
+
+
 def test_document_ids_come_from_ids_then_document_id_then_content(make_retriever: Make) -> None:
     retriever = make_retriever()
     ids = retriever.add_documents(

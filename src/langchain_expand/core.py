@@ -286,6 +286,13 @@ class Layout(Protocol):
         """Every id and key stored for ``doc_ids``, committed or left by an interrupted run."""
         ...
 
+    def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
+        """Of documents whose head reads as current, those whose other units do not all match it.
+
+        That is an update interrupted after its body was written, or two writers of one id.
+        """
+        ...
+
     def write_body(self, todo: list[Prepared]) -> None:
         """Write everything of ``todo`` except each document's head."""
         ...
@@ -302,10 +309,15 @@ class Layout(Protocol):
 def index(layout: Layout, prepared: list[Prepared]) -> None:
     """Store ``prepared`` so that an interruption at any point is repaired by a re-run.
 
-    Documents whose head already reads as their version are skipped (nothing re-embedded).
+    Documents whose head already reads as their version, and whose other units all match it,
+    are skipped (nothing re-embedded). One whose units do not (an update interrupted after
+    its body was written, then the committed version added again; or two writers of one id)
+    is written again whole.
     """
     heads = layout.heads([p.doc_id for p in prepared])
-    todo = [p for p in prepared if heads.get(p.doc_id) != p.version]
+    current = [p.doc_id for p in prepared if heads.get(p.doc_id) == p.version]
+    unsettled = layout.unsettled(current, heads) if current else set()
+    todo = [p for p in prepared if heads.get(p.doc_id) != p.version or p.doc_id in unsettled]
     if not todo:
         return
     old = layout.stored([p.doc_id for p in todo], heads)

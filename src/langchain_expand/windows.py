@@ -679,6 +679,27 @@ class _SentenceLayout:
         ids = [unit_id(d, i) for d in doc_ids for i in range(known.get(d, 0))]
         return Stored(vector_ids=ids + self._probe(doc_ids, known))
 
+    def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
+        """Documents with a sentence missing, of another version than their head, or past its count.
+
+        Reads the sentences' metadata, in batches; embeds nothing.
+        """
+        committed: dict[str, tuple[object, int]] = {}
+        for d in doc_ids:
+            head = heads.get(d)
+            if isinstance(head, tuple):
+                committed[d] = (head[0], int(head[1]))
+        ids = [unit_id(d, i) for d, (_, n) in committed.items() for i in range(1, n)]
+        revs = {
+            r.id: r.metadata.get(STORED_REV)
+            for chunk in core.batched(ids, self.batch_size)
+            for r in _fetch(self.store, list(chunk))
+        }
+        bad = {d for d, (rev, n) in committed.items() if any(revs.get(unit_id(d, i)) != rev for i in range(1, n))}
+        rest = [d for d in committed if d not in bad]
+        beyond = {i.rsplit("::", 1)[0] for i in self._probe(rest, {d: committed[d][1] for d in rest})}
+        return bad | beyond
+
     def _probe(self, doc_ids: list[str], start: dict[str, int]) -> list[str]:
         """Ids past each document's committed end that an interrupted run left behind."""
         found: list[str] = []
