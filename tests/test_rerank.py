@@ -132,3 +132,10 @@ def test_a_retriever_that_cannot_expand_is_refused(minilm: Embeddings) -> None:
 def test_top_n_above_fetch_k_is_refused(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
     with pytest.raises(ValueError, match="Need 1 <= `top_n` <= `fetch_k`"):
         RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=2, top_n=3)
+
+
+def test_an_unknown_argument_is_refused_naming_the_closest(
+    qmsum_index: SentenceWindowRetriever, minilm: Embeddings
+) -> None:
+    with pytest.raises(ValueError, match=r"unknown argument `top_k`\. Did you mean `top_n`"):
+        RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), top_k=3)

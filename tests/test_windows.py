@@ -145,6 +145,15 @@ def test_re_adding_unchanged_documents_embeds_nothing(make_retriever: Make, coun
     assert counting.documents_embedded == before
 
 
+def test_search_kwargs_mean_what_they_mean_in_langchain(make_retriever: Make) -> None:
+    retriever = make_retriever(search_kwargs={"k": 1, "filter": {"source": "b.md"}})
+    assert (retriever.k, retriever.filter) == (1, {"source": "b.md"})
+    text = "The router reboots at night. Its lights blink twice. Nobody knows why."
+    retriever.add_documents([Document(text, id=n, metadata={"source": f"{n}.md"}) for n in "ab"])
+    (window,) = retriever.invoke("why does the router reboot")
+    assert window.metadata["source"] == "b.md"
+
+
 def test_new_metadata_on_the_same_text_is_served_and_filtered_on(make_retriever: Make) -> None:
     retriever = make_retriever(k=1)
     text = "The launch plan moves to March. The budget was approved by the board."
@@ -255,6 +264,9 @@ def test_window_size_follows_the_formula_on_punctuated_text(make_retriever: Make
         ({"after": -3}, "`after` must be an integer >= 0, got -3"),
         ({"batch_size": 0}, "`batch_size` must be a positive integer, got 0"),
         ({"max_tokens": 0}, "`max_tokens` must be a positive integer or None \\(no limit\\), got 0"),
+        ({"befor": 3}, "got an unknown argument `befor`. Did you mean `before`\\?"),
+        ({"search_kwargs": {"fetch_k": 20}}, "search_kwargs key `fetch_k` has no meaning here"),
+        ({"k": 3, "search_kwargs": {"k": 2}}, "`k` is given twice, as `k=3` and in search_kwargs"),
     ],
 )
 def test_bad_parameters_fail_when_the_retriever_is_built(make_retriever: Make, params: dict, message: str) -> None:

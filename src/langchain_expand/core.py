@@ -21,7 +21,8 @@ native async I/O, so a thread is what an async call would cost anyway.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Sequence
+import difflib
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -43,8 +44,10 @@ __all__ = [
     "check_positive",
     "check_query",
     "delete",
+    "from_search_kwargs",
     "index",
     "overfetch",
+    "reject_unknown",
     "with_vectors",
 ]
 
@@ -56,6 +59,41 @@ T = TypeVar("T")
 
 
 # -- parameter rules ----------------------------------------------------------------------
+
+
+def reject_unknown(owner: str, given: dict[str, Any], known: Iterable[str]) -> None:
+    """A typo (``befor=3``) is an error naming the closest valid argument, not a silent default."""
+    valid = sorted(known)
+    for name in given:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" Did you mean `{close[0]}`?" if close else f" Valid arguments: {', '.join(valid)}."
+            msg = f"{owner} got an unknown argument `{name}`.{hint}"
+            raise ValueError(msg)
+
+
+def from_search_kwargs(owner: str, given: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
+    """LangChain's ``search_kwargs={...}`` turned into this library's own arguments.
+
+    Each key maps to one argument (``mapping``); a key with no meaning here, or given both
+    ways, is an error that says so.
+    """
+    if "search_kwargs" not in given:
+        return given
+    out = {k: v for k, v in given.items() if k != "search_kwargs"}
+    for key, value in (given["search_kwargs"] or {}).items():
+        if key not in mapping:
+            msg = (
+                f"{owner}: search_kwargs key `{key}` has no meaning here; it accepts "
+                f"{', '.join(f'`{k}`' for k in mapping)} (mapped to {', '.join(sorted(set(mapping.values())))})."
+            )
+            raise ValueError(msg)
+        name = mapping[key]
+        if name in out and out[name] != value:
+            msg = f"{owner}: `{name}` is given twice, as `{name}={out[name]!r}` and in search_kwargs; give it once."
+            raise ValueError(msg)
+        out[name] = value
+    return out
 
 
 def check_query(query: str) -> None:

@@ -19,9 +19,9 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
-from pydantic import ConfigDict
+from pydantic import ConfigDict, model_validator
 
-from langchain_expand.core import AsyncQueryByThread, check_positive
+from langchain_expand.core import AsyncQueryByThread, check_positive, reject_unknown
 from langchain_expand.units import RELEVANCE_SCORE, RERANK_SCORE
 
 __all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "rerank", "rerank_then_expand_chain"]
@@ -118,6 +118,14 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
     """Matches kept after reranking, each then expanded. None (the default): every match, in
     reranked order, as far as the budget (``max_tokens``, per call or the retriever's) holds
     them; without a budget, 4."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_arguments(cls, data: Any) -> Any:
+        """A typo (``top_k=5``) is an error naming the closest valid argument."""
+        if isinstance(data, dict):
+            reject_unknown(cls.__name__, data, [*cls.model_fields, "callbacks"])
+        return data
 
     def model_post_init(self, context: Any, /) -> None:
         """Validate the collaborators and the counts."""

@@ -186,6 +186,9 @@ _RULES: dict[str, Callable[[str, object], None]] = {
 }
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
+_SEARCH_KWARGS = {"k": "k", "filter": "filter", "score_threshold": "score_threshold"}
+"""LangChain's ``search_kwargs`` keys, and the field each one sets."""
+
 
 class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     """Embeds sentences, returns each hit with ``before``/``after`` sentences around it.
@@ -272,6 +275,16 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     sentence-transformers sorts each call's texts by length before batching, so big calls
     pad less (measured: 512 ran at 0.65x the raw-encode floor, 4096+ at ~0.95x). Keep it
     under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_arguments(cls, data: Any) -> Any:
+        """Unknown arguments are errors; LangChain's ``search_kwargs`` maps onto the fields."""
+        if not isinstance(data, dict):
+            return data
+        data = core.from_search_kwargs(cls.__name__, data, _SEARCH_KWARGS)
+        core.reject_unknown(cls.__name__, data, [*cls.model_fields, "callbacks"])
+        return data
 
     @model_validator(mode="after")
     def _validate(self) -> SentenceWindowRetriever:
