@@ -124,6 +124,28 @@ def test_jsonl_rows_stream_and_bad_rows_name_their_line(tmp_path: Path) -> None:
         next(rows)
 
 
+def test_empty_results_are_errors_not_success(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    def run(*argv: str) -> tuple[int, str]:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["--home", str(tmp_path / "home"), *argv])
+        return code, err.getvalue()
+
+    code, err = run("query", "anything")
+    assert code == 2
+    assert "no window index in" in err
+    assert "run `langchain-expand index --mode window PATH` first" in err
+    assert not (tmp_path / "home" / "chroma").exists()  # asking created nothing
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "paper.pdf").write_bytes(b"%PDF-1.4")
+    with caplog.at_level("WARNING"):
+        code, err = run("index", str(empty))
+    assert code == 2
+    assert "found no documents in" in err
+    assert f"skipped {empty / 'paper.pdf'}: only .txt, .md, .jsonl files are read" in caplog.text
+
+
 def test_a_repeated_document_id_is_an_error_naming_both_lines_and_replaces_nothing(tmp_path: Path) -> None:
     from langchain_expand.corpus import read_corpus
 

@@ -9,6 +9,7 @@ shared deployment, ``--chroma-host``/``--chroma-port`` point at a Chroma server 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -91,13 +92,19 @@ def _index(args: argparse.Namespace) -> int:
     """Stream the corpus in batches; each batch is committed, so a re-run resumes."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+    batches = _batches(read_corpus(args.paths), args.batch_docs)
+    first = next(batches, None)
+    if first is None:  # before any model loads or store opens
+        paths = ", ".join(str(p) for p in args.paths)
+        msg = f"found no documents in {paths}: give .txt, .md or .jsonl files, or folders holding them."
+        raise ValueError(msg)
     retriever: Any = _parents_retriever(args) if args.mode == "parent" else _windows_retriever(args)
     done = 0
     with Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), disable=not sys.stderr.isatty()
     ) as progress:
         task = progress.add_task("indexing", total=None)
-        for batch in _batches(read_corpus(args.paths), args.batch_docs):
+        for batch in itertools.chain([first], batches):
             retriever.add_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
             done += len(batch)
             progress.update(task, description=f"indexed {done} documents")
@@ -131,12 +138,14 @@ def _query(args: argparse.Namespace) -> int:
                 "structure. Drop them, or query without --mode parent."
             )
             raise ValueError(msg)
+        _check_indexed(args)
         docs = _parents_retriever(args).invoke(args.question, k=args.k, max_tokens=args.budget)
     else:
         for flag, value in (("--before", args.before), ("--after", args.after)):
             if value is not None and value < 0:
                 msg = f"{flag} must be 0 or more sentences, got {value}."
                 raise ValueError(msg)
+        _check_indexed(args)
         docs = _windows_retriever(args).invoke(
             args.question,
             k=args.k,
@@ -148,6 +157,28 @@ def _query(args: argparse.Namespace) -> int:
         )
     _print_units(args.question, docs, args.format == "json")
     return 0
+
+
+def _check_indexed(args: argparse.Namespace) -> None:
+    """A query needs an index of its mode: say how to build one instead of answering "0 units"."""
+    collection = "children" if args.mode == "parent" else "sentences"
+    if args.chroma_host:
+        empty = _store(args, collection)._collection.count() == 0  # type: ignore[attr-defined]
+    else:
+        import chromadb
+
+        path = args.home / "chroma"
+        names = (
+            {c.name for c in chromadb.PersistentClient(path=str(path)).list_collections()} if path.exists() else set()
+        )
+        empty = collection not in names or _store(args, collection)._collection.count() == 0  # type: ignore[attr-defined]
+    if empty:
+        where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
+        msg = (
+            f"no {args.mode} index in {where}: run `langchain-expand index --mode {args.mode} PATH` "
+            f"first{' (with the same --home)' if not args.chroma_host else ''}."
+        )
+        raise ValueError(msg)
 
 
 def _print_units(question: str, docs: list[Document], as_json: bool) -> None:

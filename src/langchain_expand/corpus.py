@@ -8,6 +8,7 @@ read one at a time, so a large corpus streams.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from langchain_expand.units import DOC_ID, SOURCE
 __all__ = ["SUFFIXES", "read_corpus", "read_queries"]
 
 SUFFIXES = (".txt", ".md", ".jsonl")
+
+logger = logging.getLogger(__name__)
 
 
 def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
@@ -54,7 +57,10 @@ def _documents(paths: Sequence[Path | str]) -> Iterator[tuple[str, Document]]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix in SUFFIXES and p.is_file())
+            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            for other in (p for p in found if p.suffix not in SUFFIXES):
+                logger.warning("skipped %s: only %s files are read", other, ", ".join(SUFFIXES))
+            files = [p for p in found if p.suffix in SUFFIXES]
             yield from _documents([p for p in files if not _is_query_file(p)])
         elif path.suffix == ".jsonl":
             yield from _jsonl(path)
