@@ -455,7 +455,13 @@ class FitToBudget(RunnableLambda[Any, Any]):
 
         def fit_documents(documents: list[Document], config: RunnableConfig) -> list[Document]:
             kept, report = fit_to_budget(
-                documents, max_tokens, token_counter=counter, formatter=render, reserve=reserve, order=order
+                documents,
+                max_tokens,
+                token_counter=counter,
+                separator=separator,
+                formatter=formatter,
+                reserve=reserve,
+                order=order,
             )
             _report(report, config)
             return kept
