@@ -188,6 +188,48 @@ def test_new_metadata_on_the_same_text_is_served_and_filtered_on(make_parents: M
     assert not retriever.invoke("when is the launch", filter={"acl": "public"})
 
 
+V1 = "## Price\nThe price is 10 dollars. It ships in May.\n\n## Colour\nThe box is blue and small."
+V2 = V1.replace("10 dollars", "99 dollars now") + "\n\n## Contact\nCall 555-0100 for returns."
+
+
+def served_versions_agree(retriever: BudgetedParentDocumentRetriever, query: str) -> list[Document]:
+    """Every served parent is of its document's committed version, and so is every child it lists."""
+    parents = retriever.invoke(query, k=3)
+    for parent in parents:
+        head = retriever.docstore.mget([f"{parent.metadata['doc_id']}.p0"])[0]
+        assert head is not None
+        assert parent.metadata["revision"] == head.metadata["revision"]
+        kids = retriever.vectorstore.get_by_ids([c["id"] for c in parent.metadata["children"]])
+        assert kids
+        assert all(k.metadata["lcx_rev"] == parent.metadata["revision"] for k in kids)
+    return parents
+
+
+def test_a_kill_between_children_and_parents_never_pairs_a_new_hit_with_an_old_parent(make_parents: Make) -> None:
+    retriever = make_parents(k=3)
+    retriever.add_documents([Document(V1, id="doc")])
+    _, children = retriever._prepare(Document(V2, id="doc"), "doc").payload
+    retriever.vectorstore.add_documents([c for _, c in children], ids=[i for i, _ in children])  # killed here
+    assert not any(
+        "10 dollars" in p.page_content for p in served_versions_agree(retriever, "The price is 99 dollars now.")
+    )
+    retriever.add_documents([Document(V1, id="doc")])  # the committed version again: repaired
+    (parent, *_) = served_versions_agree(retriever, "The price is 10 dollars.")
+    assert "10 dollars" in parent.page_content
+
+
+def test_a_kill_before_the_head_never_serves_the_uncommitted_version(make_parents: Make) -> None:
+    retriever = make_parents(k=3)
+    retriever.add_documents([Document(V1, id="doc")])
+    retriever._layout({}).write_body([retriever._prepare(Document(V2, id="doc"), "doc")])  # killed before the head
+    assert not any("555-0100" in p.page_content for p in served_versions_agree(retriever, "phone number for returns"))
+    retriever.add_documents([Document(V1, id="doc")])  # the edit reverted: the uncommitted parts go
+    assert sorted(retriever.docstore.yield_keys()) == ["doc.p0", "doc.p1"]
+    assert not any("555-0100" in p.page_content for p in served_versions_agree(retriever, "phone number for returns"))
+    retriever.add_documents([Document(V2, id="doc")])
+    assert any("555-0100" in p.page_content for p in served_versions_agree(retriever, "phone number for returns"))
+
+
 def test_a_parent_missing_from_the_docstore_is_skipped_with_a_log(
     make_parents: Make, caplog: pytest.LogCaptureFixture
 ) -> None:

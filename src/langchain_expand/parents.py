@@ -57,6 +57,7 @@ from langchain_expand.units import (
     STORED_DOC,
     STORED_END,
     STORED_INDEX,
+    STORED_REV,
     STORED_START,
     TOKENS,
 )
@@ -213,10 +214,12 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         for j, parent in enumerate(doc_parents):
             parent_id = doc_id if self.parent_splitter is None else parent_key(doc_id, j)
             kids = self._children_of(parent, parent_id, doc_id)
+            for _, kid in kids:  # every unit carries its version: a hit never meets another version's parent
+                kid.metadata[STORED_REV] = rev
             parent.metadata[N_CHILDREN] = len(kids)
+            parent.metadata[REVISION] = rev
             if j == 0:
                 parent.metadata[N_PARENTS] = len(doc_parents)
-                parent.metadata[REVISION] = rev
             parent.id = parent_id
             parents.append((parent_id, parent))
             children.extend(kids)
@@ -351,6 +354,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
     ) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
         out: list[Document] = []
+        heads = self._heads_of([d for d in stored if d is not None])
         for parent, doc in zip(ranked, stored, strict=True):
             if len(out) == k:
                 break
@@ -361,12 +365,28 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
                     parent.parent_id,
                 )
                 continue
-            out.append(self._parent_out(parent, doc))
+            same = [(c, score) for c, score in parent.children if _same_version(c, doc)]
+            if not same or not _same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
+                logger.warning(
+                    "Skipping parent %r: the matched children are of another version of its document "
+                    "than the parent in the docstore (an interrupted or running add_documents). Re-add it.",
+                    parent.parent_id,
+                )
+                continue
+            out.append(self._parent_out(_Parent(parent.parent_id, same, parent.score), doc))
         if self.max_parent_tokens is not None:
             out = [self._cap(doc) for doc in out]
         if max_tokens is not None:
             out, _ = fit_to_budget(out, max_tokens, token_counter=self.token_counter)
         return out
+
+    def _heads_of(self, parents: list[Document]) -> dict[str, Document | None]:
+        """Each document's head parent (its committed version), read once per call."""
+        doc_ids = list(dict.fromkeys(str(d.metadata.get(DOC_ID)) for d in parents))
+        given = {str(d.metadata.get(DOC_ID)): d for d in parents if d.id == self._head_id(str(d.metadata.get(DOC_ID)))}
+        missing = [d for d in doc_ids if d not in given]
+        found = self.docstore.mget([self._head_id(d) for d in missing]) if missing else []
+        return {**given, **dict(zip(missing, found, strict=True))}
 
     def _parent_out(self, parent: _Parent, doc: Document) -> Document:
         base = int(doc.metadata.get(START, 0))
@@ -409,6 +429,10 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         return trim(doc, units, ranges[0], self.token_counter)
 
 
+_PROBE = 16
+"""Parent keys and child ids probed past the committed counts for units an interrupted run left."""
+
+
 class _ParentLayout:
     """Parents' storage: children in the vector store, parents in the docstore.
 
@@ -438,28 +462,65 @@ class _ParentLayout:
         return {d: head.metadata.get(REVISION) for d, head in self._heads.items()}
 
     def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> Stored:
-        keys = [
-            self.head_id(d) if j == 0 else parent_key(d, j)
-            for d in doc_ids
-            if d in self._heads
-            for j in range(int(self._heads[d].metadata.get(N_PARENTS, 1)))
-        ]
-        parents = self.docstore.mget(keys) if keys else []
-        children = [
-            unit_id(key, i)
-            for key, parent in zip(keys, parents, strict=True)
-            if parent is not None
-            for i in range(int(parent.metadata.get(N_CHILDREN, 0)))
-        ]
-        return Stored(vector_ids=children, docstore_keys=[k for k, p in zip(keys, parents, strict=True) if p])
+        parents, children = self._listing(doc_ids)
+        return Stored(vector_ids=list(children), docstore_keys=list(parents))
+
+    def _listing(self, doc_ids: list[str]) -> tuple[dict[str, Document], dict[str, Document]]:
+        """Every parent and child stored for ``doc_ids``, keyed by docstore key and vector id.
+
+        Those the heads count, and those an interrupted run left past the counts (probed
+        ``_PROBE`` ids past the last one found, for all documents at once).
+        """
+        keys: list[str] = []
+        frontier: dict[str, int] = {}
+        for d in doc_ids:
+            committed = int(self._heads[d].metadata.get(N_PARENTS, 1)) if d in self._heads else 0
+            keys += [self.head_id(d) if j == 0 else parent_key(d, j) for j in range(committed)]
+            frontier[d] = max(committed, 1)
+        while frontier:
+            probe = {parent_key(d, j): d for d, at in frontier.items() for j in range(at, at + _PROBE)}
+            found = [k for k, v in zip(probe, self.docstore.mget(list(probe)), strict=True) if v is not None]
+            keys += found
+            again = {probe[k] for k in found}
+            frontier = {d: at + _PROBE for d, at in frontier.items() if d in again}
+        parents = {k: v for k, v in zip(keys, self.docstore.mget(keys) if keys else [], strict=True) if v is not None}
+        children: dict[str, Document] = {}
+        edge = {key: int(parent.metadata.get(N_CHILDREN, 0)) for key, parent in parents.items()}
+        counted = [unit_id(key, i) for key, n in edge.items() for i in range(n)]
+        children.update((c.id, c) for c in (self.vectors.get_by_ids(counted) if counted else []) if c.id)
+        while edge:
+            probe_ids = {unit_id(key, i): key for key, at in edge.items() for i in range(at, at + _PROBE)}
+            left = [c for c in self.vectors.get_by_ids(list(probe_ids)) if c.id in probe_ids]
+            children.update((c.id, c) for c in left if c.id)
+            again = {probe_ids[c.id] for c in left if c.id}
+            edge = {key: at + _PROBE for key, at in edge.items() if key in again}
+        return parents, children
 
     def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
-        """None found: parents and children carry no version of their own yet.
+        """Documents with a parent or child missing, past the head's counts, or of another version.
 
-        Without one to compare with the head's, a mixed store is not detected here (issue
-        #15, finding 7 remains open).
+        Reads the documents' parents from the docstore and their children's metadata; embeds nothing.
         """
-        return set()
+        current = [d for d in doc_ids if d in self._heads]
+        parents, children = self._listing(current)
+        bad = set()
+        for d in current:
+            rev = heads.get(d)
+            mine = {k: p for k, p in parents.items() if str(p.metadata.get(DOC_ID)) == d}
+            kids = {i: c for i, c in children.items() if str(c.metadata.get(STORED_DOC)) == d}
+            n = int(self._heads[d].metadata.get(N_PARENTS, 1))
+            expected = [self.head_id(d)] + [parent_key(d, j) for j in range(1, n)]
+            counted = [
+                unit_id(k, i) for k in expected if k in mine for i in range(int(mine[k].metadata.get(N_CHILDREN, 0)))
+            ]
+            if (
+                sorted(mine) != sorted(expected)
+                or sorted(kids) != sorted(counted)
+                or any(p.metadata.get(REVISION, rev) != rev for p in mine.values())
+                or any(c.metadata.get(STORED_REV, rev) != rev for c in kids.values())
+            ):
+                bad.add(d)
+        return bad
 
     def write_body(self, todo: list[Prepared]) -> None:
         children = [c for p in todo for c in p.payload[1]]
@@ -494,6 +555,17 @@ def _aggregate(how: str, scores: list[float]) -> float:
     if how == "sum":
         return sum(scores)
     return max(scores)
+
+
+def _same_version(unit: Document, parent: Document | None) -> bool:
+    """``unit`` (a child, or a parent) was written by the version ``parent`` holds.
+
+    Units stored before versions were recorded pass; a missing head does not.
+    """
+    if parent is None:
+        return False
+    rev = unit.metadata.get(STORED_REV, unit.metadata.get(REVISION))
+    return rev is None or parent.metadata.get(REVISION) is None or rev == parent.metadata[REVISION]
 
 
 def _child_out(child: Document, score: float, id_key: str) -> Document:
