@@ -408,6 +408,11 @@ def test_budget_driven_windows_stay_in_budget_with_exact_offsets(
     qmsum_index: SentenceWindowRetriever, query: str, budget: int, before: int, after: int, merge: bool
 ) -> None:
     docs = qmsum_index.invoke(query, k=None, max_tokens=budget, before=before, after=after, merge=merge)
+    assert_exact_windows_in_budget(docs, budget, disjoint=merge)
+
+
+def assert_exact_windows_in_budget(docs: list[Document], budget: int, *, disjoint: bool) -> None:
+    """In budget, each window the source's own text around its hits; with ``disjoint``, no sentence twice."""
     assert joined_tokens(docs) <= budget
     for doc in docs:
         m = doc.metadata
@@ -415,10 +420,10 @@ def test_budget_driven_windows_stay_in_budget_with_exact_offsets(
         first, last = m["span"]
         assert first <= m["hit"] < last
         assert all(first <= h < last for h in m["hits"])
-    if merge:
+    if disjoint:
         spans = sorted((d.metadata["doc_id"], *d.metadata["span"]) for d in docs)
         for (doc_a, _, end_a), (doc_b, start_b, _) in itertools.pairwise(spans):
-            assert doc_a != doc_b or end_a <= start_b  # merged: no sentence twice
+            assert doc_a != doc_b or end_a <= start_b
 
 
 def test_the_budget_decides_how_many_windows_and_fills_it(qmsum_index: SentenceWindowRetriever) -> None:
@@ -459,18 +464,11 @@ def test_guided_windows_stay_in_budget_with_exact_offsets(
     qmsum_index: SentenceWindowRetriever, query: str, budget: int, merge: bool
 ) -> None:
     docs = qmsum_index.invoke(query, k=None, max_tokens=budget, merge=merge, window="guided")
-    assert joined_tokens(docs) <= budget
-    spans = []
+    assert_exact_windows_in_budget(docs, budget, disjoint=True)  # guided windows never overlap, merged or not
     for doc in docs:
         m = doc.metadata
-        assert SOURCES[m["doc_id"]][m["start_index"] : m["end_index"]] == doc.page_content
         first, last = m["span"]
-        assert first <= m["hit"] < last
-        assert all(first <= h < last for h in m["hits"])
         assert max(m["hit"] - first, last - 1 - m["hit"]) <= qmsum_index.max_radius or len(m["hits"]) > 1
-        spans.append((m["doc_id"], first, last))
-    for (doc_a, _, end_a), (doc_b, start_b, _) in itertools.pairwise(sorted(spans)):
-        assert doc_a != doc_b or end_a <= start_b  # no sentence is sent twice, merged or not
 
 
 def test_guided_is_the_default_with_a_budget_and_fixed_windows_stay_exact(qmsum_index: SentenceWindowRetriever) -> None:
