@@ -233,3 +233,19 @@ def test_a_prompt_already_over_budget_is_a_clear_error() -> None:
     prompt = ChatPromptTemplate.from_messages([("system", "rules " * 200 + "{context}"), ("human", "{question}")])
     with pytest.raises(ValueError, match="without any context is already"):
         FitToBudget(max_tokens=50, prompt=prompt).invoke({"context": [], "question": "q"})
+
+
+def test_fit_to_budget_and_merge_overlaps_are_configurable_per_request() -> None:
+    from langchain_core.runnables import ConfigurableField
+
+    from langchain_expand import MergeOverlaps
+
+    docs = [window(h, 2, 2) for h in (10, 12, 40, 70)]
+    fit = FitToBudget(max_tokens=60).configurable_fields(max_tokens=ConfigurableField(id="budget"))
+    chain = MergeOverlaps().configurable_fields(gap=ConfigurableField(id="gap")) | fit
+    small = chain.invoke(docs)
+    large = chain.invoke(docs, config={"configurable": {"budget": 400}})
+    assert joined_tokens(small) <= 60 < joined_tokens(large) <= 400
+    assert len(chain.invoke(docs, config={"configurable": {"budget": 4000}})) == 3  # 10 and 12 overlap: merged
+    with pytest.raises(ValueError, match="needs the text between them"):  # gap 30 must bridge text: no source
+        chain.invoke(docs, config={"configurable": {"budget": 4000, "gap": 30}})

@@ -14,14 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from langchain_core.callbacks import dispatch_custom_event
+from langchain_core.callbacks import CallbackManagerForChainRun, dispatch_custom_event
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langchain_core.prompt_values import PromptValue, StringPromptValue
 from langchain_core.prompts import BasePromptTemplate
-from langchain_core.runnables import RunnableConfig, RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from pydantic import ConfigDict, model_validator
 
 from langchain_expand.ranges import grow, largest_fitting
 from langchain_expand.sentences import SentenceSplitter, Span, Splitter
@@ -394,7 +395,7 @@ def _ordered(kept: list[tuple[int, Document]], order: Order) -> list[tuple[int, 
     return list(kept)
 
 
-class FitToBudget(RunnableLambda[Any, Any]):
+class FitToBudget(RunnableSerializable[Any, Any]):
     """A runnable that fits units into a token budget: ``... | FitToBudget(max_tokens=2000)``.
 
     Without ``prompt``, it maps ``list[Document]`` to the kept ``list[Document]``, and
@@ -406,7 +407,8 @@ class FitToBudget(RunnableLambda[Any, Any]):
     string there (and the kept units under ``context_key + "_docs"``), ready for
     ``| prompt``, and the whole rendered prompt counts at most ``max_tokens``.
 
-    Each call reports what it did as a ``fit_to_budget`` custom callback event.
+    Each call reports what it did as a ``fit_to_budget`` custom callback event. Every field
+    can change per request with ``configurable_fields`` (e.g. the budget, per model).
 
     Example:
         .. code-block:: python
@@ -425,69 +427,72 @@ class FitToBudget(RunnableLambda[Any, Any]):
             )
     """
 
-    def __init__(
-        self,
-        max_tokens: int,
-        *,
-        token_counter: Callable[[str], int] | None = None,
-        separator: str = "\n\n",
-        formatter: Formatter | None = None,
-        reserve: int = 0,
-        order: Order = "rank",
-        prompt: BasePromptTemplate[Any] | None = None,
-        context_key: str = "context",
-    ) -> None:
-        """Configure the budget; arguments as in :func:`fit_to_budget`.
+    max_tokens: int
+    """The budget."""
+    token_counter: Callable[[str], int] | None = None
+    """Counts tokens; ``TokenCounter()`` (cl100k_base) when None."""
+    separator: str = "\n\n"
+    """Joins units when no ``formatter`` is given."""
+    formatter: Formatter | None = None
+    """Builds the context string; it is what gets counted."""
+    reserve: int = 0
+    """Tokens kept free for the rest of the prompt."""
+    order: str = "rank"
+    """The order of the kept units: "rank", "score", "position" or "lost_in_middle"."""
+    prompt: BasePromptTemplate | None = None  # type: ignore[type-arg]  # a parametrised type would not accept subclasses
+    """The chain's prompt; turns on whole-prompt mode."""
+    context_key: str = "context"
+    """The prompt variable that receives the context."""
 
-        Args:
-            max_tokens: The budget.
-            token_counter: Counts tokens; ``TokenCounter()`` by default.
-            separator: Joins units when no ``formatter`` is given.
-            formatter: Builds the context string; it is what gets counted.
-            reserve: Tokens kept free.
-            order: The order of the kept units.
-            prompt: The chain's prompt; turns on whole-prompt mode.
-            context_key: The prompt variable that receives the context.
-        """
-        _check(max_tokens, reserve, order)
-        counter = token_counter or TokenCounter()
-        render = _renderer(separator, formatter)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-        def fit_documents(documents: list[Document], config: RunnableConfig) -> list[Document]:
+    @model_validator(mode="after")
+    def _validate(self) -> FitToBudget:
+        _check(self.max_tokens, self.reserve, self.order)
+        return self
+
+    @property
+    def _order(self) -> Order:
+        return cast("Order", self.order)
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """Fit ``input`` (units, or the prompt's input dict in whole-prompt mode) to the budget."""
+        return self._call_with_config(self._fit, input, config, run_type="chain", **kwargs)
+
+    def _fit(self, input: Any, run_manager: CallbackManagerForChainRun, config: RunnableConfig) -> Any:
+        counter = self.token_counter or TokenCounter()
+        if self.prompt is None:
             kept, report = fit_to_budget(
-                documents,
-                max_tokens,
+                input,
+                self.max_tokens,
                 token_counter=counter,
-                separator=separator,
-                formatter=formatter,
-                reserve=reserve,
-                order=order,
+                separator=self.separator,
+                formatter=self.formatter,
+                reserve=self.reserve,
+                order=self._order,
             )
             _report(report, config)
             return kept
+        prompt, key = self.prompt, self.context_key
+        if not isinstance(input, Mapping) or key not in input:
+            msg = f"In whole-prompt mode the input must be a dict holding the units under {key!r}."
+            raise ValueError(msg)
+        render = _renderer(self.separator, self.formatter)
 
-        def fit_prompt(inputs: Mapping[str, Any], config: RunnableConfig) -> dict[str, Any]:
-            assert prompt is not None
-            if not isinstance(inputs, Mapping) or context_key not in inputs:
-                msg = f"In whole-prompt mode the input must be a dict holding the units under {context_key!r}."
-                raise ValueError(msg)
+        def measure(context: str) -> int:
+            return count_prompt_tokens(prompt.invoke({**input, key: context}), counter)
 
-            def measure(context: str) -> int:
-                return count_prompt_tokens(prompt.invoke({**inputs, context_key: context}), counter)
-
-            kept, report = fit_to_budget(
-                list(inputs[context_key]),
-                max_tokens,
-                token_counter=counter,
-                formatter=render,
-                reserve=reserve,
-                order=order,
-                measure=measure,
-            )
-            _report(report, config)
-            return {**inputs, context_key: render(kept), f"{context_key}_docs": kept}
-
-        super().__init__(fit_prompt if prompt is not None else fit_documents, name="FitToBudget")
+        kept, report = fit_to_budget(
+            list(input[key]),
+            self.max_tokens,
+            token_counter=counter,
+            formatter=render,
+            reserve=self.reserve,
+            order=self._order,
+            measure=measure,
+        )
+        _report(report, config)
+        return {**input, key: render(kept), f"{key}_docs": kept}
 
 
 def _report(report: BudgetReport, config: RunnableConfig) -> None:

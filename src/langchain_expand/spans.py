@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableSerializable
+from pydantic import ConfigDict, model_validator
 
 from langchain_expand.sentences import SentenceSplitter
 from langchain_expand.tokens import TokenCounter
@@ -156,10 +157,11 @@ def _union(by_position: list[Document], by_rank: list[Document], source: SourceT
     return Document(page_content="".join(parts), metadata=metadata, id=best.id)
 
 
-class MergeOverlaps(RunnableLambda[list[Document], list[Document]]):
+class MergeOverlaps(RunnableSerializable[list[Document], list[Document]]):
     """A runnable that merges overlapping units: ``retriever | MergeOverlaps()``.
 
-    See :func:`merge_overlaps` for the rules. Sync, async and batch all work.
+    See :func:`merge_overlaps` for the rules. Sync, async and batch all work, and every
+    field can change per request with ``configurable_fields``.
 
     Example:
         .. code-block:: python
@@ -169,20 +171,26 @@ class MergeOverlaps(RunnableLambda[list[Document], list[Document]]):
             context = retriever | MergeOverlaps() | FitToBudget(max_tokens=2000)
     """
 
-    def __init__(
-        self,
-        *,
-        gap: int = 0,
-        source: SourceText | None = None,
-        token_counter: Callable[[str], int] | None = None,
-    ) -> None:
-        """Configure the merge; arguments as in :func:`merge_overlaps`."""
-        if gap < 0:
-            msg = f"`gap` must be >= 0, got {gap}."
+    gap: int = 0
+    """Also merge units this far apart (sentences where both carry ``span``, else chars)."""
+    source: SourceText | None = None
+    """Full text by document id; required when a gap has to be bridged."""
+    token_counter: Callable[[str], int] | None = None
+    """Recounts merged units' ``tokens``; ``TokenCounter()`` when None."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    @model_validator(mode="after")
+    def _validate(self) -> MergeOverlaps:
+        if self.gap < 0:
+            msg = f"`gap` must be >= 0, got {self.gap}."
             raise ValueError(msg)
-        counter = token_counter or TokenCounter()
+        return self
 
-        def merge(documents: list[Document]) -> list[Document]:
-            return merge_overlaps(documents, gap=gap, source=source, token_counter=counter)
+    def invoke(self, input: list[Document], config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        """Merge the overlapping units of ``input``."""
+        return self._call_with_config(self._merge, input, config, run_type="chain", **kwargs)
 
-        super().__init__(merge, name="MergeOverlaps")
+    def _merge(self, documents: list[Document]) -> list[Document]:
+        counter = self.token_counter or TokenCounter()
+        return merge_overlaps(documents, gap=self.gap, source=self.source, token_counter=counter)
