@@ -327,7 +327,9 @@ def main() -> None:
         "--no-peers", action="store_true", help="skip LlamaIndex and Haystack (their figures from an earlier run stay)"
     )
     parser.add_argument("--out", type=Path, default=HERE / "results")
-    parser.add_argument("--plots-only", action="store_true", help="redraw the PNGs from evidence.json")
+    parser.add_argument(
+        "--plots-only", action="store_true", help="redraw the PNGs and print the tables from evidence.json"
+    )
     args = parser.parse_args()
     if args.plots_only:
         saved = json.loads((args.out / "evidence.json").read_text())
@@ -337,6 +339,7 @@ def main() -> None:
                     s: {int(b): v for b, v in r.items()} for s, r in saved[name]["results"].items()
                 }
                 plot(name, saved[name], args.out / f"evidence-{name}.png")
+                print(table(name, saved[name]), end="\n\n")
         return
     args.max_docs = {"qmsum": 5}  # 5 meetings: about 4,500 sentences
     args.out.mkdir(exist_ok=True)

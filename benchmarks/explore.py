@@ -4,6 +4,9 @@
   merged, at 250 / 1,000 / 4,000 tokens, 40 queries (seed 7), the corpus's whole collection.
 - ``python explore.py radius CORPUS DOCS``: radius 1-4 and gap-bridging merges, on the first
   ``DOCS`` documents that have queries, 30 queries (seed 7), at 500 / 2,000 / 4,000 tokens.
+- ``python explore.py latency CORPUS``: p50 query time of the default (guided, hybrid, 2,000
+  tokens) and of fixed windows against a raw ``similarity_search(k=16)``, alternating, 40
+  queries, on an otherwise idle machine.
 - ``python explore.py guided CORPUS``: fixed radius-2 windows against guided growth and its
   settings (decay, similarity weight, radius), hybrid ranking, budget-driven, at 250 / 1,000 /
   4,000 tokens, 40 queries (seed 7), the corpus's whole collection (QMSum: 5 meetings).
@@ -67,10 +70,37 @@ def guided(name: str) -> None:
         print(name, label, *[recall(tried, queries, budget, **call) for budget in (250, 1000, 4000)], flush=True)
 
 
+def latency(name: str) -> None:
+    import statistics
+    import time
+
+    docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
+    store = chroma_store("explore")
+    retriever = SentenceWindowRetriever(vectorstore=store, merge=True, lexical=LexicalIndex())
+    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    calls = {
+        "raw similarity_search(k=16)": lambda q: store.similarity_search(q, k=16),
+        "default (guided, hybrid), 2,000 tokens": lambda q: retriever.invoke(q, max_tokens=2000),
+        "fixed windows, hybrid, 2,000 tokens": lambda q: retriever.invoke(q, max_tokens=2000, window="fixed"),
+    }
+    times: dict[str, list[float]] = {label: [] for label in calls}
+    for q in [q["query"] for q in queries] * 2:  # the first pass warms caches; both are timed alike
+        for label, call in calls.items():
+            started = time.perf_counter()
+            call(q)
+            times[label].append(time.perf_counter() - started)
+    raw = statistics.median(times["raw similarity_search(k=16)"])
+    for label, seen in times.items():
+        p50 = statistics.median(seen)
+        print(name, label, f"p50 {p50 * 1000:.0f} ms, {p50 / raw:.2f}x raw", flush=True)
+
+
 def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "guided":
         guided(name)
+    elif mode == "latency":
+        latency(name)
     elif mode == "hybrid":
         docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
         hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
