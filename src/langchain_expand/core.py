@@ -47,6 +47,7 @@ __all__ = [
     "from_search_kwargs",
     "index",
     "overfetch",
+    "probe_past",
     "reject_unknown",
     "with_vectors",
 ]
@@ -342,6 +343,30 @@ class Layout(Protocol):
     def remove(self, stale: Stored) -> None:
         """Delete these ids and keys."""
         ...
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def probe_past(
+    ends: dict[K, int], lookup: Callable[[list[tuple[K, int]]], dict[tuple[K, int], V]], step: int
+) -> dict[tuple[K, int], V]:
+    """What is stored past each owner's end: units an interrupted run left behind.
+
+    ``lookup`` fetches ``(owner, index)`` positions and returns those that exist. Positions
+    are asked ``step`` at a time past each end, for all owners in one call, as long as an
+    owner's last step found something.
+    """
+    found: dict[tuple[K, int], V] = {}
+    frontier = dict(ends)
+    while frontier:
+        asked = [(owner, i) for owner, at in frontier.items() for i in range(at, at + step)]
+        hits = lookup(asked)
+        found.update(hits)
+        again = {owner for owner, _ in hits}
+        frontier = {owner: at + step for owner, at in frontier.items() if owner in again}
+    return found
 
 
 def index(layout: Layout, prepared: list[Prepared]) -> None:

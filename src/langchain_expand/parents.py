@@ -472,28 +472,29 @@ class _ParentLayout:
         ``_PROBE`` ids past the last one found, for all documents at once).
         """
         keys: list[str] = []
-        frontier: dict[str, int] = {}
+        ends: dict[str, int] = {}
         for d in doc_ids:
             committed = int(self._heads[d].metadata.get(N_PARENTS, 1)) if d in self._heads else 0
             keys += [self.head_id(d) if j == 0 else parent_key(d, j) for j in range(committed)]
-            frontier[d] = max(committed, 1)
-        while frontier:
-            probe = {parent_key(d, j): d for d, at in frontier.items() for j in range(at, at + _PROBE)}
-            found = [k for k, v in zip(probe, self.docstore.mget(list(probe)), strict=True) if v is not None]
-            keys += found
-            again = {probe[k] for k in found}
-            frontier = {d: at + _PROBE for d, at in frontier.items() if d in again}
-        parents = {k: v for k, v in zip(keys, self.docstore.mget(keys) if keys else [], strict=True) if v is not None}
-        children: dict[str, Document] = {}
-        edge = {key: int(parent.metadata.get(N_CHILDREN, 0)) for key, parent in parents.items()}
-        counted = [unit_id(key, i) for key, n in edge.items() for i in range(n)]
-        children.update((c.id, c) for c in (self.vectors.get_by_ids(counted) if counted else []) if c.id)
-        while edge:
-            probe_ids = {unit_id(key, i): key for key, at in edge.items() for i in range(at, at + _PROBE)}
-            left = [c for c in self.vectors.get_by_ids(list(probe_ids)) if c.id in probe_ids]
-            children.update((c.id, c) for c in left if c.id)
-            again = {probe_ids[c.id] for c in left if c.id}
-            edge = {key: at + _PROBE for key, at in edge.items() if key in again}
+            ends[d] = max(committed, 1)
+
+        def parents_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, Document]]:
+            named = [parent_key(d, j) for d, j in asked]
+            got = self.docstore.mget(named)
+            return {at: (key, doc) for at, key, doc in zip(asked, named, got, strict=True) if doc is not None}
+
+        committed_parents = self.docstore.mget(keys) if keys else []
+        parents = {k: v for k, v in zip(keys, committed_parents, strict=True) if v is not None}
+        parents.update(core.probe_past(ends, parents_at, _PROBE).values())
+
+        def children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
+            ids = {unit_id(key, i): (key, i) for key, i in asked}
+            return {ids[c.id]: c for c in (self.vectors.get_by_ids(list(ids)) if ids else []) if c.id in ids}
+
+        counts = {key: int(parent.metadata.get(N_CHILDREN, 0)) for key, parent in parents.items()}
+        counted = children_at([(key, i) for key, n in counts.items() for i in range(n)])
+        left = core.probe_past(counts, children_at, _PROBE)
+        children = {unit_id(key, i): c for (key, i), c in {**counted, **left}.items()}
         return parents, children
 
     def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:

@@ -454,8 +454,6 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         assert budget is not None
         vector = dense.vector()
         assert vector is not None  # _shape chose "fixed" for a store without embeddings
-        query = np.asarray(vector, dtype=np.float64)
-        query /= np.linalg.norm(query) or 1.0
         target = math.ceil(GUIDED_OVERFILL * budget)
         records: dict[str, Document] = {}
         known: dict[Position, Sentence] = {}
@@ -472,10 +470,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             fresh = list(dict.fromkeys(i for i in ids if i not in asked and i not in records))
             asked.update(fresh)
             fetched = [(d, v) for d, v in with_vectors(self.vectorstore, fresh) if STORED_DOC in d.metadata]
-            if fetched:
-                matrix = np.asarray([v for _, v in fetched], dtype=np.float64)
-                matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-                learn([(d, float(s)) for (d, _), s in zip(fetched, matrix @ query, strict=True)])
+            cosines = _cosines([v for _, v in fetched], vector)
+            learn([(d, c) for (d, _), c in zip(fetched, cosines, strict=True)])
 
         first = plan.first_fetch()
         regions: list[tuple[_Hit, int, int]] = []
@@ -657,18 +653,12 @@ class _HybridSearch:
         """The records ``ids`` name, each with its relevance to the query."""
         if not ids:
             return []
-        collection = getattr(self.store, "_collection", None)
         vector = self.dense.vector()
-        if collection is None or vector is None:
+        if getattr(self.store, "_collection", None) is None or vector is None:
             return [(doc, floor) for doc in _fetch(self.store, ids)]
-        got = collection.get(ids=ids, include=["embeddings", "documents", "metadatas"])
-        query = np.asarray(vector, dtype=np.float64)
-        out = []
-        for id_, text, meta, emb in zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True):
-            v = np.asarray(emb, dtype=np.float64)
-            cosine = float(v @ query / (np.linalg.norm(v) * np.linalg.norm(query) + 1e-12))
-            out.append((Document(page_content=text, metadata=meta, id=id_), min(1.0, max(0.0, cosine))))
-        return out
+        fetched = with_vectors(self.store, ids)
+        cosines = _cosines([v for _, v in fetched], vector)
+        return [(doc, min(1.0, max(0.0, c))) for (doc, _), c in zip(fetched, cosines, strict=True)]
 
 
 class _SentenceLayout:
@@ -715,18 +705,12 @@ class _SentenceLayout:
 
     def _probe(self, doc_ids: list[str], start: dict[str, int]) -> list[str]:
         """Ids past each document's committed end that an interrupted run left behind."""
-        found: list[str] = []
-        pending = {d: start.get(d, 0) for d in doc_ids}
-        while pending:
-            asked = [unit_id(d, i) for d, at in pending.items() for i in range(at, at + _PROBE)]
-            hits = {doc.id for doc in _fetch(self.store, asked) if doc.id}
-            found += [i for i in asked if i in hits]
-            pending = {
-                d: at + _PROBE
-                for d, at in pending.items()
-                if any(unit_id(d, i) in hits for i in range(at, at + _PROBE))
-            }
-        return found
+
+        def lookup(asked: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+            ids = {unit_id(d, i): (d, i) for d, i in asked}
+            return {ids[doc.id]: doc.id for doc in _fetch(self.store, list(ids)) if doc.id in ids}
+
+        return list(core.probe_past({d: start.get(d, 0) for d in doc_ids}, lookup, _PROBE).values())
 
     def write_body(self, todo: list[Prepared]) -> None:
         self._write([(p.doc_id, i, r) for p in todo for i, r in enumerate(p.payload) if i > 0])
@@ -759,6 +743,16 @@ def _hits_for(budget: int, taken: list[_Hit], plan: _Plan, sizes: dict[str, int]
     counts = list(range(1, len(taken) + 1))
     last_needed = largest_fitting(counts, lambda n: size(n - 1) < budget)
     return len(taken) if last_needed is None else counts[last_needed]
+
+
+def _cosines(vectors: Sequence[Sequence[float]], query: Sequence[float]) -> list[float]:
+    """Cosine similarity of each vector to the query."""
+    if not vectors:
+        return []
+    matrix = np.asarray(vectors, dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    norms = np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(q), 1e-12)
+    return [float(c) for c in (matrix @ q) / norms]
 
 
 def _absorb(units: list[_Unit], hits: list[_Hit]) -> None:
