@@ -23,6 +23,7 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
+from langchain_expand.adapters import adapt
 from langchain_expand.core import VectorSearch
 
 from .conftest import CountingEmbeddings, as_documents, load_docs
@@ -120,7 +121,7 @@ def test_a_query_is_embedded_once_however_many_searches_it_takes(
 def test_search_by_vector_gives_the_stores_own_relevance_scores(qmsum_index: SentenceWindowRetriever) -> None:
     store = qmsum_index.vectorstore
     by_text = store.similarity_search_with_relevance_scores(QUERY, k=10)
-    by_vector = VectorSearch(store, QUERY)(10)
+    by_vector = VectorSearch(adapt(store, "test"), QUERY)(10)
     assert [d.id for d, _ in by_vector] == [d.id for d, _ in by_text]
     assert [s for _, s in by_vector] == pytest.approx([s for _, s in by_text], abs=1e-6)
     assert all(0.0 <= s <= 1.0 for _, s in by_vector)

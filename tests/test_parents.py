@@ -282,6 +282,109 @@ def test_bad_settings_and_input_are_clear_errors(make_parents: Make) -> None:
         retriever.add_documents([Document("## Fine\ntext", id="ok"), Document("  ", id="empty")])
     assert list(retriever.docstore.yield_keys()) == []
 
+    with pytest.raises(ValueError, match=r"unknown argument `max_parent_token`\. Did you mean `max_parent_tokens`"):
+        make_parents(max_parent_token=100)
+    with pytest.raises(ValueError, match=r"invoke got an unknown argument `max_token`\. Did you mean `max_tokens`"):
+        retriever.invoke(QUERY, max_token=100)
+
+
+# -- a drop-in for the stock ParentDocumentRetriever -----------------------------------------
+
+
+@pytest.fixture
+def indexed(make_parents: Make) -> BudgetedParentDocumentRetriever:
+    retriever = make_parents()
+    retriever.add_documents(manual())
+    return retriever
+
+
+def with_args(retriever: BudgetedParentDocumentRetriever, **kwargs: Any) -> BudgetedParentDocumentRetriever:
+    """A retriever over the same stores, built from stock arguments (validated, unlike model_copy)."""
+    shared = {"vectorstore": retriever.vectorstore, "docstore": retriever.docstore}
+    return BudgetedParentDocumentRetriever(**shared, parent_splitter=retriever.parent_splitter, **kwargs)
+
+
+def test_a_missing_docstore_is_an_error_that_shows_the_line_to_write(minilm: Embeddings) -> None:
+    with pytest.raises(ValueError, match=r'needs a `docstore`.*docstore=SQLDocStore\("sqlite:///parents.sqlite"\)'):
+        BudgetedParentDocumentRetriever(vectorstore=chroma_store("no-docstore", embeddings=minilm))
+
+
+def test_search_kwargs_k_counts_parents_and_holds_the_stock_parents(indexed: BudgetedParentDocumentRetriever) -> None:
+    ours = with_args(indexed, search_kwargs={"k": 2}).invoke(QUERY)
+    stock = ParentDocumentRetriever(
+        vectorstore=indexed.vectorstore,
+        docstore=indexed.docstore,
+        child_splitter=indexed.child_splitter,
+        search_kwargs={"k": 2},
+    ).invoke(QUERY)
+    assert len(ours) == 2  # at most 2 parents, as the stock class gives at most 2
+    assert {d.id for d in stock} <= {d.metadata["parent_id"] for d in ours}
+    with pytest.raises(ValueError, match="`k` is given twice"):
+        with_args(indexed, k=3, search_kwargs={"k": 2})
+
+
+def test_search_kwargs_filter_reaches_the_vector_store(make_parents: Make) -> None:
+    retriever = make_parents()
+    retriever.add_documents(
+        [
+            Document("## Remote\nPair the remote with the TV.", id="a", metadata={"source": "a.md"}),
+            Document("## Remote\nPair the remote control with the TV set.", id="b", metadata={"source": "b.md"}),
+        ]
+    )
+    found = with_args(retriever, search_kwargs={"filter": {"source": "b.md"}}).invoke("pair the remote")
+    assert [d.metadata["doc_id"] for d in found] == ["b"]
+
+
+def test_similarity_score_threshold_keeps_only_children_above_it(indexed: BudgetedParentDocumentRetriever) -> None:
+    scores = [c["score"] for p in indexed.invoke(QUERY, k=8) for c in p.metadata["children"]]
+    threshold = sorted(scores)[len(scores) // 2]
+    kept = with_args(
+        indexed, search_type="similarity_score_threshold", search_kwargs={"score_threshold": threshold, "k": 8}
+    ).invoke(QUERY)
+    children = [c["score"] for p in kept for c in p.metadata["children"]]
+    assert children
+    assert min(children) >= threshold
+    assert len(kept) < 8
+    with pytest.raises(ValueError, match="similarity_score_threshold' needs a threshold"):
+        with_args(indexed, search_type="similarity_score_threshold")
+
+
+def test_mmr_diversifies_the_parents(indexed: BudgetedParentDocumentRetriever, minilm: Embeddings) -> None:
+    similar = indexed.invoke(QUERY, k=4)
+    pure = with_args(indexed, search_type="mmr", search_kwargs={"k": 4, "lambda_mult": 1.0}).invoke(QUERY)
+    assert [d.metadata["parent_id"] for d in pure] == [d.metadata["parent_id"] for d in similar]
+
+    diverse = with_args(indexed, search_type="mmr", search_kwargs={"k": 4, "lambda_mult": 0.3}).invoke(QUERY)
+    assert len({d.metadata["parent_id"] for d in diverse}) == 4
+
+    def redundancy(parents: list[Document]) -> float:
+        """Mean cosine between the parents' best children: lower is more diverse."""
+        import numpy as np
+
+        text = manual()[0].page_content
+        best = [p.metadata["children"][0] for p in parents]
+        vectors = np.asarray(minilm.embed_documents([text[c["start_index"] : c["end_index"]] for c in best]))
+        sims = vectors @ vectors.T
+        return float((sims.sum() - np.trace(sims)) / (len(best) * (len(best) - 1)))
+
+    assert redundancy(diverse) < redundancy(similar)
+    with pytest.raises(ValueError, match=r"`search_kwargs\['lambda_mult'\]` must be a number between 0 and 1"):
+        with_args(indexed, search_type="mmr", search_kwargs={"lambda_mult": 3})
+
+
+def test_a_byte_store_works_as_on_the_stock_class(tmp_path: Path, minilm: Embeddings) -> None:
+    from langchain_classic.storage import LocalFileStore
+
+    retriever = BudgetedParentDocumentRetriever(
+        vectorstore=chroma_store("bytes", persist_directory=tmp_path / "chroma", embeddings=minilm),
+        byte_store=LocalFileStore(tmp_path / "parents"),
+        parent_splitter=MarkdownSectionSplitter(max_level=2),
+        k=2,
+    )
+    retriever.add_documents(manual())
+    assert len(retriever.invoke(QUERY)) == 2
+    assert any((tmp_path / "parents").iterdir())
+
 
 _RESTART = """
 import json, sys

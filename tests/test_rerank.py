@@ -139,3 +139,6 @@ def test_an_unknown_argument_is_refused_naming_the_closest(
 ) -> None:
     with pytest.raises(ValueError, match=r"unknown argument `top_k`\. Did you mean `top_n`"):
         RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), top_k=3)
+    rerank = RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm))
+    with pytest.raises(ValueError, match=r"invoke got an unknown argument `fetchk`\. Did you mean `fetch_k`"):
+        rerank.invoke("the remote's price", fetchk=8)

@@ -281,6 +281,10 @@ def test_bad_per_call_parameters_are_clear_errors(qmsum_index: SentenceWindowRet
         qmsum_index.invoke("anything", before=-1)
     with pytest.raises(ValueError, match="`max_tokens` must be a positive integer or None \\(no limit\\), got -5"):
         qmsum_index.invoke("anything", max_tokens=-5)
+    with pytest.raises(ValueError, match=r"invoke got an unknown argument `befor`\. Did you mean `before`\?"):
+        qmsum_index.invoke("anything", befor=3)
+    with pytest.raises(ValueError, match="invoke got an unknown argument `search_kwargs`"):
+        qmsum_index.invoke("anything", search_kwargs={"k": 2})
 
 
 def joined_tokens(docs: list[Document]) -> int:

@@ -29,12 +29,14 @@ from typing import Any, Protocol, TypeVar
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.runnables.config import run_in_executor
-from langchain_core.vectorstores import VectorStore
+
+from langchain_expand.adapters import StoreAdapter
 
 __all__ = [
     "OVERFETCH_LIMIT",
     "AsyncByThread",
     "AsyncQueryByThread",
+    "Indexed",
     "Layout",
     "Prepared",
     "VectorSearch",
@@ -49,7 +51,6 @@ __all__ = [
     "overfetch",
     "probe_past",
     "reject_unknown",
-    "with_vectors",
 ]
 
 OVERFETCH_LIMIT = 64
@@ -146,24 +147,23 @@ def check_fraction(name: str, value: object) -> None:
 class VectorSearch:
     """One query against a vector store: embedded once, asked by vector as often as needed.
 
-    Stores that search by vector with scores (Chroma, FAISS, Qdrant and most others) are
-    asked that way, their raw scores turned into relevance by the store's own relevance
-    function, so the scores equal ``similarity_search_with_relevance_scores``'s. A store
-    without a by-vector search is asked by text, which embeds the query on every call.
+    Stores that search by vector (Chroma, FAISS, Qdrant and most others) are asked that way;
+    a store without one is asked by text, which embeds the query on every call. Relevance
+    comes from :class:`~langchain_expand.adapters.StoreAdapter`: in [0, 1], the cosine
+    similarity for unit-length embeddings, whatever the store's distance.
     """
 
-    def __init__(self, store: VectorStore, query: str, search_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(self, store: StoreAdapter, query: str, search_kwargs: dict[str, Any] | None = None) -> None:
         """Prepare the search; nothing is embedded until the first call.
 
         Args:
-            store: The vector store.
+            store: The vector store, adapted.
             query: The query text.
             search_kwargs: Passed to every search, e.g. ``{"filter": {...}}``.
         """
         self.store = store
         self.query = query
         self.where = dict(search_kwargs or {})
-        self._by_vector = _by_vector_search(store)
         self._vector: list[float] | None = None
 
     def vector(self) -> list[float] | None:
@@ -177,58 +177,7 @@ class VectorSearch:
 
     def __call__(self, k: int) -> Scored:
         """The ``k`` best matches with their relevance (higher is better)."""
-        vector = self.vector()
-        if self._by_vector is None or vector is None:
-            return self.store.similarity_search_with_relevance_scores(self.query, k=k, **self.where)
-        relevance = _relevance_fn(self.store)
-        return [(doc, relevance(raw)) for doc, raw in self._by_vector(vector, k=k, **self.where)]
-
-
-def with_vectors(store: VectorStore, ids: Sequence[str]) -> list[tuple[Document, list[float]]]:
-    """The records ``ids`` name, each with its stored vector; unknown ids are left out.
-
-    Chroma and ``InMemoryVectorStore`` hand their stored vectors back. Other stores are
-    asked ``get_by_ids`` and the texts embedded again (same vectors, extra embedding time).
-    """
-    if not ids:
-        return []
-    collection = getattr(store, "_collection", None)
-    if collection is not None and callable(getattr(collection, "get", None)):  # Chroma
-        got = collection.get(ids=list(ids), include=["embeddings", "documents", "metadatas"])
-        rows = zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)
-        return [(Document(text, metadata=dict(meta or {}), id=id_), list(vec)) for id_, text, meta, vec in rows]
-    held = getattr(store, "store", None)
-    if isinstance(held, dict):  # InMemoryVectorStore: id -> {"text", "metadata", "vector"}
-        found = [held[i] for i in ids if i in held]
-        return [(Document(r["text"], metadata=dict(r["metadata"]), id=r["id"]), r["vector"]) for r in found]
-    docs = store.get_by_ids(list(ids))
-    if store.embeddings is None:
-        msg = f"{type(store).__name__} has no embeddings to score sentences with; give it an embedding function."
-        raise ValueError(msg)
-    vectors = store.embeddings.embed_documents([d.page_content for d in docs])
-    return list(zip(docs, vectors, strict=True))
-
-
-def _relevance_fn(store: VectorStore) -> Callable[[float], float]:
-    """The store's own raw-score-to-relevance function; its raw score where it has none.
-
-    ``InMemoryVectorStore`` defines none: its raw score is already the cosine similarity.
-    """
-    try:
-        return store._select_relevance_score_fn()
-    except NotImplementedError:
-        return float
-
-
-def _by_vector_search(store: VectorStore) -> Callable[..., Scored] | None:
-    """The store's search by vector that returns raw scores, where it has one."""
-    if store.embeddings is None:
-        return None
-    for name in ("similarity_search_by_vector_with_relevance_scores", "similarity_search_with_score_by_vector"):
-        method = getattr(store, name, None)
-        if callable(method):
-            return method  # type: ignore[no-any-return]
-    return None
+        return self.store.search(self.query, self.vector(), k, **self.where)
 
 
 def overfetch(search: Callable[[int], Scored], first: int, need: int) -> Iterator[Scored]:
@@ -369,7 +318,23 @@ def probe_past(
     return found
 
 
-def index(layout: Layout, prepared: list[Prepared]) -> None:
+@dataclass(frozen=True)
+class Indexed:
+    """What one indexing call did, document by document."""
+
+    ids: list[str]
+    """Every document id given, in input order."""
+    written: list[str]
+    """Those embedded and written: new, changed, or repaired after an interrupted run."""
+
+    @property
+    def unchanged(self) -> list[str]:
+        """Those already stored as given: nothing embedded, nothing written."""
+        done = set(self.written)
+        return [i for i in self.ids if i not in done]
+
+
+def index(layout: Layout, prepared: list[Prepared]) -> Indexed:
     """Store ``prepared`` so that an interruption at any point is repaired by a re-run.
 
     Documents whose head already reads as their version, and whose other units all match it,
@@ -381,8 +346,9 @@ def index(layout: Layout, prepared: list[Prepared]) -> None:
     current = [p.doc_id for p in prepared if heads.get(p.doc_id) == p.version]
     unsettled = layout.unsettled(current, heads) if current else set()
     todo = [p for p in prepared if heads.get(p.doc_id) != p.version or p.doc_id in unsettled]
+    done = Indexed([p.doc_id for p in prepared], [p.doc_id for p in todo])
     if not todo:
-        return
+        return done
     old = layout.stored([p.doc_id for p in todo], heads)
     layout.write_body(todo)
     new_ids = set().union(*(p.vector_ids for p in todo))
@@ -394,6 +360,7 @@ def index(layout: Layout, prepared: list[Prepared]) -> None:
         )
     )
     layout.write_heads(todo)
+    return done
 
 
 def delete(layout: Layout, doc_ids: Sequence[str]) -> None:

@@ -15,18 +15,19 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from langchain_expand import core
+from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.budget import fit_to_budget, trim
-from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch, check_query
-from langchain_expand.docstore import SQLDocStore
+from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.ranges import grow, largest_fitting
 from langchain_expand.records import (
     decode_metadata,
@@ -76,6 +77,12 @@ class _Parent:
 
 DEFAULT_K = 4
 """Parents returned when neither ``k`` nor a budget says how many."""
+MMR_FETCH_K = 20
+"""Children MMR chooses among at least, as LangChain's ``fetch_k`` default."""
+_MAPPED_SEARCH_KWARGS = ("k", "score_threshold", "fetch_k", "lambda_mult")
+"""``search_kwargs`` keys this class reads itself; the rest go to the vector store's search."""
+_CALL_ARGUMENTS = ("k", "expand", "filter", "max_tokens")
+"""What ``invoke`` takes besides the query."""
 
 
 def _default_child_splitter() -> TextSplitter:
@@ -106,8 +113,18 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
     joined context as ``FitToBudget`` does. Both are off by default; ``k``, ``filter`` and
     ``max_tokens`` also change per call: ``invoke(query, k=4, max_tokens=8000)``.
 
-    The default docstore is a :class:`SQLDocStore` (a SQLite file), so a restart loses
-    nothing. Ids are deterministic: the ids passed to ``add_documents`` name the
+    A drop-in for the stock class: every stock argument works with the stock meaning but
+    one. ``k`` counts *parents*; the stock class counts children through
+    ``search_kwargs={"k": n}``, which here sets ``k`` (so ``{"k": 2}`` gives at most 2
+    parents, as the stock class gives at most 2 with distinct parents). ``search_kwargs``'
+    ``score_threshold`` sets ``score_threshold``, ``fetch_k``/``lambda_mult`` shape
+    ``search_type="mmr"``, and every other key (``filter``, a store's own options) goes to the
+    vector store's search. ``search_type`` is ``"similarity"``, ``"similarity_score_threshold"``
+    (needs a threshold) or ``"mmr"``. A ``docstore`` (or ``byte_store``) is required, as on the
+    stock class: :class:`SQLDocStore` keeps parents in a SQLite file or a SQL server, so a restart
+    loses nothing; there is no default, so two retrievers never share a table by accident.
+
+    Ids are deterministic: the ids passed to ``add_documents`` name the
     *source* documents (else ``Document.id``, else a content hash); with a
     ``parent_splitter``, parent ``j`` of document ``d`` is ``"d.p{j}"``, without one the
     parent id is the document id. Re-adding an id replaces its parents and children.
@@ -115,10 +132,13 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
     Example:
         .. code-block:: python
 
-            from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, chroma_store
+            from langchain_expand import (
+                BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SQLDocStore, chroma_store,
+            )
 
             retriever = BudgetedParentDocumentRetriever(
                 vectorstore=chroma_store("children", persist_directory=".langchain-expand/chroma"),
+                docstore=SQLDocStore("sqlite:///.langchain-expand/parents.sqlite"),
                 parent_splitter=MarkdownSectionSplitter(max_level=2),
                 k=4,
                 max_parent_tokens=1500,
@@ -128,8 +148,8 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             retriever.invoke("how do I reset the remote?")
     """
 
-    docstore: BaseStore[str, Document] = Field(default=None)  # type: ignore[arg-type]
-    """Where parents live; a SQLite-backed ``SQLDocStore`` by default."""
+    docstore: BaseStore[str, Document]
+    """Where parents live: a :class:`SQLDocStore` survives a restart; required, as on the stock class."""
     child_splitter: TextSplitter = Field(default_factory=_default_child_splitter)
     """Splits each parent into the children that get embedded."""
     k: int | None = None
@@ -148,23 +168,55 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
     batch_size: int = 4096
     """Children embedded and written per call to the vector store."""
 
+    _vectors: StoreAdapter = PrivateAttr()
+
     @model_validator(mode="before")
     @classmethod
-    def _default_docstore(cls, values: dict[str, Any]) -> Any:
-        if isinstance(values, dict) and values.get("docstore") is None and values.get("byte_store") is None:
-            values["docstore"] = SQLDocStore()
+    def _stock_arguments(cls, values: Any) -> Any:
+        """Stock arguments, checked and mapped before the fields are set.
+
+        A docstore is required (as on the stock class); unknown arguments are errors;
+        ``search_kwargs``' ``k`` and ``score_threshold`` set this class's fields.
+        """
+        if not isinstance(values, dict):
+            return values
+        core.reject_unknown(cls.__name__, values, [*cls.model_fields, "callbacks"])
+        if values.get("docstore") is None and values.get("byte_store") is None:
+            msg = (
+                f"{cls.__name__} needs a `docstore` for the parents, as ParentDocumentRetriever does. "
+                "One that survives a restart, in a file of your choosing: "
+                'docstore=SQLDocStore("sqlite:///parents.sqlite") (from langchain_expand import SQLDocStore); '
+                "for tests, langchain_core.stores.InMemoryStore()."
+            )
+            raise ValueError(msg)
+        kwargs = dict(values.get("search_kwargs") or {})
+        for key in ("k", "score_threshold"):
+            if key in kwargs and values.get(key) is not None and values[key] != kwargs[key]:
+                msg = f"{cls.__name__}: `{key}` is given twice, as `{key}={values[key]!r}` and in search_kwargs."
+                raise ValueError(msg)
+            if key in kwargs:
+                values = {**values, key: kwargs[key]}
         return values
 
     @model_validator(mode="after")
     def _validate(self) -> BudgetedParentDocumentRetriever:
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
-        if self.search_type != "similarity":
+        core.check_fraction("score_threshold", self.score_threshold)
+        search_type = getattr(self.search_type, "value", self.search_type)
+        if search_type not in ("similarity", "similarity_score_threshold", "mmr"):
+            msg = f"`search_type` must be 'similarity', 'similarity_score_threshold' or 'mmr', got {search_type!r}."
+            raise ValueError(msg)
+        if search_type == "similarity_score_threshold" and self.score_threshold is None:
             msg = (
-                f"`search_type` {self.search_type!r} is not supported: parents are ranked by their "
-                "children's relevance scores. Use the default similarity search."
+                "search_type='similarity_score_threshold' needs a threshold: "
+                "search_kwargs={'score_threshold': 0.5}, or score_threshold=0.5."
             )
             raise ValueError(msg)
+        lambda_mult = self.search_kwargs.get("lambda_mult", 0.5)
+        core.check_fraction("search_kwargs['lambda_mult']", lambda_mult)
+        core.check_positive("search_kwargs['fetch_k']", self.search_kwargs.get("fetch_k", MMR_FETCH_K))
+        self._vectors = adapt(self.vectorstore, type(self).__name__)
         return self
 
     # -- indexing ---------------------------------------------------------------------
@@ -186,17 +238,22 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             ValueError: For an empty document, duplicate ids or unusable metadata;
                 nothing is written then.
         """
+        return self.index_documents(documents, ids, **kwargs).ids
+
+    def index_documents(
+        self, documents: Sequence[Document], ids: Sequence[str] | None = None, **kwargs: Any
+    ) -> Indexed:
+        """:meth:`add_documents`, saying which documents were written and which were unchanged."""
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
-        core.index(self._layout(kwargs), prepared)
-        return doc_ids
+        return core.index(self._layout(kwargs), prepared)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove the source documents ``ids``: their parents and all their children."""
         core.delete(self._layout({}), ids)
 
     def _layout(self, add_kwargs: dict[str, Any]) -> _ParentLayout:
-        return _ParentLayout(self.vectorstore, self.docstore, self._head_id, self.batch_size, add_kwargs)
+        return _ParentLayout(self._vectors, self.docstore, self._head_id, self.batch_size, add_kwargs)
 
     def _head_id(self, doc_id: str) -> str:
         """The first parent of a document, whose metadata counts its parents (``n_parents``)."""
@@ -275,15 +332,18 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         expand: bool = True,
         filter: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        **unknown: Any,
     ) -> list[Document]:
+        core.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
         check_query(query)
         k, max_tokens = self._resolve(k=k, max_tokens=max_tokens)
-        search = VectorSearch(self.vectorstore, query, self._search_kwargs(filter))
+        search = self._search(query, filter)
+        mmr = getattr(self.search_type, "value", self.search_type) == "mmr"
         ranked: list[_Parent] = []
         stored: Sequence[Document | None] = []
-        first = max(k or DEFAULT_K, self.search_kwargs.get("k", DEFAULT_K))
+        first = k or DEFAULT_K
         for scored in core.overfetch(search, first, first):
-            ranked = self._rank(scored)
+            ranked = self._rank(scored, keep_order=mmr)
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
             if k is None and expand:  # the budget decides: enough parents to hold it
                 assert max_tokens is not None
@@ -296,6 +356,37 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         if not expand:
             return [_child_out(c, s, self.id_key) for p in ranked[: k or DEFAULT_K] for c, s in p.children[:1]]
         return self._expand(ranked, k, stored, max_tokens)
+
+    def _search(
+        self, query: str, metadata_filter: dict[str, Any] | None
+    ) -> Callable[[int], list[tuple[Document, float]]]:
+        """The children's ranking for ``search_type``: by similarity, or diversified by MMR.
+
+        MMR (LangChain's ``maximal_marginal_relevance``, on the stored vectors) reorders the
+        best ``max(n, fetch_k)`` children so each next one is relevant and unlike those before
+        it; each keeps its relevance score, and parents come in the order of their first child.
+        """
+        dense = VectorSearch(self._vectors, query, self._search_kwargs(metadata_filter))
+        if getattr(self.search_type, "value", self.search_type) != "mmr":
+            return dense
+        fetch_k = int(self.search_kwargs.get("fetch_k", MMR_FETCH_K))
+        lambda_mult = float(self.search_kwargs.get("lambda_mult", 0.5))
+
+        def diversified(n: int) -> list[tuple[Document, float]]:
+            pool = dense(max(n, fetch_k))
+            vectors = dict(
+                (d.id, v) for d, v in self._vectors.with_vectors([d.id for d, _ in pool if d.id is not None])
+            )
+            pool = [(d, s) for d, s in pool if d.id in vectors]
+            vector = dense.vector()
+            if not pool or vector is None:
+                return pool[:n]
+            order = maximal_marginal_relevance(
+                np.asarray(vector), [vectors[d.id] for d, _ in pool], lambda_mult=lambda_mult, k=min(n, len(pool))
+            )
+            return [pool[i] for i in order]
+
+        return diversified
 
     def expand_hits(self, hits: Sequence[Document], *, max_tokens: int | None = None) -> list[Document]:
         """Parents of matched children (``expand=False`` results), in the given order.
@@ -319,13 +410,13 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
 
     def _search_kwargs(self, metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
         """``search_kwargs`` less what this class handles itself, plus a per-call filter."""
-        kwargs = {key: v for key, v in self.search_kwargs.items() if key not in ("k", "score_threshold")}
+        kwargs = {key: v for key, v in self.search_kwargs.items() if key not in _MAPPED_SEARCH_KWARGS}
         if metadata_filter is not None:
             kwargs["filter"] = metadata_filter
         return kwargs
 
-    def _rank(self, scored: list[tuple[Document, float]]) -> list[_Parent]:
-        """Group children by parent, score parents, best first."""
+    def _rank(self, scored: list[tuple[Document, float]], *, keep_order: bool = False) -> list[_Parent]:
+        """Group children by parent and score parents; best first, or in their first child's order."""
         threshold = self.score_threshold
         groups: dict[str, list[tuple[Document, float]]] = {}
         for child, score in scored:
@@ -335,7 +426,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             if parent_id is not None:
                 groups.setdefault(str(parent_id), []).append((child, score))
         parents = [_Parent(pid, kids, _aggregate(self.aggregate, [s for _, s in kids])) for pid, kids in groups.items()]
-        return sorted(parents, key=lambda p: -p.score)
+        return parents if keep_order else sorted(parents, key=lambda p: -p.score)
 
     def _rank_hits(self, hits: Sequence[Document]) -> list[_Parent]:
         groups: dict[str, _Parent] = {}
@@ -443,7 +534,7 @@ class _ParentLayout:
 
     def __init__(
         self,
-        vectors: VectorStore,
+        vectors: StoreAdapter,
         docstore: BaseStore[str, Document],
         head_id: Callable[[str], str],
         batch_size: int,
@@ -489,7 +580,7 @@ class _ParentLayout:
 
         def children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
             ids = {unit_id(key, i): (key, i) for key, i in asked}
-            return {ids[c.id]: c for c in (self.vectors.get_by_ids(list(ids)) if ids else []) if c.id in ids}
+            return {ids[c.id]: c for c in self.vectors.get_by_ids(list(ids)) if c.id in ids}
 
         counts = {key: int(parent.metadata.get(N_CHILDREN, 0)) for key, parent in parents.items()}
         counted = children_at([(key, i) for key, n in counts.items() for i in range(n)])

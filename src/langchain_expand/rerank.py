@@ -152,7 +152,13 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
         after: int | None = None,
         merge: bool | None = None,
         max_tokens: int | None = None,
+        **unknown: Any,
     ) -> list[Document]:
+        reject_unknown(
+            f"{type(self).__name__}.invoke",
+            unknown,
+            ("k", "top_n", "fetch_k", "filter", "before", "after", "merge", "max_tokens"),
+        )
         if k is not None and top_n is not None and k != top_n:
             msg = f"`k` and `top_n` both name the number of units returned; pass one, got k={k}, top_n={top_n}."
             raise ValueError(msg)

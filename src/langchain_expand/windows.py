@@ -19,11 +19,12 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from langchain_expand import core
+from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.budget import fit_to_budget
-from langchain_expand.core import AsyncByThread, Prepared, Stored, VectorSearch, check_query, with_vectors
+from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Position, Seed, Sentence, grow
 from langchain_expand.lexical import LexicalIndex, fuse
 from langchain_expand.ranges import largest_fitting, window_bounds
@@ -188,6 +189,8 @@ _RULES: dict[str, Callable[[str, object], None]] = {
 
 _SEARCH_KWARGS = {"k": "k", "filter": "filter", "score_threshold": "score_threshold"}
 """LangChain's ``search_kwargs`` keys, and the field each one sets."""
+_CALL_ARGUMENTS = ("k", "before", "after", "expand", "merge", "filter", "max_tokens", "window")
+"""What ``invoke`` takes besides the query."""
 
 
 class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
@@ -220,7 +223,9 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     """
 
     vectorstore: VectorStore
-    """Where sentences are embedded and stored; it must support ids and get_by_ids."""
+    """Where sentences are embedded and stored: Chroma, FAISS, Qdrant, ``InMemoryVectorStore``,
+    or any store that implements ``get_by_ids`` and ``delete`` (see :mod:`langchain_expand.adapters`
+    for how each store's scores become relevance in [0, 1])."""
     k: int | None = None
     """The most windows returned. None (the default): as many as ``max_tokens`` holds, taking
     hits in rank order until the budget is full or the relevance floor stops them; without a
@@ -276,6 +281,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     pad less (measured: 512 ran at 0.65x the raw-encode floor, 4096+ at ~0.95x). Keep it
     under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
 
+    _vectors: StoreAdapter = PrivateAttr()
+
     @model_validator(mode="before")
     @classmethod
     def _known_arguments(cls, data: Any) -> Any:
@@ -294,6 +301,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             rule(name, getattr(self, name))
         core.check_fraction("relative_score_threshold", self.relative_score_threshold)
         _check_window(self.window)
+        self._vectors = adapt(self.vectorstore, type(self).__name__)
         return self
 
     # -- indexing -------------------------------------------------------------------
@@ -312,13 +320,17 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             ValueError: For an empty document, duplicate ids, unusable metadata or an
                 over-long sentence. Nothing is written when any document is bad.
         """
+        return self.index_documents(documents, ids).ids
+
+    def index_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> Indexed:
+        """:meth:`add_documents`, saying which documents were written and which were unchanged."""
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
-        core.index(self._layout(), prepared)
+        done = core.index(self._layout(), prepared)
         if self.lexical is not None:  # documents stored before the lexical index existed
             known = self.lexical.documents()
             self.lexical.replace(_lexical_rows([p for p in prepared if p.doc_id not in known]))
-        return doc_ids
+        return done
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
@@ -327,7 +339,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             self.lexical.delete(ids)
 
     def _layout(self) -> _SentenceLayout:
-        return _SentenceLayout(self.vectorstore, self.batch_size, self.lexical)
+        return _SentenceLayout(self._vectors, self.batch_size, self.lexical)
 
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its records, before anything is written."""
@@ -385,13 +397,15 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         filter: dict[str, Any] | None = None,
         max_tokens: int | None = None,
         window: Literal["guided", "fixed"] | None = None,
+        **unknown: Any,
     ) -> list[Document]:
+        core.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
         check_query(query)
         plan = self._plan(
             k=k, before=before, after=after, expand=expand, merge=merge, max_tokens=max_tokens, window=window
         )
         where = filter if filter is not None else self.filter
-        dense = VectorSearch(self.vectorstore, query, None if where is None else {"filter": where})
+        dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
         search: Search = dense
         if self.lexical is not None and where is None:  # FTS5 cannot apply a vector store's filter
             search = _HybridSearch(dense, self.lexical)
@@ -408,7 +422,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             if len(units) >= plan.k:
                 break
         units = units[: plan.k]
-        records = _gather(self.vectorstore, _needed_ids(units), [doc for doc, _ in scored])
+        records = _gather(self._vectors, _needed_ids(units), [doc for doc, _ in scored])
         return self._budgeted(self._assemble(units, records), plan.max_tokens)
 
     def _fill(self, search: Search, plan: _Plan) -> list[Document]:
@@ -432,7 +446,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             records.update((d.id, d) for d, _ in scored if d.id is not None)
             wanted = _needed_ids(plan.units(taken))
             missing = [i for i in wanted if i not in records]
-            records.update((d.id, d) for d in _fetch(self.vectorstore, missing) if d.id is not None)
+            records.update((d.id, d) for d in self._vectors.get_by_ids(missing) if d.id is not None)
             fresh = [i for i in wanted if i in records and i not in sizes]
             texts = [records[i].page_content for i in fresh]
             sizes.update(zip(fresh, count_many(self.token_counter, texts), strict=True))
@@ -469,7 +483,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         def fetch(ids: list[str]) -> None:
             fresh = list(dict.fromkeys(i for i in ids if i not in asked and i not in records))
             asked.update(fresh)
-            fetched = [(d, v) for d, v in with_vectors(self.vectorstore, fresh) if STORED_DOC in d.metadata]
+            fetched = [(d, v) for d, v in self._vectors.with_vectors(fresh) if STORED_DOC in d.metadata]
             cosines = _cosines([v for _, v in fetched], vector)
             learn([(d, c) for (d, _), c in zip(fetched, cosines, strict=True)])
 
@@ -502,7 +516,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         units = plan.joined(regions)
         _absorb(units, hits)
-        return self._assemble(units, _gather(self.vectorstore, _needed_ids(units), list(records.values())))
+        return self._assemble(units, _gather(self._vectors, _needed_ids(units), list(records.values())))
 
     def expand_hits(
         self,
@@ -521,7 +535,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """
         plan = self._plan(k=len(hits) or 1, before=before, after=after, expand=True, merge=merge, max_tokens=max_tokens)
         units = plan.units([_from_match(doc) for doc in hits])
-        records = _fetch(self.vectorstore, _needed_ids(units))
+        records = self._vectors.get_by_ids(_needed_ids(units))
         return self._budgeted(self._assemble(units, records), plan.max_tokens)
 
     def source_text(self, doc_id: str) -> str:
@@ -530,12 +544,12 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         Whitespace before the first sentence is not stored and comes back as spaces.
         Use it as ``MergeOverlaps(gap=..., source=retriever.source_text)``.
         """
-        heads = _fetch(self.vectorstore, [unit_id(doc_id, 0)])
+        heads = self._vectors.get_by_ids([unit_id(doc_id, 0)])
         if not heads:
             msg = f"Document {doc_id!r} is not in the store; add it first."
             raise KeyError(msg)
         n = int(heads[0].metadata[STORED_COUNT])
-        records = _fetch(self.vectorstore, [unit_id(doc_id, i) for i in range(n)])
+        records = self._vectors.get_by_ids([unit_id(doc_id, i) for i in range(n)])
         ordered = sorted(records, key=lambda r: int(r.metadata[STORED_INDEX]))
         return " " * int(ordered[0].metadata[STORED_START]) + _joined(ordered)
 
@@ -582,12 +596,12 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                     "Leave it out, or pass window='fixed' with it."
                 )
                 raise ValueError(msg)
-            if self.vectorstore.embeddings is None:
+            if self._vectors.embeddings is None:
                 msg = "window='guided' scores sentences against the query: the vector store needs embeddings."
                 raise ValueError(msg)
             return "guided"
         shaped = shaped_here or {"before", "after"} & self.model_fields_set
-        guided = window is None and max_tokens is not None and not shaped and self.vectorstore.embeddings is not None
+        guided = window is None and max_tokens is not None and not shaped and self._vectors.embeddings is not None
         return "guided" if guided else "fixed"
 
     def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
@@ -654,9 +668,9 @@ class _HybridSearch:
         if not ids:
             return []
         vector = self.dense.vector()
-        if getattr(self.store, "_collection", None) is None or vector is None:
-            return [(doc, floor) for doc in _fetch(self.store, ids)]
-        fetched = with_vectors(self.store, ids)
+        if vector is None:
+            return [(doc, floor) for doc in self.store.get_by_ids(ids)]
+        fetched = self.store.with_vectors(ids)
         cosines = _cosines([v for _, v in fetched], vector)
         return [(doc, min(1.0, max(0.0, c))) for (doc, _), c in zip(fetched, cosines, strict=True)]
 
@@ -664,13 +678,13 @@ class _HybridSearch:
 class _SentenceLayout:
     """Windows' storage: one vector-store record per sentence; sentence 0 is the head."""
 
-    def __init__(self, store: VectorStore, batch_size: int, lexical: LexicalIndex | None) -> None:
+    def __init__(self, store: StoreAdapter, batch_size: int, lexical: LexicalIndex | None) -> None:
         self.store = store
         self.batch_size = batch_size
         self.lexical = lexical
 
     def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
-        found = _fetch(self.store, [unit_id(d, 0) for d in doc_ids])
+        found = self.store.get_by_ids([unit_id(d, 0) for d in doc_ids])
         return {
             h.metadata[STORED_DOC]: (h.metadata.get(STORED_REV), int(h.metadata[STORED_COUNT]))
             for h in found
@@ -696,7 +710,7 @@ class _SentenceLayout:
         revs = {
             r.id: r.metadata.get(STORED_REV)
             for chunk in core.batched(ids, self.batch_size)
-            for r in _fetch(self.store, list(chunk))
+            for r in self.store.get_by_ids(list(chunk))
         }
         bad = {d for d, (rev, n) in committed.items() if any(revs.get(unit_id(d, i)) != rev for i in range(1, n))}
         rest = [d for d in committed if d not in bad]
@@ -708,7 +722,7 @@ class _SentenceLayout:
 
         def lookup(asked: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
             ids = {unit_id(d, i): (d, i) for d, i in asked}
-            return {ids[doc.id]: doc.id for doc in _fetch(self.store, list(ids)) if doc.id in ids}
+            return {ids[doc.id]: doc.id for doc in self.store.get_by_ids(list(ids)) if doc.id in ids}
 
         return list(core.probe_past({d: start.get(d, 0) for d in doc_ids}, lookup, _PROBE).values())
 
@@ -784,16 +798,11 @@ def _lexical_rows(prepared: list[Prepared]) -> list[tuple[str, str, list[str]]]:
     return [(p.doc_id, p.payload[0].metadata[STORED_REV], [r.page_content for r in p.payload]) for p in prepared]
 
 
-def _fetch(store: VectorStore, ids: list[str]) -> list[Document]:
-    """``get_by_ids``, skipping the call when there is nothing to ask (Chroma refuses [])."""
-    return store.get_by_ids(ids) if ids else []
-
-
-def _gather(store: VectorStore, ids: list[str], found: list[Document]) -> list[Document]:
+def _gather(store: StoreAdapter, ids: list[str], found: list[Document]) -> list[Document]:
     """The records ``ids`` name, fetching only those the search did not return."""
     wanted = set(ids)
     have = {d.id: d for d in found if d.id in wanted}
-    return list(have.values()) + _fetch(store, [i for i in ids if i not in have])
+    return list(have.values()) + store.get_by_ids([i for i in ids if i not in have])
 
 
 def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:

@@ -1,0 +1,262 @@
+"""One face for every vector store: what the retrievers need, the same on each.
+
+The retrievers ask a vector store for five things: write records under their own ids
+(replacing a record whose id exists), read records by id, read records with their stored
+vectors, delete by id, and search by vector with a relevance score. LangChain's stores
+differ on each, so :class:`StoreAdapter` wraps the user's store and smooths them:
+
+* **Relevance in [0, 1], equal to the cosine similarity** for unit-length embeddings (the
+  bundled MiniLM normalises; most hosted models do), whatever the store's distance:
+
+  ======================  ============================  ====================
+  store, distance         raw score                     relevance
+  ======================  ============================  ====================
+  Chroma cosine / ip      ``1 - cos``                   ``1 - d``
+  Chroma l2 (default)     squared L2 ``2 - 2 cos``      ``1 - d / 2``
+  FAISS euclidean         squared L2                    ``1 - d / 2``
+  FAISS inner product     ``cos``                       ``d``
+  Qdrant cosine / dot     ``cos``                       ``d``
+  Qdrant euclid           L2 ``sqrt(2 - 2 cos)``        ``1 - d^2 / 2``
+  InMemoryVectorStore     ``cos``                       ``d``
+  any other store         its own relevance function
+  ======================  ============================  ====================
+
+  each clamped to [0, 1]. LangChain's own functions for L2 (``1 - d / sqrt 2``) go below
+  zero for a third of a typical ranking, and warn on every query.
+* **Ids.** Qdrant accepts only UUIDs and integers: each id is written as a UUID derived
+  from it (``uuid5``), the original kept in the record's metadata and handed back as
+  ``Document.id``. FAISS refuses an id it holds and fails to delete one it does not:
+  writes replace, deletes skip unknown ids.
+* **Stored vectors.** Chroma, FAISS, Qdrant and ``InMemoryVectorStore`` hand them back;
+  any other store has the texts embedded again (same vectors, more time).
+
+A store that lacks a by-id read or a delete cannot keep a document's units consistent;
+:func:`adapt` refuses it when the retriever is built, naming what is missing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+__all__ = ["StoreAdapter", "adapt", "relevance_rule"]
+
+Scored = list[tuple[Document, float]]
+
+ID_KEY = "lcx_id"
+"""Metadata key holding a record's own id in stores that rename ids (Qdrant)."""
+_QDRANT_EXTRA = ("_id", "_collection_name")
+"""Keys ``langchain-qdrant`` adds to every record's metadata on the way out."""
+_ID_NAMESPACE = uuid.UUID("7f6d1c2e-6a1b-5c3e-9f3a-1d2b3c4d5e6f")
+
+
+def adapt(store: VectorStore, owner: str) -> StoreAdapter:
+    """``store`` behind the adapter, or an error naming what the retriever needs and it lacks."""
+    missing = [
+        name for name in ("get_by_ids", "delete") if getattr(type(store), name, None) is getattr(VectorStore, name)
+    ]
+    if missing:
+        msg = (
+            f"{owner} cannot run on {type(store).__name__}: it does not implement "
+            f"{' and '.join(f'`{m}`' for m in missing)}, which the retriever needs to read a "
+            "document's units by id and to replace them. Use a store that does (Chroma, FAISS, "
+            "Qdrant, InMemoryVectorStore, PGVector, ...)."
+        )
+        raise TypeError(msg)
+    return StoreAdapter(store)
+
+
+def _kind(store: VectorStore) -> str:
+    name = type(store).__name__
+    if callable(getattr(getattr(store, "_collection", None), "get", None)):
+        return "chroma"
+    if name == "FAISS" and hasattr(store, "index_to_docstore_id"):
+        return "faiss"
+    if name in ("QdrantVectorStore", "Qdrant") and hasattr(store, "client"):
+        return "qdrant"
+    if isinstance(getattr(store, "store", None), dict) and name == "InMemoryVectorStore":
+        return "memory"
+    return "other"
+
+
+def _clamped(fn: Callable[[float], float]) -> Callable[[float], float]:
+    return lambda raw: min(1.0, max(0.0, float(fn(raw))))
+
+
+def relevance_rule(store: VectorStore) -> Callable[[float], float]:
+    """Raw score to relevance in [0, 1] for ``store``, by the table in the module docstring."""
+    kind = _kind(store)
+    if kind == "chroma":
+        if getattr(store, "override_relevance_score_fn", None) is not None:
+            return _clamped(store.override_relevance_score_fn)  # type: ignore[attr-defined]
+        space = _chroma_space(store)
+        return _clamped(lambda d: 1.0 - d / 2.0) if space == "l2" else _clamped(lambda d: 1.0 - d)
+    if kind == "faiss":
+        if getattr(store, "override_relevance_score_fn", None) is not None:
+            return _clamped(store.override_relevance_score_fn)  # type: ignore[attr-defined]
+        strategy = str(getattr(store, "distance_strategy", "")).upper()
+        if "EUCLIDEAN" in strategy:
+            return _clamped(lambda d: 1.0 - d / 2.0)
+        if "INNER_PRODUCT" in strategy:
+            return _clamped(float)
+    if kind == "qdrant":
+        distance = str(getattr(store, "distance", "")).upper()
+        if "EUCLID" in distance:
+            return _clamped(lambda d: 1.0 - d * d / 2.0)
+        return _clamped(float)
+    if kind == "memory":
+        return _clamped(float)
+    try:
+        return _clamped(store._select_relevance_score_fn())
+    except NotImplementedError:
+        return _clamped(float)
+
+
+def _chroma_space(store: VectorStore) -> str:
+    collection = store._collection  # type: ignore[attr-defined]
+    metadata = getattr(collection, "metadata", None) or {}
+    if "hnsw:space" in metadata:
+        return str(metadata["hnsw:space"])
+    config = getattr(collection, "configuration", None) or {}
+    for index in ("hnsw", "spann"):
+        space = (config.get(index) or {}).get("space") if isinstance(config, dict) else None
+        if space:
+            return str(space)
+    return "l2"
+
+
+class StoreAdapter:
+    """A vector store as the retrievers use it: ids kept, writes replacing, relevance in [0, 1].
+
+    The method names are ``VectorStore``'s, with the behaviour the module docstring lists.
+    """
+
+    def __init__(self, store: VectorStore) -> None:
+        """Wrap ``store``; see :func:`adapt` for the check of what it must implement."""
+        self.store = store
+        self.kind = _kind(store)
+        self.relevance = relevance_rule(store)
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        """The store's embedding model, None for a store without one."""
+        return self.store.embeddings
+
+    # -- ids -----------------------------------------------------------------------------
+
+    def _out_id(self, own: str) -> str:
+        return str(uuid.uuid5(_ID_NAMESPACE, own)) if self.kind == "qdrant" else own
+
+    def _restored(self, doc: Document, asked: str | None = None) -> Document:
+        """``doc`` with its own id and without the keys the store added."""
+        if self.kind == "qdrant":
+            meta = {k: v for k, v in doc.metadata.items() if k not in _QDRANT_EXTRA and k != ID_KEY}
+            return Document(doc.page_content, metadata=meta, id=doc.metadata.get(ID_KEY, asked))
+        if doc.id is None and asked is not None:
+            return Document(doc.page_content, metadata=doc.metadata, id=asked)
+        return doc
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add_documents(self, documents: Sequence[Document], *, ids: Sequence[str], **kwargs: Any) -> None:
+        """Write ``documents`` under ``ids``, replacing records whose id exists."""
+        docs = list(documents)
+        if self.kind == "qdrant":
+            docs = [
+                Document(d.page_content, metadata={**d.metadata, ID_KEY: i}) for d, i in zip(docs, ids, strict=True)
+            ]
+        if self.kind == "faiss":
+            self.delete(list(ids))
+        self.store.add_documents(docs, ids=[self._out_id(i) for i in ids], **kwargs)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete the records ``ids`` name; unknown ids are skipped."""
+        if self.kind == "faiss":
+            held = set(self.store.index_to_docstore_id.values())  # type: ignore[attr-defined]
+            ids = [i for i in ids if i in held]
+        if ids:
+            self.store.delete([self._out_id(i) for i in ids])
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
+        """The records ``ids`` name, with their own ids; unknown ids are left out."""
+        if not ids:
+            return []  # Chroma refuses an empty list
+        if self.kind == "qdrant":
+            return [self._restored(d) for d in self.store.get_by_ids([self._out_id(i) for i in ids])]
+        found = self.store.get_by_ids(list(ids))
+        if self.kind == "faiss":  # FAISS hands back records without ids, in the order asked
+            return [self._restored(d, i) for d, i in zip(found, [i for i in ids if self._faiss_has(i)], strict=True)]
+        return found
+
+    def _faiss_has(self, id_: str) -> bool:
+        return isinstance(self.store.docstore.search(id_), Document)  # type: ignore[attr-defined]
+
+    def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, list[float]]]:
+        """The records ``ids`` name, each with its stored vector; unknown ids are left out."""
+        if not ids:
+            return []
+        if self.kind == "chroma":
+            got = self.store._collection.get(ids=list(ids), include=["embeddings", "documents", "metadatas"])  # type: ignore[attr-defined]
+            rows = zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)
+            return [(Document(text, metadata=dict(meta or {}), id=i), list(vec)) for i, text, meta, vec in rows]
+        if self.kind == "memory":  # id -> {"id", "text", "metadata", "vector"}
+            held = self.store.store  # type: ignore[attr-defined]
+            found = [held[i] for i in ids if i in held]
+            return [(Document(r["text"], metadata=dict(r["metadata"]), id=r["id"]), list(r["vector"])) for r in found]
+        if self.kind == "faiss":
+            position = {v: k for k, v in self.store.index_to_docstore_id.items()}  # type: ignore[attr-defined]
+            docs = self.get_by_ids([i for i in ids if i in position])
+            index = self.store.index  # type: ignore[attr-defined]
+            return [(d, [float(x) for x in index.reconstruct(position[d.id])]) for d in docs]
+        if self.kind == "qdrant":
+            return self._qdrant_vectors(ids)
+        docs = self.get_by_ids(ids)
+        if self.embeddings is None:
+            name = type(self.store).__name__
+            msg = f"{name} has no embeddings to score sentences with; give it an embedding function."
+            raise ValueError(msg)
+        return list(zip(docs, self.embeddings.embed_documents([d.page_content for d in docs]), strict=True))
+
+    def _qdrant_vectors(self, ids: Sequence[str]) -> list[tuple[Document, list[float]]]:
+        store: Any = self.store
+        points = store.client.retrieve(
+            store.collection_name, [self._out_id(i) for i in ids], with_payload=True, with_vectors=True
+        )
+        out = []
+        for point in points:
+            payload = point.payload or {}
+            meta = dict(payload.get(store.metadata_payload_key) or {})
+            doc = Document(payload.get(store.content_payload_key, ""), metadata=meta)
+            vector = point.vector[store.vector_name] if isinstance(point.vector, dict) else point.vector
+            out.append((self._restored(doc), [float(x) for x in vector]))
+        return out
+
+    def search(self, query: str, vector: list[float] | None, k: int, **kwargs: Any) -> Scored:
+        """The ``k`` records nearest the query, with relevance in [0, 1], best first.
+
+        By ``vector`` where the store searches by vector (no re-embedding), else by text.
+        """
+        by_vector = _by_vector_search(self.store)
+        if by_vector is None or vector is None:
+            found = self.store.similarity_search_with_score(query, k=k, **kwargs)
+        else:
+            found = by_vector(vector, k=k, **kwargs)
+        return [(self._restored(doc), self.relevance(raw)) for doc, raw in found]
+
+
+def _by_vector_search(store: VectorStore) -> Callable[..., Scored] | None:
+    """The store's search by vector that returns raw scores, where it has one."""
+    if store.embeddings is None:
+        return None
+    for name in ("similarity_search_by_vector_with_relevance_scores", "similarity_search_with_score_by_vector"):
+        method = getattr(store, name, None)
+        if callable(method):
+            return method  # type: ignore[no-any-return]
+    return None

@@ -1,0 +1,150 @@
+"""Both retrievers on every store the README names: Chroma (three distances), FAISS (two),
+Qdrant's embedded local mode (two), and LangChain's ``InMemoryVectorStore``.
+
+Each store is real; the claims are the same on each: relevance in [0, 1] and equal to the
+cosine similarity of the query and the matched text, re-adding replaces (no duplicate,
+metadata updated), delete removes, and the results are the same windows and parents on
+every store.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.stores import InMemoryStore
+from langchain_core.vectorstores import VectorStore
+
+from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SentenceWindowRetriever
+from langchain_expand.adapters import adapt
+
+from .conftest import load_docs
+from .stores import KINDS, make_store
+
+pytestmark = pytest.mark.integration  # the embedding model
+
+QUERY = "how do I connect the remote control to the TV"
+SLICE = 9000
+"""Characters of the E-Manual indexed (about 110 sentences): enough for a ranking, quick on every store."""
+
+
+def manual(**metadata: Any) -> list[Document]:
+    return [Document(d["text"][:SLICE], id=d["doc_id"], metadata=dict(metadata)) for d in load_docs("emanual")]
+
+
+def cosine(embeddings: Embeddings, query: str, text: str) -> float:
+    a = np.asarray(embeddings.embed_query(query))
+    b = np.asarray(embeddings.embed_documents([text])[0])
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> dict[str, Any]:
+    """What the embedded default (Chroma, cosine) returns: every other store must match it."""
+    retriever = SentenceWindowRetriever(vectorstore=make_store("chroma-cosine", tmp_path_factory.mktemp("ref"), minilm))
+    retriever.add_documents(manual())
+    return {  # texts, not positions: the manual repeats sentences, and stores break ties their own way
+        "hits": texts(retriever.invoke(QUERY, expand=False, k=6)),
+        "guided": texts(retriever.invoke(QUERY, max_tokens=400)),
+    }
+
+
+def texts(docs: list[Document]) -> list[str]:
+    return [d.page_content for d in docs]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_windows_on_every_store(kind: str, tmp_path: Path, minilm: Embeddings, reference: dict[str, Any]) -> None:
+    retriever = SentenceWindowRetriever(vectorstore=make_store(kind, tmp_path, minilm))
+    retriever.add_documents(manual(acl="public"))
+
+    matches = retriever.invoke(QUERY, expand=False, k=6)
+    assert texts(matches) == reference["hits"]
+    for m in matches:
+        assert 0.0 <= m.metadata["score"] <= 1.0
+        assert m.metadata["score"] == pytest.approx(cosine(minilm, QUERY, m.page_content), abs=2e-3)
+    guided = retriever.invoke(QUERY, max_tokens=400)
+    assert texts(guided) == reference["guided"]
+
+    retriever.add_documents(manual(acl="secret"))  # same text, new metadata: replaced, not doubled
+    again = retriever.invoke(QUERY, expand=False, k=6)
+    assert texts(again) == reference["hits"]
+    assert {m.metadata["acl"] for m in again} == {"secret"}
+
+    retriever.delete([d.id for d in manual() if d.id])
+    assert retriever.invoke(QUERY, k=4) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_parents_on_every_store(kind: str, tmp_path: Path, minilm: Embeddings) -> None:
+    retriever = BudgetedParentDocumentRetriever(
+        vectorstore=make_store(kind, tmp_path, minilm),
+        docstore=InMemoryStore(),
+        parent_splitter=MarkdownSectionSplitter(max_level=2),
+        k=3,
+    )
+    retriever.add_documents(manual())
+    parents = retriever.invoke(QUERY)
+    assert len({p.metadata["parent_id"] for p in parents}) == 3
+    for parent in parents:
+        best = parent.metadata["children"][0]
+        child_text = manual()[0].page_content[best["start_index"] : best["end_index"]]
+        assert 0.0 <= best["score"] <= 1.0
+        assert best["score"] == pytest.approx(cosine(minilm, QUERY, child_text), abs=2e-3)
+    retriever.add_documents(manual())  # unchanged: nothing rewritten, nothing doubled
+    assert [p.metadata["parent_id"] for p in retriever.invoke(QUERY)] == [p.metadata["parent_id"] for p in parents]
+    retriever.delete([d.id for d in manual() if d.id])
+    assert retriever.invoke(QUERY) == []
+
+
+class NoReads(VectorStore):
+    """A store that embeds and searches but cannot read a record by id, nor delete one."""
+
+    def __init__(self, embeddings: Embeddings) -> None:
+        self.inner = make_store("memory", Path("."), embeddings)
+
+    def add_texts(self, texts: Any, metadatas: Any = None, **kwargs: Any) -> list[str]:
+        return self.inner.add_texts(texts, metadatas, **kwargs)
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        return self.inner.similarity_search(query, k, **kwargs)
+
+    @classmethod
+    def from_texts(cls, texts: Any, embedding: Embeddings, metadatas: Any = None, **kwargs: Any) -> NoReads:
+        raise NotImplementedError
+
+
+def test_a_store_without_reads_by_id_fails_when_the_retriever_is_built(minilm: Embeddings) -> None:
+    store = NoReads(minilm)
+    for make in (
+        lambda: SentenceWindowRetriever(vectorstore=store),
+        lambda: BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore()),
+    ):
+        with pytest.raises(TypeError, match="does not implement `get_by_ids` and `delete`"):
+            make()
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "relevance"),
+    [
+        ("chroma-cosine", 0.3, 0.7),  # 1 - cos distance
+        ("chroma-l2", 0.6, 0.7),  # squared L2 of unit vectors = 2 - 2 cos
+        ("chroma-ip", 0.3, 0.7),  # 1 - dot
+        ("faiss-l2", 0.6, 0.7),
+        ("faiss-ip", 0.7, 0.7),
+        ("qdrant-cosine", 0.7, 0.7),
+        ("qdrant-euclid", 0.6**0.5, 0.7),  # L2, not squared
+        ("memory", 0.7, 0.7),
+        ("chroma-l2", 3.9, 0.0),  # pointing away: clamped at 0, not negative
+        ("faiss-ip", -0.2, 0.0),
+    ],
+)
+def test_each_distance_becomes_the_cosine(
+    kind: str, raw: float, relevance: float, tmp_path: Path, minilm: Embeddings
+) -> None:
+    store = adapt(make_store(kind, tmp_path, minilm), "test")
+    assert store.relevance(raw) == pytest.approx(relevance)
