@@ -73,9 +73,9 @@ def test_rerank_then_expand_reports_both_scores() -> None:
     assert len(re.findall(r"retrieval 0\.\d+, rerank 0\.\d+", out)) == 4
 
 
-def test_budget_report_prints_the_four_tables() -> None:
+def test_budget_report_prints_every_table() -> None:
     out = run("budget_report")
-    for title in ("### Sentences", "### Radius sweep", "### Windows against parents", "### Verdict"):
+    for title in ("### Sentences", "### Window sizes", "### Prompt sizes", "### Windows against parents", "### Verdict"):
         assert title in out
 
 

@@ -12,9 +12,10 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from langchain_expand import SentenceWindowRetriever, chroma_store
 from langchain_expand.cli import main
 from langchain_expand.corpus import read_corpus
-from langchain_expand.report import SCHEMA_PATH, CorpusReport, Sizes, budget_report, write_plots
+from langchain_expand.report import SCHEMA_PATH, CorpusReport, Sizes, budget_report, plot, read_index, write_plots
 
 pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
 
@@ -88,11 +89,12 @@ def test_json_output_validates_against_its_schema(manual_report: CorpusReport) -
     jsonschema.validate(json.loads(manual_report.to_json()), schema)
 
 
-def test_markdown_has_the_four_tables(manual_report: CorpusReport) -> None:
+def test_markdown_has_every_table(manual_report: CorpusReport) -> None:
     text = manual_report.to_markdown()
     for title in (
         "### Sentences",
-        "### Radius sweep",
+        "### Window sizes",
+        "### Prompt sizes",
         "### Windows against parents",
         "### Verdict",
         "### Recommendation",
@@ -155,3 +157,88 @@ def test_cli_report_prints_valid_json(tmp_path: Path) -> None:
 def test_cli_rejects_a_malformed_window_list() -> None:
     with pytest.raises(SystemExit, match="before:after pairs"):
         main(["report", str(DATA / "qmsum" / "docs.jsonl"), "--windows", "3-1"])
+
+
+def test_every_window_configuration_is_plotted_on_a_log_axis_with_budget_and_reserve(minilm: Embeddings) -> None:
+    docs = list(read_corpus([DATA / "emanual" / "docs.jsonl"]))
+    report = budget_report(
+        docs, k=4, budget=1000, reserve=200, windows=[(0, 0), (2, 2), (4, 4)], embeddings=minilm, pseudo_queries=20
+    )
+    for kind in ("units", "prompts"):
+        ax = plot(report, kind).axes[0]
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert {"window 0:0", "window 2:2", "window 4:4", "parents"} <= set(labels)
+        assert ax.get_xscale() == "log"
+    labels = [t.get_text() for t in plot(report, "prompts").axes[0].get_legend().get_texts()]
+    assert "budget 1,000" in labels
+    assert "budget less reserve 200: 800 for context" in labels
+
+
+def test_terminal_tables_fit_80_columns_without_cutting_a_cell(manual_report: CorpusReport) -> None:
+    from rich.console import Console
+
+    console = Console(width=80, record=True, file=io.StringIO())
+    manual_report.print_rich(console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text  # rich marks a truncated cell with an ellipsis
+    for w in manual_report.windows:
+        assert f"{w.before}:{w.after}" in text
+
+
+@pytest.fixture(scope="module")
+def indexed_folder(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> Path:
+    folder = tmp_path_factory.mktemp("indexed")
+    retriever = SentenceWindowRetriever(vectorstore=chroma_store("manual", persist_directory=folder, embeddings=minilm))
+    retriever.add_documents(list(read_corpus([DATA / "emanual" / "docs.jsonl"])))
+    return folder
+
+
+def test_the_report_on_an_index_embeds_nothing_and_measures_what_embedding_measures(
+    indexed_folder: Path, minilm: Embeddings
+) -> None:
+    from .conftest import CountingEmbeddings
+
+    counting = CountingEmbeddings(minilm)  # the same persisted index, opened with a counting model
+    index = SentenceWindowRetriever(
+        vectorstore=chroma_store("manual", persist_directory=indexed_folder, embeddings=counting)
+    )
+    settings = {"k": 6, "budget": 900, "windows": [(0, 0), (2, 2)], "pseudo_queries": 40}
+
+    read = budget_report(index=index, **settings)
+    assert counting.documents_embedded == 0
+    assert counting.queries_embedded == 0
+    assert read.read_from_index
+
+    embedded = budget_report(list(read_corpus([DATA / "emanual" / "docs.jsonl"])), embeddings=minilm, **settings)
+    assert read.sentences == embedded.sentences
+    assert read.windows == embedded.windows  # same sentences, same hits, same windows
+    assert read.designs == embedded.designs
+
+
+def test_documents_rebuilt_from_the_index_are_the_source_text(indexed_folder: Path, minilm: Embeddings) -> None:
+    (doc,), spans = read_index(chroma_store("manual", persist_directory=indexed_folder, embeddings=minilm))
+    source = next(iter(read_corpus([DATA / "emanual" / "docs.jsonl"])))
+    assert doc.page_content.strip() == source.page_content.strip()
+    assert all(doc.page_content[s:e] == source.page_content[s:e] for s, e in spans[str(doc.id)])
+
+
+def test_cli_report_reads_the_index_under_home(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert main(["--home", str(home), "index", str(DATA / "qmsum" / "docs.jsonl")]) == 0
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["--home", str(home), "report", "--windows", "2:2", "--k", "4", "--format", "json"])
+    assert code == 0
+    data = json.loads(out.getvalue())
+    jsonschema.validate(data, json.loads(SCHEMA_PATH.read_text()))
+    assert data["read_from_index"]
+    assert data["documents"] == 3
+
+
+def test_cli_report_without_a_corpus_or_an_index_says_what_to_run(tmp_path: Path) -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["--home", str(tmp_path / "empty"), "report"])
+    assert code == 2
+    assert "run `langchain-expand index --mode window PATH` first" in err.getvalue()

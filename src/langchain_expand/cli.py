@@ -239,19 +239,24 @@ def _report(args: argparse.Namespace) -> int:
     from langchain_expand.stores import default_embeddings
 
     windows = _windows(args)
-    documents = list(read_corpus([args.corpus]))
     queries = [str(row["query"]) for row in read_queries(args.queries)] if args.queries else None
-    result = budget_report(
-        documents,
-        queries=queries,
-        k=args.k,
-        budget=args.budget,
-        windows=windows,
-        reserve=args.reserve,
-        embeddings=default_embeddings(device=args.device, batch_size=args.embed_batch),
-        corpus_name=args.corpus.name,
-        progress=args.format == "table" and sys.stderr.isatty(),
-    )
+    common: dict[str, Any] = {
+        "queries": queries,
+        "k": args.k,
+        "budget": args.budget,
+        "windows": windows,
+        "reserve": args.reserve,
+        "progress": args.format == "table" and sys.stderr.isatty(),
+    }
+    if args.corpus is None:  # the index that `index` built: read, not embedded again
+        args.mode = "window"
+        _check_indexed(args)
+        where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else str(args.home)
+        result = budget_report(index=_windows_retriever(args), corpus_name=where, **common)
+    else:
+        documents = list(read_corpus([args.corpus]))
+        embeddings = default_embeddings(device=args.device, batch_size=args.embed_batch)
+        result = budget_report(documents, embeddings=embeddings, corpus_name=args.corpus.name, **common)
     if args.format == "json":
         print(result.to_json())
     elif args.format == "markdown":
@@ -325,7 +330,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="index the bundled sample corpus and ask it a few questions")
 
     report = sub.add_parser("report", help="measure windows and parents on a corpus against a budget")
-    report.add_argument("corpus", type=Path, help="a folder of .txt/.md files, or a JSON Lines file")
+    report.add_argument(
+        "corpus",
+        type=Path,
+        nargs="?",
+        help="a folder of .txt/.md files, or a JSON Lines file, embedded for the report; leave it out to "
+        "measure the index under --home, reading its sentences and vectors (no document embedded)",
+    )
     report.add_argument("--queries", type=Path, help='JSON Lines of {"query": ...}; else sampled sentences')
     report.add_argument("--k", type=int, default=8)
     report.add_argument("--budget", type=int, default=16_000)

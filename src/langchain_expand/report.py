@@ -13,26 +13,50 @@ two designs are compared on identical matches.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import random
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
 
+from langchain_expand.adapters import adapt
+from langchain_expand.records import decode_metadata, unit_id
 from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.spans import merge_overlaps
 from langchain_expand.tokens import TokenCounter
-from langchain_expand.units import DOC_ID, SECTIONS, START, TOKENS
+from langchain_expand.units import (
+    DOC_ID,
+    END,
+    HIT,
+    N_SENTENCES,
+    SCORE,
+    SECTIONS,
+    START,
+    STORED_COUNT,
+    STORED_DOC,
+    STORED_END,
+    STORED_GAP,
+    STORED_INDEX,
+    STORED_REV,
+    STORED_START,
+    TOKENS,
+)
 from langchain_expand.windows import SentenceWindowRetriever
 
-__all__ = ["CorpusReport", "budget_report", "write_plots"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from rich.console import Console
+
+__all__ = ["CorpusReport", "budget_report", "read_index", "write_plots"]
 
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 SENTENCE_WARNING_P95 = 128
@@ -121,18 +145,18 @@ class CorpusReport:
     index_seconds: float
     sweep_seconds: float
     reindex_seconds_saved: float
+    read_from_index: bool
     parents_from: str | None
     designs: list[DesignRow]
     verdicts: list[Verdict]
     recommendation: str
-    samples: dict[str, list[float]] = field(default_factory=dict, repr=False)
-    plotted_window: str = field(default="2:2", repr=False)
+    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict, repr=False)
+    """Raw sizes for the plots: ``{"units": {design: sizes}, "prompts": {design: sizes}}``."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data, without the raw samples."""
         data = asdict(self)
         data.pop("samples")
-        data.pop("plotted_window")
         return data
 
     def to_json(self) -> str:
@@ -146,16 +170,17 @@ class CorpusReport:
             + f"\n\n### Recommendation\n\n{self.recommendation}\n"
         )
 
-    def print_rich(self) -> None:
-        """The tables in the terminal, with rich."""
+    def print_rich(self, console: Console | None = None) -> None:
+        """The tables in the terminal, with rich; each fits 80 columns (cells wrap, never truncate)."""
         from rich.console import Console
         from rich.table import Table
 
-        console = Console()
+        console = console or Console()
         for title, header, rows in self._tables():
             table = Table(title=title, title_justify="left")
             for name in header:
-                table.add_column(name, justify="right" if name not in ("design", "configuration") else "left")
+                left = name in ("design", "configuration")
+                table.add_column(name, justify="left" if left else "right", overflow="fold")
             for row in rows:
                 table.add_row(*row)
             console.print(table)
@@ -164,18 +189,36 @@ class CorpusReport:
     def _tables(self) -> list[tuple[str, list[str], list[list[str]]]]:
         s = self.sentences
         source = "pseudo-queries sampled from the corpus" if self.pseudo_queries else "queries"
+        how = (
+            f"read from the index in {self.index_seconds:.1f}s, no document embedded"
+            if self.read_from_index
+            else f"embedded once in {self.index_seconds:.1f}s"
+        )
+        saved = (
+            f"; re-indexing per window would have cost {self.reindex_seconds_saved:.0f}s more"
+            if self.reindex_seconds_saved
+            else ""
+        )
+        reserve = f" less a {self.reserve:,} reserve" if self.reserve else ""
         sentence_rows = [
             ["with the cap", f"{s.count:,}", *_sizes(s.tokens), f"{s.capped_share:.1%}"],
             ["without a cap", "", *_sizes(s.uncapped), ""],
         ]
-        windows = [
+        window_units = [
             [
                 f"{w.before}:{w.after}",
                 str(w.sentences),
-                *_sizes(w.unit)[0:1],
-                *_sizes(w.unit)[2:],
+                _n(w.unit.median),
+                _n(w.unit.p99),
+                _n(w.unit.max),
                 f"{w.predicted:,.0f}",
                 f"{w.prediction_error:+.0%}",
+            ]
+            for w in self.windows
+        ]
+        window_prompts = [
+            [
+                f"{w.before}:{w.after}",
                 _n(w.prompt.median),
                 _n(w.prompt.p99),
                 _n(w.prompt_merged.median),
@@ -199,25 +242,15 @@ class CorpusReport:
                 sentence_rows,
             ),
             (
-                f"Radius sweep: k={self.k}, {self.queries} {source}, one index "
-                f"(embedded once in {self.index_seconds:.1f}s; the sweep took {self.sweep_seconds:.1f}s, "
-                f"re-indexing per radius would have cost {self.reindex_seconds_saved:.0f}s more)",
-                [
-                    "before:after",
-                    "sentences",
-                    "unit median",
-                    "unit p99",
-                    "unit max",
-                    "predicted",
-                    "error",
-                    "prompt median",
-                    "prompt p99",
-                    "merged median",
-                    "merged p99",
-                    "over budget",
-                    "over (merged)",
-                ],
-                windows,
+                f"Window sizes: {self.queries} {source}, one index ({how}; the sweep took "
+                f"{self.sweep_seconds:.1f}s{saved})",
+                ["window", "sentences", "median", "p99", "max", "predicted", "error"],
+                window_units,
+            ),
+            (
+                f"Prompt sizes at k={self.k}, budget {self.budget:,}{reserve}: unmerged, then merged",
+                ["window", "median", "p99", "merged median", "merged p99", "over", "over merged"],
+                window_prompts,
             ),
             (
                 f"Windows against parents ({self.parents_from or 'no sections or headings found'}), "
@@ -226,7 +259,7 @@ class CorpusReport:
                 designs,
             ),
             (
-                f"Verdict: budget {self.budget:,} - reserve {self.reserve:,} - p99 prompt",
+                f"Verdict: budget {self.budget:,} - reserve {self.reserve:,} - p99 prompt = margin",
                 ["configuration", "margin", "verdict"],
                 verdicts,
             ),
@@ -248,8 +281,9 @@ def _markdown(header: list[str], rows: list[list[str]]) -> str:
 
 
 def budget_report(
-    documents: Sequence[Document],
+    documents: Sequence[Document] | None = None,
     *,
+    index: SentenceWindowRetriever | None = None,
     queries: Sequence[str] | None = None,
     k: int = 8,
     budget: int = 16_000,
@@ -266,8 +300,14 @@ def budget_report(
     """Measure windows and parents on ``documents`` against a prompt budget.
 
     Args:
-        documents: The corpus. Parents are the ``sections`` in metadata where present
-            (char offsets), else ``##`` Markdown sections, else none.
+        documents: The corpus, embedded into a throwaway in-memory index. Parents are the
+            ``sections`` in metadata where present (char offsets), else ``##`` Markdown
+            sections, else none. Leave it out to measure ``index`` instead.
+        index: A window retriever whose store already holds the corpus (Chroma): its
+            stored sentences and vectors are read, nothing is embedded but the given
+            ``queries`` (pseudo-queries search by their stored vectors); documents are
+            rebuilt from the stored sentences. The sentences are the index's own (its
+            splitter and cap), so ``cap`` is what the index was built with.
         queries: Questions to ask; without them, ``pseudo_queries`` sentences of the
             corpus are sampled (seeded) and the report says so.
         k: Units per query.
@@ -283,39 +323,57 @@ def budget_report(
         progress: Show progress bars while indexing and querying.
 
     Raises:
-        ValueError: For an empty corpus, ``k`` below 1, or a reserve that eats the budget.
+        ValueError: For an empty corpus or index, both or neither of ``documents`` and
+            ``index``, ``k`` below 1, or a reserve that eats the budget.
     """
     from langchain_expand.stores import chroma_store
 
-    if not documents:
+    if (documents is None) == (index is None):
+        msg = "Give the report either documents (embedded here) or an index (read, not embedded), not both."
+        raise ValueError(msg)
+    if documents is not None and not documents:
         msg = "The corpus has no documents. Point the report at a folder of .txt/.md files or a JSON Lines file."
         raise ValueError(msg)
     if k < 1 or budget < 1 or not 0 <= reserve < budget:
         msg = f"Need k >= 1 and 0 <= reserve < budget; got k={k}, budget={budget}, reserve={reserve}."
         raise ValueError(msg)
     counter = token_counter or TokenCounter()
-    splitter = SentenceSplitter(max_tokens=cap, token_counter=counter)
-    texts = {str(d.id): d.page_content for d in documents}
+    started = time.perf_counter()
+    if index is None:
+        assert documents is not None
+        splitter = SentenceSplitter(max_tokens=cap, token_counter=counter)
+        texts = {str(d.id): d.page_content for d in documents}
+        spans = {doc_id: splitter(text) for doc_id, text in texts.items()}
+        store = chroma_store(f"report-{random.Random().getrandbits(48):x}", embeddings=embeddings)
+        retriever = SentenceWindowRetriever(vectorstore=store, splitter=splitter, token_counter=counter, k=k)
+        plain = [Document(d.page_content, id=str(d.id)) for d in documents]
+        for batch in _progress(_batches(plain, 64), "indexing", progress, len(plain) // 64 + 1):
+            retriever.add_documents(batch)
+    else:
+        retriever = SentenceWindowRetriever(vectorstore=index.vectorstore, token_counter=counter, k=k)
+        documents, spans = read_index(index.vectorstore)
+        if not documents:
+            msg = "The index holds no documents: index a corpus first, or give the report one to embed."
+            raise ValueError(msg)
+        texts = {str(d.id): d.page_content for d in documents}
+        cap = getattr(index.splitter, "max_tokens", cap)
+    index_seconds = time.perf_counter() - started
 
     # 1. Sentences, with and without the cap.
-    spans = {doc_id: splitter(text) for doc_id, text in texts.items()}
     sizes = [n for doc_id, text in texts.items() for n in counter.count_many([text[s:e] for s, e in spans[doc_id]])]
     sentences = _sentence_table(texts, sizes, cap, counter)
 
     # 2. One index for every window configuration.
-    store = chroma_store(f"report-{random.Random().getrandbits(48):x}", embeddings=embeddings)
-    retriever = SentenceWindowRetriever(vectorstore=store, splitter=splitter, token_counter=counter, k=k)
-    started = time.perf_counter()
-    plain = [Document(d.page_content, id=str(d.id)) for d in documents]
-    for batch in _progress(_batches(plain, 64), "indexing", progress, len(plain) // 64 + 1):
-        retriever.add_documents(batch)
-    index_seconds = time.perf_counter() - started
-
-    asked = list(queries) if queries else _sample(texts, spans, sizes, pseudo_queries, seed)
     sweep_started = time.perf_counter()
-    hits_per_query = [
-        retriever.invoke(q, k=4 * k, expand=False) for q in _progress(asked, "querying", progress, len(asked))
-    ]
+    if queries:
+        asked = list(queries)
+        hits_per_query = [
+            retriever.invoke(q, k=4 * k, expand=False) for q in _progress(asked, "querying", progress, len(asked))
+        ]
+    else:  # sentences of the corpus, searched by their stored vectors: nothing is embedded
+        picked = _sample(texts, spans, sizes, pseudo_queries, seed)
+        asked = [texts[d][spans[d][i][0] : spans[d][i][1]] for d, i in picked]
+        hits_per_query = _matches_of_sentences(retriever, picked, 4 * k, progress)
     median_sentence = float(np.median(sizes)) if sizes else 0.0
     rows: list[WindowRow] = []
     window_samples: dict[str, tuple[list[float], list[float]]] = {}
@@ -350,9 +408,9 @@ def budget_report(
     # 3. Parents: the sections enclosing the same hits.
     parents_from, sections = _sections(documents)
     designs = [DesignRow(f"window {w.before}:{w.after}", w.unit, w.prompt, w.over_budget) for w in rows]
-    samples: dict[str, list[float]] = {}
-    chosen = _reference_window(rows)
-    samples["window_units"], samples["window_prompts"] = window_samples[f"{chosen.before}:{chosen.after}"]
+    samples: dict[str, dict[str, list[float]]] = {"units": {}, "prompts": {}}
+    for label, (units, prompts) in window_samples.items():
+        samples["units"][f"window {label}"], samples["prompts"][f"window {label}"] = units, prompts
     if sections:
         parent_units, parent_prompts = _parent_sizes(hits_per_query, sections, texts, k, counter)
         designs.append(
@@ -363,7 +421,7 @@ def budget_report(
                 _over(parent_prompts, budget - reserve),
             )
         )
-        samples["parent_units"], samples["parent_prompts"] = parent_units, parent_prompts
+        samples["units"]["parents"], samples["prompts"]["parents"] = parent_units, parent_prompts
 
     # 4. Verdict.
     verdicts = [
@@ -394,14 +452,14 @@ def budget_report(
         sentences=sentences,
         windows=rows,
         index_seconds=round(index_seconds, 2),
+        read_from_index=index is not None,
         sweep_seconds=round(sweep_seconds, 2),
-        reindex_seconds_saved=round(index_seconds * (len(rows) - 1), 2),
+        reindex_seconds_saved=0.0 if index is not None else round(index_seconds * (len(rows) - 1), 2),
         parents_from=parents_from,
         designs=designs,
         verdicts=verdicts,
         recommendation=_recommend(sentences, rows, designs, budget - reserve),
         samples=samples,
-        plotted_window=f"{chosen.before}:{chosen.after}",
     )
 
 
@@ -491,13 +549,6 @@ def _over(prompts: Sequence[float], limit: int) -> float:
     return sum(p > limit for p in prompts) / len(prompts) if prompts else 0.0
 
 
-def _reference_window(rows: list[WindowRow]) -> WindowRow:
-    for row in rows:
-        if (row.before, row.after) == (2, 2):
-            return row
-    return rows[len(rows) // 2]
-
-
 def _recommend(sentences: SentenceTable, rows: list[WindowRow], designs: list[DesignRow], limit: int) -> str:
     parts = []
     if sentences.warning:
@@ -552,14 +603,16 @@ def _progress(items: Sequence[Any], label: str, show: bool, total: int) -> Itera
     return track(items, description=label, total=total, transient=True)
 
 
-def _sample(texts: dict[str, str], spans: dict[str, list[Span]], sizes: list[int], n: int, seed: int) -> list[str]:
-    """Pseudo-queries: sentences of the corpus with at least 5 tokens, sampled with a seed."""
+def _sample(
+    texts: dict[str, str], spans: dict[str, list[Span]], sizes: list[int], n: int, seed: int
+) -> list[tuple[str, int]]:
+    """Pseudo-queries: sentences of the corpus with at least 5 tokens, as (document, index), sampled with a seed."""
     pool = []
     at = 0
-    for doc_id, text in texts.items():
-        for s, e in spans[doc_id]:
+    for doc_id in texts:
+        for i in range(len(spans[doc_id])):
             if sizes[at] >= 5:
-                pool.append(text[s:e])
+                pool.append((doc_id, i))
             at += 1
     if not pool:
         msg = "The corpus has no sentence of 5 tokens or more to sample queries from; pass queries."
@@ -567,8 +620,78 @@ def _sample(texts: dict[str, str], spans: dict[str, list[Span]], sizes: list[int
     return random.Random(seed).sample(pool, min(n, len(pool)))
 
 
+def _matches_of_sentences(
+    retriever: SentenceWindowRetriever, picked: list[tuple[str, int]], k: int, progress: bool
+) -> list[list[Document]]:
+    """Each picked sentence used as a query: searched by its stored vector, matches as ``expand=False`` gives."""
+    store = adapt(retriever.vectorstore, "budget_report")
+    vectors = {doc.id: vector for doc, vector in store.with_vectors([unit_id(d, i) for d, i in picked])}
+    out = []
+    for d, i in _progress(picked, "querying", progress, len(picked)):
+        found = store.search("", vectors[unit_id(d, i)], k)
+        out.append([_match(doc, score) for doc, score in found])
+    return out
+
+
+def _match(record: Document, score: float) -> Document:
+    m = record.metadata
+    metadata = {
+        DOC_ID: m[STORED_DOC],
+        HIT: int(m[STORED_INDEX]),
+        N_SENTENCES: int(m[STORED_COUNT]),
+        START: m[STORED_START],
+        END: m[STORED_END],
+        SCORE: score,
+    }
+    return Document(record.page_content, metadata=metadata, id=record.id)
+
+
+def read_index(store: VectorStore, page: int = 5000) -> tuple[list[Document], dict[str, list[Span]]]:
+    """The documents a window index holds, rebuilt from its sentences, and each one's sentence spans.
+
+    Reads the Chroma collection in pages, records only (no vectors); a document whose
+    sentences are not all of its head's version (an interrupted run) is left out.
+    """
+    collection = getattr(store, "_collection", None)
+    if collection is None:
+        msg = f"The report reads Chroma indexes; {type(store).__name__} cannot list its records. Give it documents."
+        raise ValueError(msg)
+    by_doc: dict[str, dict[int, Document]] = {}
+    for offset in itertools.count(0, page):
+        got = collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
+        for id_, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
+            if meta and STORED_DOC in meta:
+                by_doc.setdefault(str(meta[STORED_DOC]), {})[int(meta[STORED_INDEX])] = Document(
+                    text, metadata=dict(meta), id=id_
+                )
+        if len(got["ids"]) < page:
+            break
+    documents: list[Document] = []
+    spans: dict[str, list[Span]] = {}
+    for doc_id, records in by_doc.items():
+        head = records.get(0)
+        if head is None:  # no committed version
+            continue
+        n = int(head.metadata[STORED_COUNT])
+        rev = head.metadata.get(STORED_REV)
+        kept = [r for r in (records.get(i) for i in range(n)) if r is not None and r.metadata.get(STORED_REV) == rev]
+        if len(kept) != n:
+            continue
+        parts = [" " * int(kept[0].metadata[STORED_START])]
+        for r in kept:  # each sentence and the whitespace after it, as they stand in the source
+            parts += [r.page_content, str(r.metadata.get(STORED_GAP, ""))]
+        text = "".join(parts[:-1])
+        documents.append(Document(text, metadata=decode_metadata(head.metadata), id=doc_id))
+        spans[doc_id] = [(int(r.metadata[STORED_START]), int(r.metadata[STORED_END])) for r in kept]
+    return documents, spans
+
+
 def write_plots(report: CorpusReport, folder: Path | str) -> list[Path]:
-    """Histograms of unit and prompt sizes for windows and parents, budget line drawn.
+    """Histograms of unit and prompt sizes, one outline per window configuration and parents.
+
+    The size axis is logarithmic: parents run to thousands of tokens where windows stay
+    at tens, and on a linear axis the windows shrink to a spike. The prompt plot marks the
+    budget, and the budget less the reserve where there is one.
 
     Returns:
         The PNG files written.
@@ -581,22 +704,40 @@ def write_plots(report: CorpusReport, folder: Path | str) -> list[Path]:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    limit = report.budget - report.reserve
-    for kind, title in (("units", "Unit size (tokens)"), ("prompts", f"Prompt size at k={report.k} (tokens)")):
-        fig, ax = plt.subplots(figsize=(7, 4))
-        for design, label in (("window", f"windows {report.plotted_window}"), ("parent", "parents")):
-            values = report.samples.get(f"{design}_{kind}")
-            if values:
-                ax.hist(values, bins=40, alpha=0.6, label=label)
-        if kind == "prompts":
-            ax.axvline(limit, color="red", linestyle="--", label=f"budget {limit:,}")
-        ax.set_xlabel(title)
-        ax.set_ylabel("count")
-        ax.set_title(f"{report.corpus}: {title.lower()}")
-        ax.legend()
+    for kind in ("units", "prompts"):
+        fig = plot(report, kind)
         path = out / f"{kind}.png"
-        fig.tight_layout()
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
     return written
+
+
+def plot(report: CorpusReport, kind: Literal["units", "prompts"]) -> Figure:
+    """One figure of :func:`write_plots`: unit or prompt sizes, every design, log axis."""
+    import matplotlib.pyplot as plt
+
+    title = "Unit size (tokens)" if kind == "units" else f"Prompt size at k={report.k} (tokens)"
+    series = {label: v for label, v in report.samples.get(kind, {}).items() if any(x > 0 for x in v)}
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if series:
+        low = min(x for v in series.values() for x in v if x > 0)
+        high = max(max(v) for v in series.values())
+        if kind == "prompts":
+            high = max(high, report.budget)
+        bins = [float(b) for b in np.geomspace(max(low, 1.0), max(high, 2.0) * 1.05, 50)]
+        for label, values in series.items():
+            ax.hist([x for x in values if x > 0], bins=bins, histtype="step", linewidth=1.5, label=label)
+        ax.set_xscale("log")
+    if kind == "prompts":
+        ax.axvline(report.budget, color="red", linestyle="--", label=f"budget {report.budget:,}")
+        if report.reserve:
+            limit = report.budget - report.reserve
+            label = f"budget less reserve {report.reserve:,}: {limit:,} for context"
+            ax.axvline(limit, color="darkred", linestyle=":", label=label)
+    ax.set_xlabel(f"{title}, log scale")
+    ax.set_ylabel("count")
+    ax.set_title(f"{report.corpus}: {title.lower()}")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
