@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -221,3 +222,52 @@ def test_demo_answers_every_question_inside_its_budget(tmp_path: Path) -> None:
         tokens = int(line.split("units, ")[1].split(" tokens")[0])
         assert 0.8 * DEMO_BUDGET <= tokens <= DEMO_BUDGET
     assert (tmp_path / "lexical.sqlite").exists()
+
+
+class FakeTerminal(io.StringIO):
+    """stderr as a terminal, so the progress bar draws into a string."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_reindexing_counts_embedded_unchanged_removed_and_skipped(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"note{i}.txt").write_text(f"Note {i} is about the remote. It has {i + 2} buttons.")
+    home = tmp_path / "home"
+    assert "3 documents (window mode)" in cli(home, "index", "--quiet", str(folder))
+    assert cli(home, "index", "--quiet", str(folder)).endswith(": 0 embedded, 3 unchanged\n")
+
+    (folder / "note0.txt").write_text("Note 0 now says the remote is yellow.")
+    (folder / "note2.txt").unlink()
+    (folder / "latin1.txt").write_bytes("Caf\xe9 notes.".encode("latin-1"))
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["--home", str(home), "index", "--quiet", str(folder)]) == 2  # a bad file stops the run
+    assert "latin1.txt: not valid UTF-8" in err.getvalue()
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        out = cli(home, "index", "--quiet", "--skip-bad", str(folder))
+    assert ": 1 embedded, 1 unchanged" in out
+    assert "1 documents in the index are not in" in out  # note2 is kept without --prune
+    assert "latin1.txt: not valid UTF-8" in err.getvalue()
+    out = cli(home, "index", "--quiet", "--skip-bad", "--prune", str(folder))
+    assert out.splitlines()[-1].endswith(": 0 embedded, 2 unchanged, 1 removed")
+    assert count(home) == 2 + 1  # note1: 2 sentences, note0: now 1
+
+
+def test_indexing_shows_a_progress_bar_with_total_rate_and_eta(tmp_path: Path) -> None:
+    corpus = small_docs(tmp_path)
+    err = FakeTerminal()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--home", str(tmp_path / "home"), "index", "--batch-docs", "8", str(corpus)]) == 0
+    drawn = err.getvalue()
+    total_kb = sum(len(r.encode()) for r in corpus.read_text().splitlines()) / 1000  # upper bound: rows with JSON
+    assert "indexing text" in drawn
+    assert re.search(r"\d+(\.\d)? kB/s", drawn)  # rate
+    assert re.search(r"/\d+(\.\d)? kB", drawn)  # done / total
+    assert float(re.findall(r"/(\d+(?:\.\d)?) kB", drawn)[-1]) < total_kb
+    assert re.search(r"\d:\d\d:\d\d", drawn)  # time remaining

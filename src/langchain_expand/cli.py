@@ -12,15 +12,29 @@ import argparse
 import itertools
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 
 from langchain_expand.corpus import read_corpus
-from langchain_expand.units import DOC_ID, END, HIT, SCORE, SECTIONS, SPAN, START, TITLE, TOKENS, TRUNCATED
+from langchain_expand.units import (
+    DOC_ID,
+    END,
+    HIT,
+    SCORE,
+    SECTIONS,
+    SPAN,
+    START,
+    STORED_DOC,
+    STORED_INDEX,
+    TITLE,
+    TOKENS,
+    TRUNCATED,
+)
 
 if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore
@@ -41,36 +55,44 @@ DEMO_QUESTIONS = [
 ]
 
 
-def _store(args: argparse.Namespace, collection: str) -> VectorStore:
+def _embeddings(args: argparse.Namespace) -> Embeddings:
+    from langchain_expand.stores import default_embeddings
+
+    return default_embeddings(device=args.device, batch_size=args.embed_batch)
+
+
+def _store(args: argparse.Namespace, collection: str, embeddings: Embeddings | None = None) -> VectorStore:
     import chromadb
 
-    from langchain_expand.stores import chroma_store, default_embeddings
+    from langchain_expand.stores import chroma_store
 
-    embeddings = default_embeddings(device=args.device, batch_size=args.embed_batch)
+    embeddings = embeddings or _embeddings(args)
     if args.chroma_host:
         client = chromadb.HttpClient(host=args.chroma_host, port=args.chroma_port)
         return chroma_store(collection, client=client, embeddings=embeddings)
     return chroma_store(collection, persist_directory=args.home / "chroma", embeddings=embeddings)
 
 
-def _windows_retriever(args: argparse.Namespace) -> SentenceWindowRetriever:
+def _windows_retriever(args: argparse.Namespace, embeddings: Embeddings | None = None) -> SentenceWindowRetriever:
     from langchain_expand.lexical import LexicalIndex
     from langchain_expand.windows import SentenceWindowRetriever
 
     # The lexical index is a local SQLite file: with a shared Chroma server, processes on other
     # machines could not see it, so it is on for the embedded store only.
     lexical = LexicalIndex(args.home / "lexical.sqlite") if args.lexical and not args.chroma_host else None
-    return SentenceWindowRetriever(vectorstore=_store(args, "sentences"), lexical=lexical)
+    return SentenceWindowRetriever(vectorstore=_store(args, "sentences", embeddings), lexical=lexical)
 
 
-def _parents_retriever(args: argparse.Namespace) -> BudgetedParentDocumentRetriever:
+def _parents_retriever(
+    args: argparse.Namespace, embeddings: Embeddings | None = None
+) -> BudgetedParentDocumentRetriever:
     from langchain_expand.docstore import SQLDocStore
     from langchain_expand.parents import BudgetedParentDocumentRetriever
     from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
 
     url = args.docstore or f"sqlite:///{args.home / 'docstore.sqlite'}"
     return BudgetedParentDocumentRetriever(
-        vectorstore=_store(args, "children"),
+        vectorstore=_store(args, "children", embeddings),
         docstore=SQLDocStore(url),
         parent_splitter=SectionSplitter(fallback=MarkdownSectionSplitter(max_level=2)),
     )
@@ -90,29 +112,98 @@ def _for_windows(doc: Document) -> Document:
 
 def _index(args: argparse.Namespace) -> int:
     """Stream the corpus in batches; each batch is committed, so a re-run resumes."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
-    batches = _batches(read_corpus(args.paths), args.batch_docs)
+    skipped: list[str] = []
+    batches = _batches(read_corpus(args.paths, skip_bad=args.skip_bad, skipped=skipped), args.batch_docs)
     first = next(batches, None)
     if first is None:  # before any model loads or store opens
         paths = ", ".join(str(p) for p in args.paths)
-        msg = f"found no documents in {paths}: give .txt, .md or .jsonl files, or folders holding them."
+        why = f" ({len(skipped)} skipped: {'; '.join(skipped[:3])})" if skipped else ""
+        msg = f"found no documents in {paths}{why}: give .txt, .md or .jsonl files, or folders holding them."
         raise ValueError(msg)
-    retriever: Any = _parents_retriever(args) if args.mode == "parent" else _windows_retriever(args)
-    done = 0
+    bar = sys.stderr.isatty() and not args.quiet
+    total = _text_bytes(args.paths) if bar else None  # a first pass, for the bar's total and ETA
     with Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), disable=not sys.stderr.isatty()
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        disable=not bar,
     ) as progress:
-        task = progress.add_task("indexing", total=None)
+        task = progress.add_task("indexing text", total=total)
+        model = _Progressing(
+            _embeddings(args), lambda texts: progress.advance(task, sum(len(t.encode()) for t in texts))
+        )
+        retriever: Any = _parents_retriever(args, model) if args.mode == "parent" else _windows_retriever(args, model)
+        ids: list[str] = []
+        written = 0
+        done_bytes = 0
         for batch in itertools.chain([first], batches):
-            retriever.add_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
-            done += len(batch)
-            progress.update(task, description=f"indexed {done} documents")
-            if not sys.stderr.isatty():  # a log line per committed batch instead of a bar
-                print(f"indexed {done} documents", file=sys.stderr, flush=True)
+            result = retriever.index_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
+            ids += result.ids
+            written += len(result.written)
+            done_bytes += sum(len(d.page_content.encode()) for d in batch)
+            progress.update(task, completed=done_bytes)  # unchanged documents count as done too
+            if not bar and not args.quiet:  # a log line per committed batch instead of a bar
+                print(f"indexed {len(ids)} documents", file=sys.stderr, flush=True)
     where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
-    print(f"indexed {done} documents ({args.mode} mode) into {where}")
+    stale = sorted(set(_indexed_ids(args, retriever)) - set(ids))
+    if args.prune and stale:
+        retriever.delete(stale)
+    counts = f"{written} embedded, {len(ids) - written} unchanged"
+    if stale:
+        counts += f", {len(stale)} removed" if args.prune else ""
+    print(f"indexed {len(ids)} documents ({args.mode} mode) into {where}: {counts}")
+    if stale and not args.prune:
+        paths = ", ".join(map(str, args.paths))
+        print(f"{len(stale)} documents in the index are not in {paths} (kept; --prune removes them)")
+    for note in skipped:
+        print(f"skipped {note}", file=sys.stderr)
     return 0
+
+
+class _Progressing(Embeddings):
+    """The model, telling the progress bar how much text each embedding call covered."""
+
+    def __init__(self, inner: Embeddings, advance: Callable[[list[str]], None]) -> None:
+        self.inner = inner
+        self.advance = advance
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        vectors = self.inner.embed_documents(texts)
+        self.advance(texts)
+        return vectors
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
+def _text_bytes(paths: Sequence[Path]) -> int:
+    """The corpus's text in UTF-8 bytes, read once without keeping it (bad input is left to indexing)."""
+    try:
+        return sum(len(d.page_content.encode()) for d in read_corpus(paths, skip_bad=True))
+    except ValueError:
+        return 0
+
+
+def _indexed_ids(args: argparse.Namespace, retriever: Any) -> list[str]:
+    """Every document id the index of this mode holds."""
+    if args.mode == "parent":
+        return [key[: -len(".p0")] for key in retriever.docstore.yield_keys() if key.endswith(".p0")]
+    collection = retriever.vectorstore._collection
+    heads = collection.get(where={STORED_INDEX: 0}, include=["metadatas"])
+    return [str(m[STORED_DOC]) for m in heads["metadatas"] if m and STORED_DOC in m]
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -300,7 +391,14 @@ def _parser() -> argparse.ArgumentParser:
     index = sub.add_parser("index", help="index .txt, .md and .jsonl files (resumable)")
     index.add_argument("paths", nargs="+", type=Path)
     index.add_argument("--mode", choices=["window", "parent"], default="window")
-    index.add_argument("--batch-docs", type=int, default=32, help="documents committed per batch")
+    index.add_argument("--batch-docs", type=int, default=32, help="documents committed per batch (default: 32)")
+    index.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip (and list) a file that is not UTF-8 text or a malformed JSON Lines row, instead of stopping",
+    )
+    index.add_argument("--prune", action="store_true", help="remove indexed documents that are no longer in PATHS")
+    index.add_argument("--quiet", action="store_true", help="no progress bar or per-batch lines")
 
     windows, parents = _defaults()
     query = sub.add_parser("query", help="ask the index", formatter_class=argparse.RawDescriptionHelpFormatter)

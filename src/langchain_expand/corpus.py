@@ -23,7 +23,9 @@ SUFFIXES = (".txt", ".md", ".jsonl")
 logger = logging.getLogger(__name__)
 
 
-def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
+def read_corpus(
+    paths: Sequence[Path | str], *, skip_bad: bool = False, skipped: list[str] | None = None
+) -> Iterator[Document]:
     """Documents from files and folders, in a stable order.
 
     In a folder, JSON Lines files of queries (rows with ``query`` and no ``text``) are
@@ -33,14 +35,21 @@ def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
     ``source``; ``.md`` files are marked ``format: markdown``. JSON Lines rows keep
     their ``doc_id`` and their ``sections`` (as metadata, for ``SectionSplitter``).
 
+    Args:
+        paths: Files and folders.
+        skip_bad: Log and skip a file that is not UTF-8 text, or a malformed JSON Lines
+            row, instead of raising.
+        skipped: Collects ``"where: why"`` for each file or row skipped, for a summary.
+
     Raises:
-        ValueError: For a file that is not UTF-8 text, a malformed JSON Lines row, or a
-            document id seen before (ids compare as text: ``1`` and ``"1"`` are one id),
+        ValueError: For a file that is not UTF-8 text, a malformed JSON Lines row (unless
+            ``skip_bad``), or a document id seen before (ids compare as text: ``1`` and ``"1"`` are one id),
             naming the file (and line) and the fix. Raised before that document is yielded,
             so nothing already indexed is replaced.
     """
     seen: dict[str, str] = {}
-    for origin, doc in _documents(paths):
+    notes = skipped if skipped is not None else []
+    for origin, doc in _documents(paths, skip_bad, notes):
         first = seen.setdefault(str(doc.id), origin)
         if first != origin:
             msg = (
@@ -52,18 +61,18 @@ def read_corpus(paths: Sequence[Path | str]) -> Iterator[Document]:
         yield doc
 
 
-def _documents(paths: Sequence[Path | str]) -> Iterator[tuple[str, Document]]:
+def _documents(paths: Sequence[Path | str], skip_bad: bool, skipped: list[str]) -> Iterator[tuple[str, Document]]:
     """Each document with where it came from (``path`` or ``path:line``)."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
             for other in (p for p in found if p.suffix not in SUFFIXES):
-                logger.warning("skipped %s: only %s files are read", other, ", ".join(SUFFIXES))
+                _skip(skipped, f"{other}: only {', '.join(SUFFIXES)} files are read")
             files = [p for p in found if p.suffix in SUFFIXES]
-            yield from _documents([p for p in files if not _is_query_file(p)])
+            yield from _documents([p for p in files if not _is_query_file(p)], skip_bad, skipped)
         elif path.suffix == ".jsonl":
-            yield from _jsonl(path)
+            yield from _jsonl(path, skip_bad, skipped)
         elif not path.exists():
             msg = f"{path}: no such file or folder."
             raise ValueError(msg)
@@ -71,7 +80,19 @@ def _documents(paths: Sequence[Path | str]) -> Iterator[tuple[str, Document]]:
             meta: dict[str, object] = {SOURCE: str(path)}
             if path.suffix == ".md":
                 meta["format"] = "markdown"
-            yield str(path), Document(_text(path), id=str(path), metadata=meta)
+            try:
+                text = _text(path)
+            except ValueError as exc:
+                if not skip_bad:
+                    raise
+                _skip(skipped, str(exc))
+                continue
+            yield str(path), Document(text, id=str(path), metadata=meta)
+
+
+def _skip(skipped: list[str], note: str) -> None:
+    logger.warning("skipped %s", note)
+    skipped.append(note)
 
 
 def read_queries(path: Path | str) -> list[dict[str, object]]:
@@ -114,25 +135,37 @@ def _text(path: Path) -> str:
         raise ValueError(msg) from None
 
 
-def _rows(path: Path) -> Iterator[tuple[int, dict[str, object]]]:
+def _rows(
+    path: Path, skip_bad: bool = False, skipped: list[str] | None = None
+) -> Iterator[tuple[int, dict[str, object]]]:
     """Rows one line at a time, so a large JSON Lines file is never held in memory whole."""
     with path.open("rb") as f:
         for line_no, raw in enumerate(f, 1):
             if not raw.strip():
                 continue
             try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                msg = f"{path}:{line_no}: not valid UTF-8 (byte {exc.start} of the line). Re-encode the file as UTF-8."
-                raise ValueError(msg) from None
-            yield line_no, _row(path, line_no, line)
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    msg = (
+                        f"{path}:{line_no}: not valid UTF-8 (byte {exc.start} of the line). "
+                        "Re-encode the file as UTF-8."
+                    )
+                    raise ValueError(msg) from None
+                row = _row(path, line_no, line)
+            except ValueError as exc:
+                if not skip_bad:
+                    raise
+                _skip(skipped if skipped is not None else [], str(exc))
+                continue
+            yield line_no, row
 
 
 def _row(path: Path, line_no: int, line: str) -> dict[str, object]:
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
-        msg = f"{path}:{line_no}: not valid JSON ({exc.msg}). Fix or remove the line."
+        msg = f"{path}:{line_no}: not valid JSON ({exc.msg}). Fix or remove the line (or pass --skip-bad)."
         raise ValueError(msg) from None
     if not isinstance(row, dict):
         msg = f"{path}:{line_no}: each line must be a JSON object."
@@ -140,11 +173,14 @@ def _row(path: Path, line_no: int, line: str) -> dict[str, object]:
     return row
 
 
-def _jsonl(path: Path) -> Iterator[tuple[str, Document]]:
-    for line_no, row in _rows(path):
+def _jsonl(path: Path, skip_bad: bool, skipped: list[str]) -> Iterator[tuple[str, Document]]:
+    for line_no, row in _rows(path, skip_bad, skipped):
         text = row.get("text")
         if not isinstance(row.get(DOC_ID), str | int) or not isinstance(text, str):
             msg = f"{path}:{line_no}: a document row needs 'doc_id' and a 'text' string."
-            raise ValueError(msg)
+            if not skip_bad:
+                raise ValueError(msg)
+            _skip(skipped, msg)
+            continue
         meta = {k: v for k, v in row.items() if k not in {DOC_ID, "text"}}
         yield f"{path}:{line_no}", Document(text, id=str(row[DOC_ID]), metadata={SOURCE: str(path), **meta})
