@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -153,3 +155,26 @@ def test_no_unit_exceeds_the_cap_on_any_text(text: str, cap: int) -> None:
     spans = splitter(text)
     check_spans(text, spans)
     assert all(COUNTER(text[s:e]) <= cap for s, e in spans)
+
+
+def test_markdown_structure_comes_from_a_parser_at_any_nesting() -> None:
+    from langchain_core.documents import Document
+
+    from langchain_expand import MarkdownSectionSplitter
+
+    text = (Path(__file__).parent / "data" / "markdown" / "nested-fences.md").read_text()
+    units = [text[s:e] for s, e in SentenceSplitter()(text)]
+    fences = [
+        '> ```bash\n> # not a heading\n> pip install x. Then y.\n> ```',
+        '```python\n   print("a. b. c.")\n   # still code\n   ```',
+        "~~~\n    code. here.\n    ## not a heading either\n    ~~~",
+        "| flag | meaning |\n| --- | --- |\n| -a | all. of it. |",
+    ]
+    for block in fences:  # each block is one unit, whole; no unit holds part of one
+        assert block in units
+        assert not [u for u in units if u != block and (u in block or block in u)]
+    assert "Indented prose." in units  # indentation alone is not code
+    assert "Closing words." in units
+
+    sections = MarkdownSectionSplitter(max_level=2).sections(Document(text))
+    assert [meta["headings"] for _, _, meta in sections] == [["Guide"], ["Guide", "Usage"]]

@@ -15,13 +15,14 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
+from langchain_expand import markdown
 from langchain_expand.sentences import Span
 from langchain_expand.units import END, HEADINGS, SECTIONS, START, TITLE
 
 __all__ = ["MarkdownSectionSplitter", "SectionSplitter", "StructureSplitter", "locate", "located_parents"]
 
-_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)[ \t#]*$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+"""A line as the Markdown parser counts them."""
 
 
 class StructureSplitter(TextSplitter):
@@ -61,7 +62,9 @@ def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
 class MarkdownSectionSplitter(StructureSplitter):
     """Parents from Markdown headings: each section runs from its heading to the next.
 
-    Headings inside fenced code blocks are not headings. Each parent carries
+    Headings come from a Markdown parser (:mod:`langchain_expand.markdown`): a ``#`` line
+    inside a fenced code block is not one, wherever the fence is (top level, in a
+    blockquote, under a list item), and only top-level headings start a section. Each parent carries
     ``headings`` (the path, e.g. ``["Setup", "Install"]``) and ``title``. Text before
     the first heading is a parent of its own.
     """
@@ -77,25 +80,12 @@ class MarkdownSectionSplitter(StructureSplitter):
     def sections(self, document: Document) -> list[tuple[int, int, dict[str, Any]]]:
         """One section per heading of level ``max_level`` or above."""
         text = document.page_content
+        starts = [m.start() for m in _LINE.finditer(text) if m.end() > m.start()]
         cuts: list[tuple[int, list[str]]] = [(0, [])]
         path: list[tuple[int, str]] = []
-        fence: str | None = None
-        pos = 0
-        for line in text.splitlines(keepends=True):
-            fence_match = _FENCE.match(line)
-            if fence_match:
-                mark = fence_match.group(1)
-                if fence is None:
-                    fence = mark
-                elif mark[0] == fence[0] and len(mark) >= len(fence):
-                    fence = None
-            elif fence is None:
-                heading = _HEADING.match(line.rstrip("\r\n"))
-                if heading and len(heading.group(1)) <= self.max_level:
-                    level = len(heading.group(1))
-                    path = [(lv, t) for lv, t in path if lv < level] + [(level, heading.group(2))]
-                    cuts.append((pos, [t for _, t in path]))
-            pos += len(line)
+        for heading in markdown.headings(text, self.max_level):
+            path = [(lv, t) for lv, t in path if lv < heading.level] + [(heading.level, heading.title)]
+            cuts.append((starts[heading.line], [t for _, t in path]))
         out = []
         for (start, headings), (end, _) in zip(cuts, [*cuts[1:], (len(text), [])], strict=True):
             span = _trimmed(text, start, end)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from langchain_expand import markdown
 from langchain_expand.tokens import TokenCounter
 
 __all__ = ["SentenceSplitter", "Span", "Splitter"]
@@ -33,9 +34,6 @@ ABBREVIATIONS = frozenset(
 """Words that a period follows without ending the sentence (lower case, no final '.')."""
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
-_HEADING = re.compile(r" {0,3}#{1,6}(?:\s|$)")
-_TABLE_DELIM = re.compile(r" {0,3}\|?\s*:?-+:?\s*(?:\|\s*:?-+:?\s*)*\|?\s*$")
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 _SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 _TERMINATOR = re.compile(r"(?:[.!?\u2026\u3002\uff01\uff1f]+)[\"'\u201d\u2019)\]]*(?=\s)")
@@ -172,32 +170,21 @@ class SentenceSplitter:
                 yield _Block("prose", para_start, para_end)
                 para_start = None
 
+        structure = {b.first: b for b in markdown.blocks(text)} if self.markdown else {}
         while i < n:
             start, end = lines[i]
             line = text[start:end]
-            if not line.strip():
+            if not line.strip() or (self.markdown and not line.strip().strip(">").strip()):  # blank, or a quoted blank
                 yield from flush()
                 i += 1
                 continue
-            if self.markdown:
-                fence = _FENCE.match(line)
-                if fence:
-                    yield from flush()
-                    j = _fence_end(text, lines, i, fence.group(1))
-                    yield _Block("atomic", start, lines[j][1])
-                    i = j + 1
-                    continue
-                if _HEADING.match(line):
-                    yield from flush()
-                    yield _Block("heading", start, end)
-                    i += 1
-                    continue
-                table_end = _table_end(text, lines, i)
-                if table_end is not None:
-                    yield from flush()
-                    yield _Block("atomic", start, lines[table_end][1])
-                    i = table_end + 1
-                    continue
+            block = structure.get(i)
+            if block is not None:
+                yield from flush()
+                last = min(block.last, n - 1)
+                yield _Block(block.kind, start, lines[last][1])
+                i = last + 1
+                continue
             if para_start is None:
                 para_start = start
             para_end = end
@@ -333,35 +320,6 @@ def _attach_markup(text: str, spans: list[Span]) -> list[Span]:
     if len(out) > 1 and not any(ch.isalnum() for ch in text[out[0][0] : out[0][1]]):
         out[:2] = [(out[0][0], out[1][1])]
     return out
-
-
-def _fence_end(text: str, lines: list[Span], i: int, opener: str) -> int:
-    """The index of the line that closes the fence opened on line ``i``."""
-    for j in range(i + 1, len(lines)):
-        m = _FENCE.match(text, lines[j][0], lines[j][1])
-        if m is None:
-            continue
-        closes = m.group(1)[0] == opener[0] and len(m.group(1)) >= len(opener)
-        if closes and not text[m.end() : lines[j][1]].strip():
-            return j
-    return len(lines) - 1  # an unclosed fence runs to the end, as in CommonMark
-
-
-def _table_end(text: str, lines: list[Span], i: int) -> int | None:
-    """The last line of a Markdown table starting at line ``i``, or None."""
-
-    def is_row(j: int) -> bool:
-        return j < len(lines) and "|" in text[lines[j][0] : lines[j][1]]
-
-    first = text[lines[i][0] : lines[i][1]].lstrip()
-    piped = first.startswith("|")
-    delimited = is_row(i) and i + 1 < len(lines) and bool(_TABLE_DELIM.match(text, *lines[i + 1]))
-    if not (piped and is_row(i + 1)) and not delimited:
-        return None
-    j = i
-    while is_row(j + 1) and text[lines[j + 1][0] : lines[j + 1][1]].strip():
-        j += 1
-    return j
 
 
 def _lines_within(text: str, start: int, end: int) -> Iterator[Span]:

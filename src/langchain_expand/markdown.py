@@ -1,0 +1,92 @@
+r"""Markdown structure from a real parser (``markdown-it-py``, CommonMark plus tables).
+
+Line-based rules miss what nesting hides: a fenced code block inside a blockquote (``> ```py``)
+or indented under a list item is code all the same, and a ``#`` line inside it is not a
+heading. The parser knows; its line maps give each block's first and last line, which the
+splitters turn into char offsets with their own line table.
+
+Lines are counted as the parser counts them: ``\\r\\n``, ``\\r`` and ``\\n`` each end one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from markdown_it import MarkdownIt
+
+__all__ = ["Block", "Heading", "blocks", "headings"]
+
+_MAYBE = re.compile(r"`{3,}|~{3,}|\||^ {0,3}#", re.MULTILINE)
+"""Text without any of these has no fence, table or heading: the parser is skipped."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block the splitters keep whole (code, table) or apart (heading), by line numbers."""
+
+    kind: Literal["atomic", "heading"]
+    first: int
+    last: int
+    """Inclusive."""
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A top-level heading: its line, level (``#`` is 1) and text."""
+
+    line: int
+    level: int
+    title: str
+
+
+@lru_cache(maxsize=1)
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark").enable("table")
+
+
+@lru_cache(maxsize=2)  # the splitters of one document share a parse
+def _tokens(text: str) -> tuple:  # type: ignore[type-arg]
+    return tuple(_parser().parse(text))
+
+
+def blocks(text: str) -> list[Block]:
+    """Fenced code blocks (at any nesting: in blockquotes, list items), tables and headings.
+
+    Indented code blocks are left to prose: indentation alone is too common in plain text
+    to mean code. Sorted by first line; nested blocks are not listed twice.
+    """
+    if not _MAYBE.search(text):
+        return []
+    out: list[Block] = []
+    for token in _tokens(text):
+        if token.map is None:
+            continue
+        first, end = token.map
+        if token.type == "fence" or token.type == "table_open":
+            out.append(Block("atomic", first, end - 1))
+        elif token.type == "heading_open":
+            out.append(Block("heading", first, end - 1))
+    out.sort(key=lambda b: b.first)
+    kept: list[Block] = []
+    for block in out:
+        if not kept or block.first > kept[-1].last:
+            kept.append(block)
+    return kept
+
+
+def headings(text: str, max_level: int = 6) -> list[Heading]:
+    """Top-level headings of level ``max_level`` or above (not those quoted or in list items)."""
+    if not _MAYBE.search(text):
+        return []
+    tokens = _tokens(text)
+    out = []
+    for i, token in enumerate(tokens):
+        if token.type == "heading_open" and token.level == 0 and token.map is not None:
+            level = int(token.tag[1])
+            if level <= max_level:
+                title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
+                out.append(Heading(token.map[0], level, title))
+    return out
