@@ -15,9 +15,11 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.prompt_values import PromptValue
 
+import langchain_expand
 from langchain_expand import TokenCounter, count_prompt_tokens
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(langchain_expand.__file__).with_name("data")
+"""The slices the package ships for its demo."""
 
 
 def documents(corpus: str, *, keep_sections: bool = False) -> list[Document]:

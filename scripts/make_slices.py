@@ -1,4 +1,4 @@
-"""Copy small slices of ../shared/data into tests/data and cookbooks/data.
+"""Copy small slices of ../shared/data into tests/data and src/langchain_expand/data (demo and cookbooks).
 
 Run once from the repo root: ``python scripts/make_slices.py``. The project's tests and
 cookbooks then run without ../shared. Each slice keeps the source format (JSON Lines,
@@ -87,7 +87,7 @@ def main() -> None:
     usable = [q for q in read("friendsqa", "queries.jsonl.gz") if q["doc_id"] in kept and None not in q["gold_spans"]]
     write(ROOT / "tests" / "data" / "friendsqa" / "queries.jsonl", usable)
     slice_into(ROOT / "tests" / "data", ["ES2005a", "IS1004a", "ES2013a"], "smart_tv_remote", 40)
-    slice_into(ROOT / "cookbooks" / "data", ["IS1001a", "TS3012a", "IS1009a"], "galaxy_s10", 60)
+    slice_into(ROOT / "src" / "langchain_expand" / "data", ["IS1001a", "TS3012a", "IS1009a"], "galaxy_s10", 60)
 
 
 if __name__ == "__main__":

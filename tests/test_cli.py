@@ -212,6 +212,28 @@ def test_query_help_shows_the_retrievers_own_defaults() -> None:
     assert f"(default: {fields['k'].default} windows" in out.getvalue()
 
 
+def test_every_option_says_what_it_does_and_its_default_in_plain_text() -> None:
+    import argparse
+
+    from langchain_expand.cli import _parser
+
+    parser = _parser()
+    commands = [parser] + [
+        sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for sub in action.choices.values()
+    ]
+    for command in commands:
+        text = command.format_help()
+        assert "``" not in text  # no reStructuredText
+        for action in command._actions:
+            if action.option_strings and action.dest != "help":
+                assert action.help, f"{command.prog} {action.option_strings[0]} has no help"
+                if action.default not in (None, False, argparse.SUPPRESS):
+                    assert "(default" in action.help, f"{command.prog} {action.option_strings[0]} hides its default"
+
+
 def test_demo_answers_every_question_inside_its_budget(tmp_path: Path) -> None:
     from langchain_expand.cli import DEMO_BUDGET, DEMO_QUESTIONS
 

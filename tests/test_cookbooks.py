@@ -75,7 +75,8 @@ def test_rerank_then_expand_reports_both_scores() -> None:
 
 def test_budget_report_prints_every_table() -> None:
     out = run("budget_report")
-    for title in ("### Sentences", "### Window sizes", "### Prompt sizes", "### Windows against parents", "### Verdict"):
+    tables = ("### Sentences", "### Window sizes", "### Prompt sizes", "### Windows against parents", "### Verdict")
+    for title in tables:
         assert title in out
 
 

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 HOME = Path(".langchain-expand")
-DEMO_DATA = Path(__file__).resolve().parents[2] / "cookbooks" / "data"
+DEMO_DATA = Path(__file__).with_name("data")
+"""Slices of QMSum and the E-Manual that ship inside the package, so the demo runs from a wheel."""
 DEMO_BUDGET = 400
 DEMO_QUESTIONS = [
     "What did the group decide about the remote control's buttons and design?",
@@ -372,13 +373,21 @@ def _defaults() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="langchain-expand", description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="langchain-expand",
+        description="Index files, query them within a token budget, report on windows against parents, "
+        "run the demo. Indexes live under --home unless --chroma-host names a Chroma server.",
+    )
     parser.add_argument("--home", type=Path, default=HOME, help="where embedded indexes live (default: %(default)s)")
     parser.add_argument("--chroma-host", help="use a Chroma server (chroma run) instead of an embedded one")
-    parser.add_argument("--chroma-port", type=int, default=8000)
+    parser.add_argument("--chroma-port", type=int, default=8000, help="the Chroma server's port (default: %(default)s)")
     parser.add_argument("--docstore", help="SQLAlchemy URL of the parent docstore (default: SQLite under --home)")
-    parser.add_argument("--device", default="cpu", help="embedding device: cpu, or cuda where a GPU exists")
-    parser.add_argument("--embed-batch", type=int, default=64, help="sentences per embedding forward pass")
+    parser.add_argument(
+        "--device", default="cpu", help="embedding device: cpu, or cuda where a GPU exists (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--embed-batch", type=int, default=64, help="sentences per embedding forward pass (default: %(default)s)"
+    )
     parser.add_argument(
         "--lexical",
         action=argparse.BooleanOptionalAction,
@@ -390,7 +399,12 @@ def _parser() -> argparse.ArgumentParser:
 
     index = sub.add_parser("index", help="index .txt, .md and .jsonl files (resumable)")
     index.add_argument("paths", nargs="+", type=Path)
-    index.add_argument("--mode", choices=["window", "parent"], default="window")
+    index.add_argument(
+        "--mode",
+        choices=["window", "parent"],
+        default="window",
+        help="embed sentences (window) or section children (parent) (default: %(default)s)",
+    )
     index.add_argument("--batch-docs", type=int, default=32, help="documents committed per batch (default: 32)")
     index.add_argument(
         "--skip-bad",
@@ -435,14 +449,20 @@ def _parser() -> argparse.ArgumentParser:
         help="a folder of .txt/.md files, or a JSON Lines file, embedded for the report; leave it out to "
         "measure the index under --home, reading its sentences and vectors (no document embedded)",
     )
-    report.add_argument("--queries", type=Path, help='JSON Lines of {"query": ...}; else sampled sentences')
-    report.add_argument("--k", type=int, default=8)
-    report.add_argument("--budget", type=int, default=16_000)
+    report.add_argument(
+        "--queries", type=Path, help='JSON Lines of {"query": ...} (default: 200 sentences of the corpus, sampled)'
+    )
+    report.add_argument("--k", type=int, default=8, help="units per query (default: %(default)s)")
+    report.add_argument("--budget", type=int, default=16_000, help="the prompt budget in tokens (default: %(default)s)")
     sweep = report.add_mutually_exclusive_group()
-    sweep.add_argument("--radius", default="0,1,2,4,8", help="symmetric radii, e.g. 0,1,2,4,8")
-    sweep.add_argument("--windows", help="before:after pairs, e.g. 3:1,2:2")
-    report.add_argument("--reserve", type=int, default=0, help="tokens the rest of the prompt needs")
-    report.add_argument("--format", choices=["table", "markdown", "json"], default="table")
+    sweep.add_argument("--radius", default="0,1,2,4,8", help="symmetric radii (default: %(default)s)")
+    sweep.add_argument("--windows", help="before:after pairs instead of --radius, e.g. 3:1,2:2")
+    report.add_argument(
+        "--reserve", type=int, default=0, help="tokens the rest of the prompt needs (default: %(default)s)"
+    )
+    report.add_argument(
+        "--format", choices=["table", "markdown", "json"], default="table", help="(default: %(default)s)"
+    )
     report.add_argument("--plots", type=Path, help="write PNG histograms into this folder")
     return parser
 

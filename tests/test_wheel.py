@@ -1,0 +1,64 @@
+"""The package as a user installs it: a wheel built from the tree runs the demo from anywhere."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration  # builds a wheel and runs the model in a new virtualenv
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_wheel_in_a_fresh_virtualenv_runs_the_demo(tmp_path: Path) -> None:
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path, ROOT],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("langchain_expand-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "langchain_expand/data/qmsum/docs.jsonl" in names
+    assert "langchain_expand/report.schema.json" in names
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    bin_dir = venv / "bin"
+    # The dependencies come from this environment's site-packages (a path, so its editable
+    # install of this project is not picked up); the package itself only from the wheel.
+    site = Path(
+        subprocess.run(
+            [bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = subprocess.run(
+        [bin_dir / "python", "-m", "pip", "install", "--no-deps", "--no-index", "-q", wheel],
+        capture_output=True,
+        text=True,
+    )
+    assert install.returncode == 0, install.stderr[-2000:]
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    where = subprocess.run(
+        [bin_dir / "python", "-c", "import langchain_expand; print(langchain_expand.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=elsewhere,
+        check=True,
+    ).stdout
+    assert where.startswith(str(site))  # the wheel's copy, not the source tree
+    demo = subprocess.run([bin_dir / "langchain-expand", "demo"], capture_output=True, text=True, cwd=elsewhere)
+    assert demo.returncode == 0, demo.stderr[-2000:]
+    assert "Indexed 4 documents" in demo.stdout
+    assert demo.stdout.count("\nQ: ") == 4
