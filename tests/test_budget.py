@@ -249,3 +249,45 @@ def test_fit_to_budget_and_merge_overlaps_are_configurable_per_request() -> None
     assert len(chain.invoke(docs, config={"configurable": {"budget": 4000}})) == 3  # 10 and 12 overlap: merged
     with pytest.raises(ValueError, match="needs the text between them"):  # gap 30 must bridge text: no source
         chain.invoke(docs, config={"configurable": {"budget": 4000, "gap": 30}})
+
+
+def _plain(docs: list[Document]) -> str:
+    return "\n\n".join(d.page_content for d in docs)
+
+
+def _with_metadata(docs: list[Document]) -> str:
+    return "\n\n".join(f"{d.metadata}\n{d.page_content}" for d in docs)
+
+
+def _json_lines(docs: list[Document]) -> str:
+    import json
+
+    return "\n".join(json.dumps({"text": d.page_content, **d.metadata}, default=str) for d in docs)
+
+
+FORMATTERS = [_plain, _with_metadata, _json_lines, format_docs]
+"""Formatters a user might write: plain, printing the metadata the budget adds, JSON, labelled."""
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, len(SENTENCES) - 1), st.integers(0, 4), st.integers(0, 4)), max_size=10),
+    st.integers(0, 3),
+    st.integers(1, 900),
+    st.sampled_from(FORMATTERS),
+)
+def test_merge_with_gaps_then_any_formatter_stays_in_budget_and_exact(
+    hits: list[tuple[int, int, int]], gap: int, budget: int, formatter: Any
+) -> None:
+    """The pipeline of finding 1 and 5 of issue 15, over random windows, gaps, budgets, formatters."""
+    windows = [window(h, b, a, score=1 - i / 50) for i, (h, b, a) in enumerate(hits)]
+    merged = MergeOverlaps(gap=gap, source={"m": SOURCE}.__getitem__).invoke(windows)
+    kept = FitToBudget(max_tokens=budget, formatter=formatter).invoke(merged)
+    assert COUNTER(formatter(kept)) <= budget
+    for unit in kept:
+        m = unit.metadata
+        assert SOURCE[m["start_index"] : m["end_index"]] == unit.page_content
+        assert m["span"][0] <= m["hit"] < m["span"][1]
+        if "sentences" in m:  # the sentence map, where kept, describes the text exactly
+            assert m["sentences"][0][0] == m["start_index"]
+            assert m["sentences"][-1][1] == m["end_index"]

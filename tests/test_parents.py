@@ -372,6 +372,12 @@ def test_mmr_diversifies_the_parents(indexed: BudgetedParentDocumentRetriever, m
         with_args(indexed, search_type="mmr", search_kwargs={"lambda_mult": 3})
 
 
+def test_add_to_docstore_keeps_its_stock_meaning_or_says_why_not(indexed: BudgetedParentDocumentRetriever) -> None:
+    assert indexed.add_documents(manual(), add_to_docstore=True) == [d.id for d in manual()]
+    with pytest.raises(ValueError, match="add_to_docstore=False is not supported"):
+        indexed.add_documents(manual(), add_to_docstore=False)
+
+
 def test_a_byte_store_works_as_on_the_stock_class(tmp_path: Path, minilm: Embeddings) -> None:
     from langchain_classic.storage import LocalFileStore
 

@@ -154,6 +154,20 @@ def test_cli_report_prints_valid_json(tmp_path: Path) -> None:
     assert (tmp_path / "p" / "prompts.png").is_file()
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--k", "0"], "--k must be 1 or more, got 0"),
+        (["--budget", "500", "--reserve", "500"], "--reserve (500) must leave room in --budget (500)"),
+    ],
+)
+def test_cli_report_errors_name_the_flag_typed(flags: list[str], message: str) -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["report", str(DATA / "qmsum" / "docs.jsonl"), *flags]) == 2
+    assert message in err.getvalue()
+
+
 def test_cli_rejects_a_malformed_window_list() -> None:
     with pytest.raises(SystemExit, match="before:after pairs"):
         main(["report", str(DATA / "qmsum" / "docs.jsonl"), "--windows", "3-1"])

@@ -331,6 +331,13 @@ def _report(args: argparse.Namespace) -> int:
     from langchain_expand.stores import default_embeddings
 
     windows = _windows(args)
+    for flag, value, low in (("--k", args.k, 1), ("--budget", args.budget, 1), ("--reserve", args.reserve, 0)):
+        if value < low:
+            msg = f"{flag} must be {low} or more, got {value}."
+            raise ValueError(msg)
+    if args.reserve >= args.budget:
+        msg = f"--reserve ({args.reserve}) must leave room in --budget ({args.budget}) for the context."
+        raise ValueError(msg)
     queries = [str(row["query"]) for row in read_queries(args.queries)] if args.queries else None
     common: dict[str, Any] = {
         "queries": queries,

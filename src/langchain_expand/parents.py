@@ -98,7 +98,7 @@ _RULES: dict[str, Callable[[str, object], None]] = {
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
 
-class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  # type: ignore[misc]  # add_documents takes no add_to_docstore
+class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  # type: ignore[misc]
     """``ParentDocumentRetriever`` where ``k`` counts parents, scores stay, and size is bounded.
 
     Children are over-fetched until ``k`` distinct parents are found (or the store runs
@@ -221,14 +221,20 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
 
     # -- indexing ---------------------------------------------------------------------
 
-    def add_documents(  # type: ignore[override]
-        self, documents: Sequence[Document], ids: Sequence[str] | None = None, **kwargs: Any
+    def add_documents(  # type: ignore[override]  # returns the ids, as VectorStore.add_documents does
+        self,
+        documents: Sequence[Document],
+        ids: Sequence[str] | None = None,
+        add_to_docstore: bool = True,
+        **kwargs: Any,
     ) -> list[str]:
         """Split into parents and children, store them, replace earlier versions.
 
         Args:
             documents: Source documents.
             ids: One id per source document; else ``Document.id``; else a content hash.
+            add_to_docstore: The stock argument; parents are always written with their
+                children (one commit protocol keeps the two in step), so only True works.
             **kwargs: Passed on to the vector store's ``add_documents``.
 
         Returns:
@@ -236,8 +242,16 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
 
         Raises:
             ValueError: For an empty document, duplicate ids or unusable metadata;
-                nothing is written then.
+                nothing is written then. For ``add_to_docstore=False``.
         """
+        if not add_to_docstore:
+            msg = (
+                "add_to_docstore=False is not supported: parents and children are written together, "
+                "each carrying its version, so a hit is never served with another version's parent. "
+                "Re-adding a document whose parents are stored already costs nothing when it is "
+                "unchanged: call add_documents(docs) without it."
+            )
+            raise ValueError(msg)
         return self.index_documents(documents, ids, **kwargs).ids
 
     def index_documents(
@@ -576,13 +590,26 @@ class _ParentLayout:
 
         committed_parents = self.docstore.mget(keys) if keys else []
         parents = {k: v for k, v in zip(keys, committed_parents, strict=True) if v is not None}
-        parents.update(core.probe_past(ends, parents_at, _PROBE).values())
+        past = core.probe_past(ends, parents_at, _PROBE)
+        parents.update(past.values())
 
         def children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
             ids = {unit_id(key, i): (key, i) for key, i in asked}
             return {ids[c.id]: c for c in self.vectors.get_by_ids(list(ids)) if c.id in ids}
 
         counts = {key: int(parent.metadata.get(N_CHILDREN, 0)) for key, parent in parents.items()}
+        # Children are written before their parents: a run killed in between leaves children
+        # of parents the docstore never got. Each such parent's first child is probed past
+        # the last parent found; the rest of its children are probed from there.
+        split = [d for d in doc_ids if self.head_id(d) == parent_key(d, 0)]
+        beyond = {d: max([ends[d], *(j + 1 for dd, j in past if dd == d)]) for d in split}
+
+        def first_children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
+            found = children_at([(parent_key(d, j), 0) for d, j in asked])
+            return {(d, j): found[(parent_key(d, j), 0)] for d, j in asked if (parent_key(d, j), 0) in found}
+
+        for d, j in core.probe_past(beyond, first_children_at, _PROBE):
+            counts.setdefault(parent_key(d, j), 0)
         counted = children_at([(key, i) for key, n in counts.items() for i in range(n)])
         left = core.probe_past(counts, children_at, _PROBE)
         children = {unit_id(key, i): c for (key, i), c in {**counted, **left}.items()}

@@ -1,0 +1,211 @@
+"""The crash harness: an update killed at every write it makes, for both retrievers.
+
+An update from version 1 to version 2 of a small corpus is run once to count its writes
+(each ``add_documents``/``delete`` on the vector store, ``mset``/``mdelete`` on the
+docstore, ``replace``/``delete`` on the lexical index). Then, for every one of those
+points, a fresh store holding version 1 is updated again and the process "dies" (an
+exception no code catches) just before that write. At each point:
+
+1. nothing wrong is served: every window is one whole version of its document, every
+   parent is a parent of one version and its matched children are of that same version;
+2. re-adding either version (the edit replayed, or reverted) leaves a store equal, record
+   for record, to a clean index of that version.
+
+Real Chroma, real MiniLM, a real SQLite docstore and lexical index; only the kill is staged.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_expand import (
+    BudgetedParentDocumentRetriever,
+    LexicalIndex,
+    MarkdownSectionSplitter,
+    SentenceWindowRetriever,
+    SQLDocStore,
+    chroma_store,
+)
+
+pytestmark = pytest.mark.integration  # the embedding model
+
+V1 = {
+    "plan": "# Plan\nThe remote costs 25 euros. It is yellow.\n\n# Design\nButtons are round. The case is rubber.",
+    "notes": "# Notes\nThe meeting starts at nine. Marketing reports first. Then design speaks.",
+}
+V2 = {
+    "plan": "# Plan\nThe remote costs 30 euros now. It is blue. It ships in May.\n\n"
+    "# Design\nButtons are square.\n\n# Risks\nCall 555-0100 about the chips.",
+    "notes": "# Notes\nThe meeting starts at ten.",
+}
+QUERIES = ["what does the remote cost", "which colour is it", "buttons", "when does the meeting start", "chips risk"]
+_names = itertools.count()
+
+
+class Died(BaseException):
+    """The process died: nothing in the library catches a BaseException."""
+
+
+class Killer:
+    """Counts writes; raises :class:`Died` just before write number ``at`` (never with None)."""
+
+    def __init__(self, at: int | None) -> None:
+        self.at = at
+        self.count = 0
+
+    def arm(self, owner: Any, *methods: str) -> None:
+        for name in methods:
+            original = getattr(owner, name)
+
+            def wrapped(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                if self.count == self.at:
+                    raise Died
+                self.count += 1
+                return _original(*args, **kwargs)
+
+            object.__setattr__(owner, name, wrapped)
+
+
+def documents(version: dict[str, str]) -> list[Document]:
+    return [
+        Document(text, id=doc_id, metadata={"version": 1 if version is V1 else 2}) for doc_id, text in version.items()
+    ]
+
+
+# -- windows ------------------------------------------------------------------------------------
+
+
+def windows(folder: Path, minilm: Embeddings, killer: Killer | None = None) -> SentenceWindowRetriever:
+    n = next(_names)
+    retriever = SentenceWindowRetriever(
+        vectorstore=chroma_store(f"crash-{n}", embeddings=minilm),
+        lexical=LexicalIndex(folder / f"lexical-{n}.sqlite"),
+        batch_size=2,
+    )
+    if killer is not None:
+        killer.arm(retriever.vectorstore, "add_documents", "delete")
+        killer.arm(retriever.lexical, "replace", "delete")
+    return retriever
+
+
+def window_records(retriever: SentenceWindowRetriever) -> dict[str, tuple[str, dict]]:
+    got = retriever.vectorstore._collection.get(include=["documents", "metadatas"])  # type: ignore[attr-defined]
+    return {i: (text, meta) for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)}
+
+
+def lexical_rows(retriever: SentenceWindowRetriever) -> list[tuple]:
+    lexical = retriever.lexical
+    assert lexical is not None
+    return sorted(lexical._db.execute(f"SELECT doc_id, i, rev, text FROM {lexical.table}").fetchall())
+
+
+def served_windows_are_whole(retriever: SentenceWindowRetriever) -> None:
+    for query in QUERIES:
+        for call in ({"k": 6, "before": 1, "after": 1}, {"max_tokens": 60}):
+            for unit in retriever.invoke(query, **call):
+                m = unit.metadata
+                sources = [version[m["doc_id"]] for version in (V1, V2)]
+                assert any(s[m["start_index"] : m["end_index"]] == unit.page_content for s in sources), unit
+
+
+def test_windows_killed_at_every_write(tmp_path: Path, minilm: Embeddings) -> None:
+    clean = {}
+    for version in (V1, V2):
+        reference = windows(tmp_path, minilm)
+        reference.add_documents(documents(version))
+        clean[id(version)] = (window_records(reference), lexical_rows(reference))
+
+    counting = Killer(None)
+    retriever = windows(tmp_path, minilm)
+    retriever.add_documents(documents(V1))
+    counting.arm(retriever.vectorstore, "add_documents", "delete")
+    counting.arm(retriever.lexical, "replace", "delete")
+    retriever.add_documents(documents(V2))
+    assert counting.count >= 6  # body batches, lexical rows, deletions, heads
+
+    for at, replay in itertools.product(range(counting.count), (V1, V2)):
+        killer = Killer(None)
+        retriever = windows(tmp_path, minilm, killer)
+        retriever.add_documents(documents(V1))
+        killer.at = killer.count + at
+        with pytest.raises(Died):
+            retriever.add_documents(documents(V2))
+        served_windows_are_whole(retriever)
+        killer.at = None
+        retriever.add_documents(documents(replay))
+        assert (window_records(retriever), lexical_rows(retriever)) == clean[id(replay)], f"killed at write {at}"
+        served_windows_are_whole(retriever)
+
+
+# -- parents ------------------------------------------------------------------------------------
+
+
+def parents(folder: Path, minilm: Embeddings, killer: Killer | None = None) -> BudgetedParentDocumentRetriever:
+    n = next(_names)
+    retriever = BudgetedParentDocumentRetriever(
+        vectorstore=chroma_store(f"crash-parents-{n}", embeddings=minilm),
+        docstore=SQLDocStore(f"sqlite:///{folder}/docstore-{n}.sqlite"),
+        parent_splitter=MarkdownSectionSplitter(max_level=1),
+        batch_size=2,
+    )
+    if killer is not None:
+        killer.arm(retriever.vectorstore, "add_documents", "delete")
+        killer.arm(retriever.docstore, "mset", "mdelete")
+    return retriever
+
+
+def parent_records(retriever: BudgetedParentDocumentRetriever) -> tuple[dict, dict]:
+    children = retriever.vectorstore._collection.get(include=["documents", "metadatas"])  # type: ignore[attr-defined]
+    keys = sorted(retriever.docstore.yield_keys())
+    stored = retriever.docstore.mget(keys)
+    return (
+        {i: (t, m) for i, t, m in zip(children["ids"], children["documents"], children["metadatas"], strict=True)},
+        {k: (d.page_content, d.metadata) for k, d in zip(keys, stored, strict=True) if d is not None},
+    )
+
+
+def served_parents_are_one_version(retriever: BudgetedParentDocumentRetriever) -> None:
+    for query in QUERIES:
+        for parent in retriever.invoke(query, k=3):
+            doc_id = parent.metadata["doc_id"]
+            versions = [v[doc_id] for v in (V1, V2) if parent.page_content in v[doc_id]]
+            assert versions, parent
+            for child in parent.metadata["children"]:
+                a, b = child["in_parent"]
+                assert any(parent.page_content[a:b] == v[child["start_index"] : child["end_index"]] for v in versions)
+
+
+def test_parents_killed_at_every_write(tmp_path: Path, minilm: Embeddings) -> None:
+    clean = {}
+    for version in (V1, V2):
+        reference = parents(tmp_path, minilm)
+        reference.add_documents(documents(version))
+        clean[id(version)] = parent_records(reference)
+
+    counting = Killer(None)
+    retriever = parents(tmp_path, minilm)
+    retriever.add_documents(documents(V1))
+    counting.arm(retriever.vectorstore, "add_documents", "delete")
+    counting.arm(retriever.docstore, "mset", "mdelete")
+    retriever.add_documents(documents(V2))
+    assert counting.count >= 4  # children batches, parents, deletions, heads
+
+    for at, replay in itertools.product(range(counting.count), (V1, V2)):
+        killer = Killer(None)
+        retriever = parents(tmp_path, minilm, killer)
+        retriever.add_documents(documents(V1))
+        killer.at = killer.count + at
+        with pytest.raises(Died):
+            retriever.add_documents(documents(V2))
+        served_parents_are_one_version(retriever)
+        killer.at = None
+        retriever.add_documents(documents(replay))
+        assert parent_records(retriever) == clean[id(replay)], f"killed at write {at}"
+        served_parents_are_one_version(retriever)
