@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -16,16 +18,24 @@ COOKBOOKS = Path(__file__).parents[1] / "cookbooks"
 
 
 def run(name: str, *args: str) -> str:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("LANGCHAIN_EXPAND_CHAT_MODEL", "LANGCHAIN_EXPAND_CROSS_ENCODER")
-    }
-    done = subprocess.run(
-        [sys.executable, str(COOKBOOKS / f"{name}.py"), *args], capture_output=True, text=True, timeout=300, env=env
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
+    """Run a cookbook as ``python cookbooks/NAME.py ARGS`` would, in this process (the model loads once).
+
+    Without a chat model or cross-encoder configured, whatever the environment says.
+    """
+    hidden = ("LANGCHAIN_EXPAND_CHAT_MODEL", "LANGCHAIN_EXPAND_CROSS_ENCODER")
+    saved_env = {k: os.environ.pop(k) for k in hidden if k in os.environ}
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sys.argv = [str(COOKBOOKS / f"{name}.py"), *args]
+    sys.path.insert(0, str(COOKBOOKS))
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            runpy.run_path(sys.argv[0], run_name="__main__")
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        os.environ.update(saved_env)
+        sys.modules.pop("_common", None)
+    return out.getvalue()
 
 
 def test_cookbooks_are_all_tested() -> None:

@@ -165,7 +165,7 @@ def test_markdown_structure_comes_from_a_parser_at_any_nesting() -> None:
     text = (Path(__file__).parent / "data" / "markdown" / "nested-fences.md").read_text()
     units = [text[s:e] for s, e in SentenceSplitter()(text)]
     fences = [
-        '> ```bash\n> # not a heading\n> pip install x. Then y.\n> ```',
+        "> ```bash\n> # not a heading\n> pip install x. Then y.\n> ```",
         '```python\n   print("a. b. c.")\n   # still code\n   ```',
         "~~~\n    code. here.\n    ## not a heading either\n    ~~~",
         "| flag | meaning |\n| --- | --- |\n| -a | all. of it. |",

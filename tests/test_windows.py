@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import ConfigurableField
 
 from langchain_expand import SentenceSplitter, SentenceWindowRetriever, TokenCounter, window_bounds
@@ -357,31 +358,31 @@ async def test_async_add_query_and_delete(make_retriever: Make) -> None:
 
 _RESTART = """
 import json, sys
-from langchain_core.documents import Document
 from langchain_expand import SentenceWindowRetriever, chroma_store
-path, mode = sys.argv[1], sys.argv[2]
-retriever = SentenceWindowRetriever(vectorstore=chroma_store("persist", persist_directory=path), k=4)
-if mode == "index":
-    rows = [json.loads(line) for line in open(sys.argv[3])]
-    retriever.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
-else:
+retriever = SentenceWindowRetriever(vectorstore=chroma_store("persist", persist_directory=sys.argv[1]), k=4)
+print(json.dumps(answer(retriever)))
+"""
+_ANSWER = """
+def answer(retriever):
     docs = retriever.invoke("the cost of the remote control", before=3, after=1)
-    print(json.dumps([[d.page_content, d.metadata["span"], round(d.metadata["score"], 5)] for d in docs]))
+    return [[d.page_content, d.metadata["span"], round(d.metadata["score"], 5)] for d in docs]
 """
 
 
-@pytest.mark.integration  # a real restart: two subprocesses
-def test_a_restarted_process_gives_the_same_answers(tmp_path: Path) -> None:
-    data = Path(__file__).parent / "data" / "qmsum" / "docs.jsonl"
+@pytest.mark.integration  # a real restart: a second process
+def test_a_restarted_process_gives_the_same_answers(tmp_path: Path, minilm: Embeddings) -> None:
+    from langchain_expand import chroma_store
 
-    def run(*args: str) -> str:
-        return run_python(_RESTART, str(tmp_path), *args)
-
-    run("index", str(data))
-    first = json.loads(run("query"))
-    second = json.loads(run("query"))
-    assert len(first) == 4
-    assert first == second
+    retriever = SentenceWindowRetriever(
+        vectorstore=chroma_store("persist", persist_directory=tmp_path, embeddings=minilm), k=4
+    )
+    retriever.add_documents(as_documents(load_docs("qmsum")))
+    scope: dict = {}
+    exec(_ANSWER, scope)  # the same question, asked the same way in both processes
+    here = json.loads(json.dumps(scope["answer"](retriever)))
+    restarted = json.loads(run_python(_ANSWER + _RESTART, str(tmp_path)))
+    assert len(here) == 4
+    assert restarted == here
 
 
 def test_small_write_batches_store_the_same_windows(make_retriever: Make) -> None:

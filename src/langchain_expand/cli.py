@@ -9,6 +9,7 @@ shared deployment, ``--chroma-host``/``--chroma-port`` point at a Chroma server 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import sys
@@ -339,23 +340,24 @@ def _report(args: argparse.Namespace) -> int:
         msg = f"--reserve ({args.reserve}) must leave room in --budget ({args.budget}) for the context."
         raise ValueError(msg)
     queries = [str(row["query"]) for row in read_queries(args.queries)] if args.queries else None
-    common: dict[str, Any] = {
-        "queries": queries,
-        "k": args.k,
-        "budget": args.budget,
-        "windows": windows,
-        "reserve": args.reserve,
-        "progress": args.format == "table" and sys.stderr.isatty(),
-    }
+    measure = functools.partial(
+        budget_report,
+        queries=queries,
+        k=args.k,
+        budget=args.budget,
+        windows=windows,
+        reserve=args.reserve,
+        progress=args.format == "table" and sys.stderr.isatty(),
+    )
     if args.corpus is None:  # the index that `index` built: read, not embedded again
         args.mode = "window"
         _check_indexed(args)
         where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else str(args.home)
-        result = budget_report(index=_windows_retriever(args), corpus_name=where, **common)
+        result = measure(index=_windows_retriever(args), corpus_name=where)
     else:
         documents = list(read_corpus([args.corpus]))
         embeddings = default_embeddings(device=args.device, batch_size=args.embed_batch)
-        result = budget_report(documents, embeddings=embeddings, corpus_name=args.corpus.name, **common)
+        result = measure(documents, embeddings=embeddings, corpus_name=args.corpus.name)
     if args.format == "json":
         print(result.to_json())
     elif args.format == "markdown":
