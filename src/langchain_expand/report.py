@@ -27,7 +27,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.adapters import adapt
+from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.records import decode_metadata, unit_id
 from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.sentences import SentenceSplitter, Span
@@ -351,7 +351,8 @@ def budget_report(
             retriever.add_documents(batch)
     else:
         retriever = SentenceWindowRetriever(vectorstore=index.vectorstore, token_counter=counter, k=k)
-        documents, spans = read_index(index.vectorstore)
+        documents, spans, records = _read_index(index.vectorstore, 5000)
+        retriever._vectors = _ReadOnce(index.vectorstore, records)  # the records are read already
         if not documents:
             msg = "The index holds no documents: index a corpus first, or give the report one to embed."
             raise ValueError(msg)
@@ -652,18 +653,25 @@ def read_index(store: VectorStore, page: int = 5000) -> tuple[list[Document], di
     Reads the Chroma collection in pages, records only (no vectors); a document whose
     sentences are not all of its head's version (an interrupted run) is left out.
     """
+    documents, spans, _ = _read_index(store, page)
+    return documents, spans
+
+
+def _read_index(store: VectorStore, page: int) -> tuple[list[Document], dict[str, list[Span]], dict[str, Document]]:
+    """:func:`read_index`, and every sentence record read, by id."""
     collection = getattr(store, "_collection", None)
     if collection is None:
         msg = f"The report reads Chroma indexes; {type(store).__name__} cannot list its records. Give it documents."
         raise ValueError(msg)
     by_doc: dict[str, dict[int, Document]] = {}
+    by_id: dict[str, Document] = {}
     for offset in itertools.count(0, page):
         got = collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
         for id_, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
             if meta and STORED_DOC in meta:
-                by_doc.setdefault(str(meta[STORED_DOC]), {})[int(meta[STORED_INDEX])] = Document(
-                    text, metadata=dict(meta), id=id_
-                )
+                record = Document(text, metadata=dict(meta), id=id_)
+                by_doc.setdefault(str(meta[STORED_DOC]), {})[int(meta[STORED_INDEX])] = record
+                by_id[id_] = record
         if len(got["ids"]) < page:
             break
     documents: list[Document] = []
@@ -683,7 +691,22 @@ def read_index(store: VectorStore, page: int = 5000) -> tuple[list[Document], di
         text = "".join(parts[:-1])
         documents.append(Document(text, metadata=decode_metadata(head.metadata), id=doc_id))
         spans[doc_id] = [(int(r.metadata[STORED_START]), int(r.metadata[STORED_END])) for r in kept]
-    return documents, spans
+    return documents, spans, by_id
+
+
+class _ReadOnce(StoreAdapter):
+    """The index's store, with reads by id served from the records the report read already.
+
+    The sweep expands every query's hits once per window configuration: a thousand reads
+    of records that are in memory anyway. Searches still go to the store.
+    """
+
+    def __init__(self, store: VectorStore, records: dict[str, Document]) -> None:
+        super().__init__(store)
+        self.records = records
+
+    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
+        return [self.records[i] for i in ids if i in self.records]
 
 
 def write_plots(report: CorpusReport, folder: Path | str) -> list[Path]:
