@@ -187,3 +187,49 @@ def test_valid_values_pass_every_rule() -> None:
     check_query("a question")
     with pytest.raises(ValueError, match="The query is empty"):
         check_query("  ")
+
+
+# -- issue 15, finding 9: bad input is refused before anything is written ------------------------
+
+
+@pytest.mark.parametrize(
+    ("metadata", "message"),
+    [
+        ({"": 1}, "metadata key '' is reserved or unusable"),
+        ({"score": float("nan")}, "metadata 'score' is nan"),
+        ({"score": float("inf")}, "metadata 'score' is inf"),
+    ],
+)
+def test_unusable_metadata_is_refused_before_anything_is_written(metadata: dict, message: str) -> None:
+    for retriever_of in (windows, lambda s: parents(s, InMemoryStore())):
+        store = RecordingStore()
+        retriever = retriever_of(store)
+        with pytest.raises(ValueError, match=f"Document 'bad': {message}"):
+            retriever.add_documents([Document(MARKDOWN, id="fine"), Document(MARKDOWN, id="bad", metadata=metadata)])
+        assert store.writes == []  # "fine" was not written either: the call is all or nothing
+
+
+def test_an_id_too_long_for_a_docstore_key_is_refused_before_anything_is_written() -> None:
+    store, docstore = RecordingStore(), InMemoryStore()
+    with pytest.raises(ValueError, match="ids are text of at most 400 characters without NUL"):
+        parents(store, docstore).add_documents([Document(MARKDOWN, id="d" * 600)])
+    assert store.writes == []
+    assert list(docstore.yield_keys()) == []
+
+
+def test_a_huge_query_is_cut_before_it_is_embedded(caplog: pytest.LogCaptureFixture) -> None:
+    from langchain_expand.core import MAX_QUERY_CHARS
+
+    seen: list[int] = []
+
+    class Recording(DeterministicFakeEmbedding):
+        def embed_query(self, text: str) -> list[float]:
+            seen.append(len(text))
+            return super().embed_query(text)
+
+    retriever = SentenceWindowRetriever(vectorstore=InMemoryVectorStore(Recording(size=16)))
+    retriever.add_documents([Document(TEXT, id="a")])
+    with caplog.at_level("WARNING"):
+        assert retriever.invoke("one sentence " * 1_000_000, k=1)  # 13 MB
+    assert seen == [MAX_QUERY_CHARS]
+    assert "searching with its first 32000" in caplog.text

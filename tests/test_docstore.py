@@ -67,3 +67,25 @@ def test_unserialisable_metadata_is_a_clear_error(tmp_path: Path) -> None:
     store = SQLDocStore(f"sqlite:///{tmp_path}/s.sqlite")
     with pytest.raises(ValueError, match="Document 'bad': its metadata is not JSON-serialisable"):
         store.mset([("bad", Document("x", metadata={"f": object()}))])
+
+
+def test_sqlite_writers_in_parallel_wait_for_each_other(tmp_path: Path) -> None:
+    """Issue 15, finding 9: parallel large writes failed with 'database is locked' after 5 s."""
+    import threading
+
+    url = f"sqlite:///{tmp_path}/shared.sqlite"
+    errors: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        try:
+            SQLDocStore(url).mset([(f"w{n}.{i}", Document("x" * 200)) for i in range(40_000)])
+        except Exception as exc:  # collected, and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sum(1 for _ in SQLDocStore(url).yield_keys()) == 160_000

@@ -22,6 +22,7 @@ native async I/O, so a thread is what an async call would cost anyway.
 from __future__ import annotations
 
 import difflib
+import logging
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -33,6 +34,7 @@ from langchain_core.runnables.config import run_in_executor
 from langchain_expand.adapters import StoreAdapter
 
 __all__ = [
+    "MAX_QUERY_CHARS",
     "OVERFETCH_LIMIT",
     "AsyncByThread",
     "AsyncQueryByThread",
@@ -55,9 +57,14 @@ __all__ = [
 
 OVERFETCH_LIMIT = 64
 """A search asks at most this many times the matches a call needs, then stops."""
+MAX_QUERY_CHARS = 32_000
+"""A longer query is cut to this before it is embedded or searched lexically: about 8,000
+tokens, the most any common embedding model reads (MiniLM reads 256 word pieces). A 10 MB
+query otherwise took 79 s and 1.9 GB in the tokenizer before the model cut it anyway."""
 
 Scored = list[tuple[Document, float]]
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 
 # -- parameter rules ----------------------------------------------------------------------
@@ -162,7 +169,13 @@ class VectorSearch:
             search_kwargs: Passed to every search, e.g. ``{"filter": {...}}``.
         """
         self.store = store
-        self.query = query
+        if len(query) > MAX_QUERY_CHARS:
+            logger.warning(
+                "The query is %d characters; searching with its first %d (embedding models read less).",
+                len(query),
+                MAX_QUERY_CHARS,
+            )
+        self.query = query[:MAX_QUERY_CHARS]
         self.where = dict(search_kwargs or {})
         self._vector: list[float] | None = None
 

@@ -77,7 +77,8 @@ def _documents(paths: Sequence[Path | str], skip_bad: bool, skipped: list[str]) 
             msg = f"{path}: no such file or folder."
             raise ValueError(msg)
         else:
-            meta: dict[str, object] = {SOURCE: str(path)}
+            name = _path_id(path)
+            meta: dict[str, object] = {SOURCE: name}
             if path.suffix == ".md":
                 meta["format"] = "markdown"
             try:
@@ -87,7 +88,20 @@ def _documents(paths: Sequence[Path | str], skip_bad: bool, skipped: list[str]) 
                     raise
                 _skip(skipped, str(exc))
                 continue
-            yield str(path), Document(text, id=str(path), metadata=meta)
+            yield name, Document(text, id=name, metadata=meta)
+
+
+def _path_id(path: Path) -> str:
+    """One id per file however it was named (``docs/a.md``, ``./docs/../docs/a.md``, absolute).
+
+    Relative to the working directory where the file lies below it, else absolute, with
+    ``..``, ``.`` and symlinks resolved.
+    """
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(resolved)
 
 
 def _skip(skipped: list[str], note: str) -> None:

@@ -9,7 +9,7 @@ SQLAlchemy URL (PostgreSQL, say) for several indexing workers sharing one docsto
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -19,6 +19,13 @@ from langchain_core.stores import BaseStore
 __all__ = ["SQLDocStore"]
 
 DEFAULT_PATH = Path(".langchain-expand") / "docstore.sqlite"
+MAX_KEY_CHARS = 512
+"""The key column's width; a longer key is refused before anything is written."""
+_CHUNK = 5000
+"""Keys per statement: PostgreSQL takes at most 65,535 parameters in one."""
+_DEADLOCK_RETRIES = 5
+_SQLITE_BUSY_SECONDS = 60
+"""How long a SQLite writer waits for another's lock before failing (SQLite's default: 5)."""
 
 
 class SQLDocStore(BaseStore[str, Document]):
@@ -46,7 +53,8 @@ class SQLDocStore(BaseStore[str, Document]):
         elif url.startswith("sqlite:///") and url != "sqlite:///:memory:":
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.url = url
-        self._engine = sa.create_engine(url)
+        sqlite = url.startswith("sqlite")
+        self._engine = sa.create_engine(url, connect_args={"timeout": _SQLITE_BUSY_SECONDS} if sqlite else {})
         self._table = sa.Table(
             table,
             sa.MetaData(),
@@ -55,7 +63,7 @@ class SQLDocStore(BaseStore[str, Document]):
         )
         try:
             self._table.metadata.create_all(self._engine)
-        except (sa.exc.ProgrammingError, sa.exc.IntegrityError):  # another worker created it just now
+        except (sa.exc.ProgrammingError, sa.exc.IntegrityError, sa.exc.OperationalError):  # another worker made it
             if not sa.inspect(self._engine).has_table(table):
                 raise
         self._upsert = _upsert(self._table, self._engine.dialect.name)
@@ -69,31 +77,67 @@ class SQLDocStore(BaseStore[str, Document]):
             return []
         found: dict[str, Document] = {}
         with self._engine.connect() as conn:
-            for at in range(0, len(keys), 500):
-                chunk = list(keys[at : at + 500])
+            for at in range(0, len(keys), _CHUNK):
+                chunk = list(keys[at : at + _CHUNK])
                 rows = conn.execute(sa.select(self._table).where(self._table.c.key.in_(chunk)))
                 found.update((row.key, _load(row.value)) for row in rows)
         return [found.get(k) for k in keys]
 
     def mset(self, key_value_pairs: Sequence[tuple[str, Document]]) -> None:
-        """Store documents, replacing any under the same keys, in one transaction."""
-        rows = {key: _dump(key, doc) for key, doc in key_value_pairs}
+        """Store documents, replacing any under the same keys, in one transaction.
+
+        Rows are written in key order, so two writers of overlapping keys lock them in the
+        same order and never deadlock.
+
+        Raises:
+            ValueError: For a key that is empty, longer than ``MAX_KEY_CHARS`` or holds a NUL
+                character, or a value whose metadata is not plain data; nothing is written.
+        """
+        rows = {_checked(key): _dump(key, doc) for key, doc in key_value_pairs}
         if not rows:
             return
-        values = [{"key": k, "value": v} for k, v in rows.items()]
-        with self._engine.begin() as conn:
-            if self._upsert is not None:  # two workers writing one key both succeed, the last wins
-                conn.execute(self._upsert, values)
-                return
-            conn.execute(self._table.delete().where(self._table.c.key.in_(list(rows))))
-            conn.execute(self._table.insert(), values)
+        values = [{"key": k, "value": rows[k]} for k in sorted(rows)]
+
+        def write(conn: sa.Connection) -> None:
+            for at in range(0, len(values), _CHUNK):
+                chunk = values[at : at + _CHUNK]
+                if self._upsert is not None:  # two workers writing one key both succeed, the last wins
+                    conn.execute(self._upsert, chunk)
+                    continue
+                conn.execute(self._table.delete().where(self._table.c.key.in_([v["key"] for v in chunk])))
+                conn.execute(self._table.insert(), chunk)
+
+        self._transaction(write)
 
     def mdelete(self, keys: Sequence[str]) -> None:
-        """Delete ``keys``; absent keys are ignored."""
+        """Delete ``keys``, in key order and in one transaction; absent keys are ignored."""
         if not keys:
             return
-        with self._engine.begin() as conn:
-            conn.execute(self._table.delete().where(self._table.c.key.in_(list(keys))))
+        ordered = sorted(set(keys))
+
+        def delete(conn: sa.Connection) -> None:
+            key = self._table.c.key
+            for at in range(0, len(ordered), _CHUNK):
+                chunk = ordered[at : at + _CHUNK]
+                if conn.dialect.name == "postgresql":  # lock the rows in key order, as writes do
+                    conn.execute(sa.select(key).where(key.in_(chunk)).order_by(key).with_for_update())
+                conn.execute(self._table.delete().where(key.in_(chunk)))
+
+        self._transaction(delete)
+
+    def _transaction(self, work: Callable[[sa.Connection], None]) -> None:
+        """Run ``work`` in one transaction, and again from the start if it was a deadlock's victim.
+
+        Rows are locked in key order, so only a writer outside this class can cause one.
+        """
+        for attempt in range(_DEADLOCK_RETRIES):
+            try:
+                with self._engine.begin() as conn:
+                    work(conn)
+                return
+            except sa.exc.OperationalError as exc:
+                if "deadlock" not in str(exc).lower() or attempt == _DEADLOCK_RETRIES - 1:
+                    raise
 
     def yield_keys(self, *, prefix: str | None = None) -> Iterator[str]:
         """Every key, or those starting with ``prefix`` (case-sensitively, ``%`` and ``_`` literal)."""
@@ -119,13 +163,25 @@ def _upsert(table: sa.Table, dialect: str) -> sa.Executable | None:
     return statement.on_conflict_do_update(index_elements=[table.c.key], set_={"value": statement.excluded.value})
 
 
+def _checked(key: str) -> str:
+    if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS or "\x00" in key:
+        shown = key[:60] + "..." if isinstance(key, str) and len(key) > 60 else key
+        msg = (
+            f"SQLDocStore key {shown!r} ({len(key) if isinstance(key, str) else type(key).__name__} chars) "
+            f"cannot be stored: keys are non-empty text of at most {MAX_KEY_CHARS} characters without NUL. "
+            "Use a shorter document id."
+        )
+        raise ValueError(msg)
+    return key
+
+
 def _dump(key: str, doc: Document) -> str:
     if not isinstance(doc, Document):
         msg = f"SQLDocStore stores Documents; the value under {key!r} is a {type(doc).__name__}."
         raise TypeError(msg)
     try:
-        return json.dumps({"page_content": doc.page_content, "metadata": doc.metadata, "id": doc.id})
-    except TypeError as exc:
+        return json.dumps({"page_content": doc.page_content, "metadata": doc.metadata, "id": doc.id}, allow_nan=False)
+    except (TypeError, ValueError) as exc:
         msg = f"Document {key!r}: its metadata is not JSON-serialisable ({exc}). Convert the values to plain data."
         raise ValueError(msg) from exc
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +34,9 @@ from langchain_expand.units import PREFIX, STORED_JSON, STORED_NONE
 __all__ = ["decode_metadata", "document_ids", "encode_metadata", "revision", "unit_id"]
 
 _SCALARS = (str, int, float, bool)
+MAX_ID_CHARS = 400
+"""Longest document id: its parent keys (``id.p12``) and unit ids (``id.p12::40``) must fit a
+docstore key (512 characters) with room to spare."""
 
 
 def unit_id(doc_id: str, index: int) -> str:
@@ -93,6 +97,14 @@ def document_ids(documents: Sequence[Document], ids: Sequence[str | None] | None
         if not isinstance(text, str) or doc_id is None:
             msg = f"Document {position} has no text (page_content is {type(text).__name__}). Give it a str."
             raise ValueError(msg)
+        if not isinstance(doc_id, str) or len(doc_id) > MAX_ID_CHARS or "\x00" in doc_id:
+            shown = f"{doc_id[:60]}..." if isinstance(doc_id, str) and len(doc_id) > 60 else doc_id
+            msg = (
+                f"Document {position} has the id {shown!r}: ids are text of at most {MAX_ID_CHARS} characters "
+                "without NUL (a docstore key and a vector-store id are made from it). Give it a shorter id, "
+                "e.g. a hash of the long one."
+            )
+            raise ValueError(msg)
         if doc_id in seen:
             msg = (
                 f"Documents {seen[doc_id]} and {position} share the id {doc_id!r}; "
@@ -115,11 +127,17 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
     as_json: list[str] = []
     as_none: list[str] = []
     for key, value in metadata.items():
-        if not isinstance(key, str) or key.startswith(PREFIX) or "," in key:
+        if not isinstance(key, str) or not key or key.startswith(PREFIX) or "," in key:
             msg = (
                 f"Document {doc_id!r}: metadata key {key!r} is reserved or unusable "
-                f"(keys must be strings without ',' that do not start with {PREFIX!r}). "
+                f"(keys must be non-empty strings without ',' that do not start with {PREFIX!r}). "
                 "Rename the key."
+            )
+            raise ValueError(msg)
+        if isinstance(value, float) and not math.isfinite(value):
+            msg = (
+                f"Document {doc_id!r}: metadata {key!r} is {value}, which vector stores drop or refuse "
+                "(JSON has no NaN or infinity). Store None, or the value as a string."
             )
             raise ValueError(msg)
         if value is None:
@@ -128,7 +146,7 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
             out[key] = value
         else:
             try:
-                out[key] = json.dumps(value, sort_keys=True)
+                out[key] = json.dumps(value, sort_keys=True, allow_nan=False)
             except (TypeError, ValueError) as exc:
                 msg = (
                     f"Document {doc_id!r}: metadata {key!r} holds a {type(value).__name__}, "

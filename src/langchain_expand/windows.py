@@ -8,10 +8,11 @@ sentences, fewer only at the ends of a document.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -106,6 +107,10 @@ class _Plan:
     shape: str = "fixed"
     """"fixed": ``before``/``after`` around every hit; "guided": grown toward the evidence."""
     max_radius: int = MAX_RADIUS
+    excluded: frozenset[str] = frozenset()
+    """Documents whose hits are passed over: found half-written earlier in this call."""
+    skipped: set[str] = field(default_factory=set)
+    """Documents this answer skipped because the store held no whole version of them."""
 
     @property
     def budget_decides(self) -> bool:
@@ -120,7 +125,7 @@ class _Plan:
             self.score_threshold if self.score_threshold is not None else float("-inf"),
             hits[0].score * self.relative_score_threshold if self.relative_score_threshold is not None else -1e9,
         )
-        return [h for h in hits if h.score >= floor]
+        return [h for h in hits if h.score >= floor and h.doc_id not in self.excluded]
 
     def units(self, hits: list[_Hit]) -> list[_Unit]:
         """One unit per hit, or, when merging, one per group of overlapping windows."""
@@ -172,6 +177,8 @@ GUIDED_OVERFILL = 1.2
 fit then trims the last unit by whole sentences around its hit."""
 _RING = 2
 """Sentences fetched per neighbour guided growth asks for: it and the next in its direction."""
+_REFILLS = 2
+"""Times a call answers again, passing over documents it found half-written (a writer at work)."""
 _GROWTH_ROUNDS = 4
 """Fetch-and-grow rounds at most per search (each reaches further out, up to ``max_radius``)."""
 
@@ -409,6 +416,16 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         search: Search = dense
         if self.lexical is not None and where is None:  # FTS5 cannot apply a vector store's filter
             search = _HybridSearch(dense, self.lexical)
+        found = self._answer(plan, search, dense)
+        for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
+            if not plan.skipped:
+                break
+            plan = dataclasses.replace(plan, excluded=plan.excluded | plan.skipped, skipped=set())
+            found = self._answer(plan, search, dense)
+        return found
+
+    def _answer(self, plan: _Plan, search: Search, dense: VectorSearch) -> list[Document]:
+        """The call's windows by its plan: guided, budget-driven or ``k`` fixed windows."""
         if plan.shape == "guided":
             return self._budgeted(self._grown(search, dense, plan), plan.max_tokens)
         if plan.budget_decides:
@@ -423,7 +440,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         units = units[: plan.k]
         records = _gather(self._vectors, _needed_ids(units), [doc for doc, _ in scored])
-        return self._budgeted(self._assemble(units, records), plan.max_tokens)
+        return self._budgeted(self._assemble(units, records, plan.skipped), plan.max_tokens)
 
     def _fill(self, search: Search, plan: _Plan) -> list[Document]:
         """Windows of the best hits, as many as it takes to hold the budget.
@@ -454,7 +471,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             units = plan.units(taken[:needed])
             if len(taken) < len(hits) or needed < len(taken):
                 break
-        return self._assemble(units, list(records.values()))
+        return self._assemble(units, list(records.values()), plan.skipped)
 
     def _grown(self, search: Search, dense: VectorSearch, plan: _Plan) -> list[Document]:
         """Windows grown from the best hits toward the evidence until they hold the budget.
@@ -516,7 +533,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         units = plan.joined(regions)
         _absorb(units, hits)
-        return self._assemble(units, _gather(self._vectors, _needed_ids(units), list(records.values())))
+        records_now = _gather(self._vectors, _needed_ids(units), list(records.values()))
+        return self._assemble(units, records_now, plan.skipped)
 
     def expand_hits(
         self,
@@ -611,8 +629,11 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter)
         return kept
 
-    def _assemble(self, units: list[_Unit], records: list[Document]) -> list[Document]:
-        """Build each unit's text from the fetched records; skip uncommitted documents."""
+    def _assemble(self, units: list[_Unit], records: list[Document], skipped: set[str] | None = None) -> list[Document]:
+        """Build each unit's text from the fetched records; skip uncommitted documents.
+
+        The ids of documents skipped are added to ``skipped``, so the caller can refill.
+        """
         by_id = {r.id: r for r in records if r.id is not None}
         out: list[Document] = []
         for unit in units:
@@ -627,6 +648,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                     "Re-run add_documents for it.",
                     unit.doc_id,
                 )
+                if skipped is not None:
+                    skipped.add(unit.doc_id)
                 continue
             out.append(_window(unit, present))
         texts = [d.page_content for d in out]
