@@ -55,7 +55,7 @@ def test_index_query_interrupted_index_and_rerun(tmp_path: Path) -> None:
     assert f"indexed {n_docs} documents" in cli(reference, "index", str(corpus))
 
     process = subprocess.Popen(
-        [*CLI, "--home", str(interrupted), "index", str(corpus), "--batch-docs", "2"],
+        [*CLI, "--home", str(interrupted), "index", str(corpus), "--batch-docs", "2", "--verbose"],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -293,3 +293,8 @@ def test_indexing_shows_a_progress_bar_with_total_rate_and_eta(tmp_path: Path) -
     assert re.search(r"/\d+(\.\d)? kB", drawn)  # done / total
     assert float(re.findall(r"/(\d+(?:\.\d)?) kB", drawn)[-1]) < total_kb
     assert re.search(r"\d:\d\d:\d\d", drawn)  # time remaining
+
+    err = io.StringIO()  # not a terminal: silent
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--home", str(tmp_path / "home"), "index", "--batch-docs", "8", str(corpus)]) == 0
+    assert err.getvalue() == ""

@@ -157,7 +157,7 @@ def _index(args: argparse.Namespace) -> int:
             written += len(result.written)
             done_bytes += sum(len(d.page_content.encode()) for d in batch)
             progress.update(task, completed=done_bytes)  # unchanged documents count as done too
-            if not bar and not args.quiet:  # a log line per committed batch instead of a bar
+            if args.verbose:  # a log line per committed batch, for logs and scripts
                 print(f"indexed {len(ids)} documents", file=sys.stderr, flush=True)
     where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
     stale = sorted(set(_indexed_ids(args, retriever)) - set(ids))
@@ -421,7 +421,9 @@ def _parser() -> argparse.ArgumentParser:
         help="skip (and list) a file that is not UTF-8 text or a malformed JSON Lines row, instead of stopping",
     )
     index.add_argument("--prune", action="store_true", help="remove indexed documents that are no longer in PATHS")
-    index.add_argument("--quiet", action="store_true", help="no progress bar or per-batch lines")
+    output = index.add_mutually_exclusive_group()
+    output.add_argument("--quiet", action="store_true", help="no progress bar (it shows only on a terminal)")
+    output.add_argument("--verbose", action="store_true", help="a line on stderr per committed batch, terminal or not")
 
     windows, parents = _defaults()
     query = sub.add_parser("query", help="ask the index", formatter_class=argparse.RawDescriptionHelpFormatter)
