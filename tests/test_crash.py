@@ -82,16 +82,15 @@ def documents(version: dict[str, str]) -> list[Document]:
 # -- windows ------------------------------------------------------------------------------------
 
 
-def windows(folder: Path, minilm: Embeddings, killer: Killer | None = None) -> SentenceWindowRetriever:
+def windows(folder: Path, minilm: Embeddings, killer: Killer) -> SentenceWindowRetriever:
     n = next(_names)
     retriever = SentenceWindowRetriever(
         vectorstore=chroma_store(f"crash-{n}", embeddings=minilm),
         lexical=LexicalIndex(folder / f"lexical-{n}.sqlite"),
         batch_size=2,
     )
-    if killer is not None:
-        killer.arm(retriever.vectorstore, "add_documents", "delete")
-        killer.arm(retriever.lexical, "replace", "delete")
+    killer.arm(retriever.vectorstore, "add_documents", "delete")
+    killer.arm(retriever.lexical, "replace", "delete")
     return retriever
 
 
@@ -116,38 +115,48 @@ def served_windows_are_whole(retriever: SentenceWindowRetriever) -> None:
 
 
 def test_windows_killed_at_every_write(tmp_path: Path, minilm: Embeddings) -> None:
+    def snapshot(retriever: Any) -> object:
+        return window_records(retriever), lexical_rows(retriever)
+
+    kill_at_every_write(lambda killer: windows(tmp_path, minilm, killer), snapshot, served_windows_are_whole)
+
+
+def kill_at_every_write(
+    make: Callable[[Killer], Any], snapshot: Callable[[Any], object], check: Callable[[Any], None]
+) -> None:
+    """The harness: count the update's writes, then kill a fresh v1 store before each one."""
     clean = {}
     for version in (V1, V2):
-        reference = windows(tmp_path, minilm)
+        reference = make(Killer(None))
         reference.add_documents(documents(version))
-        clean[id(version)] = (window_records(reference), lexical_rows(reference))
+        clean[id(version)] = snapshot(reference)
 
     counting = Killer(None)
-    retriever = windows(tmp_path, minilm)
+    retriever = make(counting)
     retriever.add_documents(documents(V1))
-    counting.arm(retriever.vectorstore, "add_documents", "delete")
-    counting.arm(retriever.lexical, "replace", "delete")
+    before = counting.count
     retriever.add_documents(documents(V2))
-    assert counting.count >= 6  # body batches, lexical rows, deletions, heads
+    writes = counting.count - before
+    assert writes >= 4  # body batches, deletions, heads at least
 
-    for at, replay in itertools.product(range(counting.count), (V1, V2)):
+    for at, replay in itertools.product(range(writes), (V1, V2)):
         killer = Killer(None)
-        retriever = windows(tmp_path, minilm, killer)
+        retriever = make(killer)
         retriever.add_documents(documents(V1))
         killer.at = killer.count + at
         with pytest.raises(Died):
             retriever.add_documents(documents(V2))
-        served_windows_are_whole(retriever)
+        check(retriever)
         killer.at = None
         retriever.add_documents(documents(replay))
-        assert (window_records(retriever), lexical_rows(retriever)) == clean[id(replay)], f"killed at write {at}"
-        served_windows_are_whole(retriever)
+        assert snapshot(retriever) == clean[id(replay)], f"killed at write {at}, replayed v{1 if replay is V1 else 2}"
+        check(retriever)
 
 
 # -- parents ------------------------------------------------------------------------------------
 
 
-def parents(folder: Path, minilm: Embeddings, killer: Killer | None = None) -> BudgetedParentDocumentRetriever:
+def parents(folder: Path, minilm: Embeddings, killer: Killer) -> BudgetedParentDocumentRetriever:
     n = next(_names)
     retriever = BudgetedParentDocumentRetriever(
         vectorstore=chroma_store(f"crash-parents-{n}", embeddings=minilm),
@@ -155,9 +164,8 @@ def parents(folder: Path, minilm: Embeddings, killer: Killer | None = None) -> B
         parent_splitter=MarkdownSectionSplitter(max_level=1),
         batch_size=2,
     )
-    if killer is not None:
-        killer.arm(retriever.vectorstore, "add_documents", "delete")
-        killer.arm(retriever.docstore, "mset", "mdelete")
+    killer.arm(retriever.vectorstore, "add_documents", "delete")
+    killer.arm(retriever.docstore, "mset", "mdelete")
     return retriever
 
 
@@ -183,29 +191,6 @@ def served_parents_are_one_version(retriever: BudgetedParentDocumentRetriever) -
 
 
 def test_parents_killed_at_every_write(tmp_path: Path, minilm: Embeddings) -> None:
-    clean = {}
-    for version in (V1, V2):
-        reference = parents(tmp_path, minilm)
-        reference.add_documents(documents(version))
-        clean[id(version)] = parent_records(reference)
-
-    counting = Killer(None)
-    retriever = parents(tmp_path, minilm)
-    retriever.add_documents(documents(V1))
-    counting.arm(retriever.vectorstore, "add_documents", "delete")
-    counting.arm(retriever.docstore, "mset", "mdelete")
-    retriever.add_documents(documents(V2))
-    assert counting.count >= 4  # children batches, parents, deletions, heads
-
-    for at, replay in itertools.product(range(counting.count), (V1, V2)):
-        killer = Killer(None)
-        retriever = parents(tmp_path, minilm, killer)
-        retriever.add_documents(documents(V1))
-        killer.at = killer.count + at
-        with pytest.raises(Died):
-            retriever.add_documents(documents(V2))
-        served_parents_are_one_version(retriever)
-        killer.at = None
-        retriever.add_documents(documents(replay))
-        assert parent_records(retriever) == clean[id(replay)], f"killed at write {at}"
-        served_parents_are_one_version(retriever)
+    kill_at_every_write(
+        lambda killer: parents(tmp_path, minilm, killer), parent_records, served_parents_are_one_version
+    )
