@@ -50,6 +50,26 @@ def as_documents(rows: list[dict]) -> list[Document]:
     return [Document(r["text"], id=r["doc_id"], metadata={"title": r["doc_id"]}) for r in rows]
 
 
+def in_threads(work: Callable[[int], object], n: int) -> list[BaseException]:
+    """Run ``work(0) ... work(n - 1)`` at once, one thread each; the exceptions they raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        except Exception as exc:  # collected for the caller to assert on
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
 def run_python(script: str, *args: str) -> str:
     """Run ``script`` in a fresh Python process (a real restart) and return what it printed."""
     done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)

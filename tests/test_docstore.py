@@ -11,6 +11,8 @@ from langchain_tests.integration_tests import BaseStoreAsyncTests, BaseStoreSync
 
 from langchain_expand import SQLDocStore
 
+from .conftest import in_threads
+
 _tables = itertools.count()
 
 
@@ -71,21 +73,10 @@ def test_unserialisable_metadata_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_sqlite_writers_in_parallel_wait_for_each_other(tmp_path: Path) -> None:
     """Issue 15, finding 9: parallel large writes failed with 'database is locked' after 5 s."""
-    import threading
-
     url = f"sqlite:///{tmp_path}/shared.sqlite"
-    errors: list[BaseException] = []
 
     def worker(n: int) -> None:
-        try:
-            SQLDocStore(url).mset([(f"w{n}.{i}", Document("x" * 200)) for i in range(40_000)])
-        except Exception as exc:  # collected, and asserted below
-            errors.append(exc)
+        SQLDocStore(url).mset([(f"w{n}.{i}", Document("x" * 200)) for i in range(40_000)])
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert in_threads(worker, 4) == []
     assert sum(1 for _ in SQLDocStore(url).yield_keys()) == 160_000

@@ -5,7 +5,6 @@ LangChain's standard BaseStore tests run on it in test_docstore.py."""
 from __future__ import annotations
 
 import itertools
-import threading
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SQLDocStore, chroma_store
 
-from .conftest import load_docs
+from .conftest import in_threads, load_docs
 
 pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
 
@@ -24,22 +23,13 @@ _tables = itertools.count()
 def test_concurrent_writers_of_the_same_keys_all_succeed(postgres_url: str) -> None:
     table = f"workers_{next(_tables)}"
     keys = [f"manual.p{j}" for j in range(50)]
-    errors: list[BaseException] = []
 
     def worker(n: int) -> None:
-        try:
-            store = SQLDocStore(postgres_url, table=table)
-            for _ in range(5):
-                store.mset([(k, Document(f"worker {n}", id=k)) for k in keys])
-        except Exception as exc:  # collected, and asserted below
-            errors.append(exc)
+        store = SQLDocStore(postgres_url, table=table)
+        for _ in range(5):
+            store.mset([(k, Document(f"worker {n}", id=k)) for k in keys])
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert in_threads(worker, 4) == []
     stored = SQLDocStore(postgres_url, table=table).mget(keys)
     assert all(doc is not None and doc.page_content.startswith("worker ") for doc in stored)
 
@@ -72,23 +62,15 @@ def test_writers_of_the_same_keys_in_opposite_orders_never_deadlock(postgres_url
     """Issue 15, finding 9: 27 of 80 such writes raised DeadlockDetected when rows went in given order."""
     table = f"workers_{next(_tables)}"
     keys = [f"doc.p{j}" for j in range(200)]
-    errors: list[BaseException] = []
 
-    def worker(order: list[str]) -> None:
+    def worker(n: int) -> None:
         store = SQLDocStore(postgres_url, table=table)
+        order = keys if n % 2 else keys[::-1]
         for _ in range(20):
-            try:
-                store.mset([(k, Document(k)) for k in order])
-                store.mdelete(order[: len(order) // 2])
-            except Exception as exc:  # collected, and asserted below
-                errors.append(exc)
+            store.mset([(k, Document(k)) for k in order])
+            store.mdelete(order[: len(order) // 2])
 
-    threads = [threading.Thread(target=worker, args=(o,)) for o in (keys, keys[::-1], keys, keys[::-1])]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    assert in_threads(worker, 4) == []
 
 
 def test_keys_the_column_cannot_hold_are_refused_and_big_deletes_work(postgres_url: str) -> None:
