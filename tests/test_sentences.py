@@ -170,9 +170,11 @@ def test_markdown_structure_comes_from_a_parser_at_any_nesting() -> None:
         "~~~\n    code. here.\n    ## not a heading either\n    ~~~",
         "| flag | meaning |\n| --- | --- |\n| -a | all. of it. |",
     ]
-    for block in fences:  # each block is one unit, whole; no unit holds part of one
-        assert block in units
-        assert not [u for u in units if u != block and (u in block or block in u)]
+    for block in fences:  # each block lies whole in one unit, with no prose beside it
+        holding = [u for u in units if block in u]
+        assert len(holding) == 1
+        assert not any(ch.isalnum() for ch in holding[0].replace(block, ""))  # at most quote markers
+        assert not [u for u in units if u in block and u != holding[0]]
     assert "Indented prose." in units  # indentation alone is not code
     assert "Closing words." in units
 

@@ -174,7 +174,7 @@ class SentenceSplitter:
         while i < n:
             start, end = lines[i]
             line = text[start:end]
-            if not line.strip() or (self.markdown and not line.strip().strip(">").strip()):  # blank, or a quoted blank
+            if not line.strip():
                 yield from flush()
                 i += 1
                 continue
