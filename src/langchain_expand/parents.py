@@ -185,8 +185,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             msg = (
                 f"{cls.__name__} needs a `docstore` for the parents, as ParentDocumentRetriever does. "
                 "One that survives a restart, in a file of your choosing: "
-                'docstore=SQLDocStore("sqlite:///parents.sqlite") (from langchain_expand import SQLDocStore); '
-                "for tests, langchain_core.stores.InMemoryStore()."
+                'docstore=SQLDocStore("sqlite:///parents.sqlite") (from langchain_expand import SQLDocStore).'
             )
             raise ValueError(msg)
         kwargs = dict(values.get("search_kwargs") or {})
@@ -203,7 +202,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
         core.check_fraction("score_threshold", self.score_threshold)
-        search_type = getattr(self.search_type, "value", self.search_type)
+        search_type = self._search_type
         if search_type not in ("similarity", "similarity_score_threshold", "mmr"):
             msg = f"`search_type` must be 'similarity', 'similarity_score_threshold' or 'mmr', got {search_type!r}."
             raise ValueError(msg)
@@ -218,6 +217,11 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         core.check_positive("search_kwargs['fetch_k']", self.search_kwargs.get("fetch_k", MMR_FETCH_K))
         self._vectors = adapt(self.vectorstore, type(self).__name__)
         return self
+
+    @property
+    def _search_type(self) -> str:
+        """``search_type`` as text, whether given as LangChain's ``SearchType`` or as a string."""
+        return str(getattr(self.search_type, "value", self.search_type))
 
     # -- indexing ---------------------------------------------------------------------
 
@@ -352,7 +356,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         check_query(query)
         k, max_tokens = self._resolve(k=k, max_tokens=max_tokens)
         search = self._search(query, filter)
-        mmr = getattr(self.search_type, "value", self.search_type) == "mmr"
+        mmr = self._search_type == "mmr"
         ranked: list[_Parent] = []
         stored: Sequence[Document | None] = []
         first = k or DEFAULT_K
@@ -381,7 +385,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         it; each keeps its relevance score, and parents come in the order of their first child.
         """
         dense = VectorSearch(self._vectors, query, self._search_kwargs(metadata_filter))
-        if getattr(self.search_type, "value", self.search_type) != "mmr":
+        if self._search_type != "mmr":
             return dense
         fetch_k = int(self.search_kwargs.get("fetch_k", MMR_FETCH_K))
         lambda_mult = float(self.search_kwargs.get("lambda_mult", 0.5))

@@ -27,7 +27,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.adapters import StoreAdapter, adapt
+from langchain_expand.adapters import StoreAdapter
 from langchain_expand.records import decode_metadata, unit_id
 from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.sentences import SentenceSplitter, Span
@@ -625,7 +625,7 @@ def _matches_of_sentences(
     retriever: SentenceWindowRetriever, picked: list[tuple[str, int]], k: int, progress: bool
 ) -> list[list[Document]]:
     """Each picked sentence used as a query: searched by its stored vector, matches as ``expand=False`` gives."""
-    store = adapt(retriever.vectorstore, "budget_report")
+    store = retriever._vectors  # the retriever's own adapter: no second one to build
     vectors = {doc.id: vector for doc, vector in store.with_vectors([unit_id(d, i) for d, i in picked])}
     out = []
     for d, i in _progress(picked, "querying", progress, len(picked)):
