@@ -7,6 +7,7 @@ removed) does not depend on what the vectors mean.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.stores import InMemoryStore
 from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SentenceWindowRetriever
 from langchain_expand.core import (
@@ -233,3 +235,40 @@ def test_a_huge_query_is_cut_before_it_is_embedded(caplog: pytest.LogCaptureFixt
         assert retriever.invoke("one sentence " * 1_000_000, k=1)  # 13 MB
     assert seen == [MAX_QUERY_CHARS]
     assert "searching with its first 32000" in caplog.text
+
+
+def live_documents() -> int:
+    return sum(isinstance(o, Document) for o in gc.get_objects())
+
+
+@pytest.mark.parametrize("retriever_of", ["windows", "parents"])
+def test_a_large_document_is_built_into_records_one_batch_at_a_time(retriever_of: str) -> None:
+    """Issue 15, finding 9: one 50 MB document was held whole in memory, as records, before its first write.
+
+    Every sentence (or child) became a Document with its metadata, about 1.2 KB each, twenty
+    times the text. Now records are built as their batch is written: at the first write, no
+    more of them exist than one batch. (Memory itself is measured in benchmarks/memory.py.)
+    """
+    text = "# Part\n" + " ".join(f"Sentence number {i} is here." for i in range(3000))
+    store = RecordingStore()
+    if retriever_of == "windows":
+        retriever: Any = SentenceWindowRetriever(vectorstore=store, batch_size=50)
+    else:
+        retriever = BudgetedParentDocumentRetriever(
+            vectorstore=store,
+            docstore=InMemoryStore(),
+            parent_splitter=MarkdownSectionSplitter(max_level=1),
+            child_splitter=RecursiveCharacterTextSplitter(chunk_size=60, chunk_overlap=0),
+            batch_size=50,
+        )
+    before = live_documents()
+    at_first_write: list[int] = []
+
+    def count_then_die(documents: list[Document], **kwargs: Any) -> list[str]:
+        at_first_write.append(live_documents() - before)
+        raise KeyboardInterrupt
+
+    object.__setattr__(store, "add_documents", count_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        retriever.add_documents([Document(text, id="big")])
+    assert at_first_write[0] <= 50 + 5  # one batch, the parent, the input document

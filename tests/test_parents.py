@@ -208,7 +208,8 @@ def served_versions_agree(retriever: BudgetedParentDocumentRetriever, query: str
 def test_a_kill_between_children_and_parents_never_pairs_a_new_hit_with_an_old_parent(make_parents: Make) -> None:
     retriever = make_parents(k=3)
     retriever.add_documents([Document(V1, id="doc")])
-    _, children = retriever._prepare(Document(V2, id="doc"), "doc").payload
+    _, parents = retriever._prepare(Document(V2, id="doc"), "doc").payload
+    children = [c for kids in parents for c in kids.records()]
     retriever.vectorstore.add_documents([c for _, c in children], ids=[i for i, _ in children])  # killed here
     assert not any(
         "10 dollars" in p.page_content for p in served_versions_agree(retriever, "The price is 99 dollars now.")
@@ -228,6 +229,20 @@ def test_a_kill_before_the_head_never_serves_the_uncommitted_version(make_parent
     assert not any("555-0100" in p.page_content for p in served_versions_agree(retriever, "phone number for returns"))
     retriever.add_documents([Document(V2, id="doc")])
     assert any("555-0100" in p.page_content for p in served_versions_agree(retriever, "phone number for returns"))
+
+
+def test_parents_skipped_for_a_half_written_document_are_refilled_from_the_others(make_parents: Make) -> None:
+    """Issue 15, finding 9: parents skipped for a version mismatch left a query short of k."""
+    retriever = make_parents()
+    docs = [Document(source_text(), id="a"), Document(source_text(), id="b")]
+    retriever.add_documents(docs)
+    edited = Document(source_text().replace(" the ", " THE "), id="a")  # the same vectors: MiniLM is uncased
+    _, parents = retriever._prepare(edited, str(edited.id)).payload
+    children = [c for kids in parents for c in kids.records()]
+    retriever.vectorstore.add_documents([c for _, c in children], ids=[i for i, _ in children])  # killed here
+    served = served_versions_agree(retriever, QUERY)  # k=3
+    assert len(served) == 3
+    assert all(p.metadata["doc_id"] != docs[0].id for p in served)  # v2 hits under v1 parents: skipped
 
 
 def test_a_parent_missing_from_the_docstore_is_skipped_with_a_log(

@@ -22,8 +22,9 @@ native async I/O, so a thread is what an async call would cost anyway.
 from __future__ import annotations
 
 import difflib
+import itertools
 import logging
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -255,14 +256,18 @@ class AsyncByThread(AsyncQueryByThread):
 
 @dataclass
 class Prepared:
-    """One document, validated and split, ready to write; nothing of it is stored yet."""
+    """One document, validated and split, ready to write; nothing of it is stored yet.
+
+    A layout may keep its records lazily (offsets, not texts and metadata) and build them
+    batch by batch as it writes, so a very large document is never held as records whole.
+    """
 
     doc_id: str
     version: Hashable
     """What the head of a committed copy of this document would read as."""
-    vector_ids: set[str] = field(default_factory=set)
-    """Every vector-store id the new version writes."""
-    docstore_keys: set[str] = field(default_factory=set)
+    vector_ids: Collection[str] = field(default_factory=set)
+    """Every vector-store id the new version writes (any collection that answers ``in``)."""
+    docstore_keys: Collection[str] = field(default_factory=set)
     """Every docstore key the new version writes."""
     payload: Any = None
     """The layout's own records."""
@@ -270,10 +275,10 @@ class Prepared:
 
 @dataclass
 class Stored:
-    """What is stored for some documents now: vector-store ids and docstore keys."""
+    """What is stored for one document now: vector-store ids and docstore keys."""
 
-    vector_ids: list[str] = field(default_factory=list)
-    docstore_keys: list[str] = field(default_factory=list)
+    vector_ids: Collection[str] = field(default_factory=list)
+    docstore_keys: Collection[str] = field(default_factory=list)
 
 
 class Layout(Protocol):
@@ -283,8 +288,8 @@ class Layout(Protocol):
         """The committed version of each stored document (absent: none committed)."""
         ...
 
-    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> Stored:
-        """Every id and key stored for ``doc_ids``, committed or left by an interrupted run."""
+    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> dict[str, Stored]:
+        """Every id and key stored for each of ``doc_ids``, committed or left by an interrupted run."""
         ...
 
     def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
@@ -302,7 +307,7 @@ class Layout(Protocol):
         """Write each document's head: this commits it."""
         ...
 
-    def remove(self, stale: Stored) -> None:
+    def remove(self, stale: Iterable[Stored]) -> None:
         """Delete these ids and keys."""
         ...
 
@@ -364,25 +369,29 @@ def index(layout: Layout, prepared: list[Prepared]) -> Indexed:
         return done
     old = layout.stored([p.doc_id for p in todo], heads)
     layout.write_body(todo)
-    new_ids = set().union(*(p.vector_ids for p in todo))
-    new_keys = set().union(*(p.docstore_keys for p in todo))
-    layout.remove(
-        Stored(
-            [i for i in old.vector_ids if i not in new_ids],
-            [key for key in old.docstore_keys if key not in new_keys],
-        )
-    )
+    layout.remove(_outdated(old.get(p.doc_id), p) for p in todo)
     layout.write_heads(todo)
     return done
+
+
+def _outdated(old: Stored | None, new: Prepared) -> Stored:
+    """What is stored for a document that its new version does not write again."""
+    if old is None:
+        return Stored()
+    return Stored(
+        [i for i in old.vector_ids if i not in new.vector_ids],
+        [key for key in old.docstore_keys if key not in new.docstore_keys],
+    )
 
 
 def delete(layout: Layout, doc_ids: Sequence[str]) -> None:
     """Remove everything stored for ``doc_ids``; unknown ids are ignored."""
     ids = list(doc_ids)
-    layout.remove(layout.stored(ids, layout.heads(ids)))
+    layout.remove(layout.stored(ids, layout.heads(ids)).values())
 
 
-def batched(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
-    """``items`` in slices of at most ``size``."""
-    for at in range(0, len(items), size):
-        yield items[at : at + size]
+def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """``items`` in lists of at most ``size``, taken one list at a time (a generator stays lazy)."""
+    it = iter(items)
+    while chunk := list(itertools.islice(it, size)):
+        yield chunk

@@ -76,7 +76,7 @@ class LexicalIndex:
     def __repr__(self) -> str:
         return f"LexicalIndex({str(self.path) if self.path else None!r}, table={self.table!r})"
 
-    def replace(self, documents: Iterable[tuple[str, str, Sequence[str]]]) -> None:
+    def replace(self, documents: Iterable[tuple[str, str, Iterable[str]]]) -> None:
         """Make each ``(doc_id, rev, sentences)`` the whole of what is stored for its document.
 
         One transaction for the lot: a reader sees every document's old rows or its new ones.
@@ -86,7 +86,7 @@ class LexicalIndex:
                 self._db.execute(f"DELETE FROM {self.table} WHERE doc_id = ?", (doc_id,))
                 self._db.executemany(
                     f"INSERT INTO {self.table} (doc_id, i, rev, text) VALUES (?, ?, ?, ?)",
-                    [(doc_id, i, rev, text) for i, text in enumerate(sentences)],
+                    ((doc_id, i, rev, text) for i, text in enumerate(sentences)),
                 )
 
     def delete(self, doc_ids: Iterable[str]) -> None:

@@ -11,8 +11,8 @@ bound what it returns; and its default docstore survives a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -284,24 +284,22 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             raise ValueError(msg)
         rev = revision(doc.page_content, self.parent_splitter, self.child_splitter, metadata_fingerprint(doc.metadata))
         parents: list[tuple[str, Document]] = []
-        children: list[tuple[str, Document]] = []
+        children: list[_Children] = []
         doc_parents = self._parents_of(doc, doc_id)
         for j, parent in enumerate(doc_parents):
             parent_id = doc_id if self.parent_splitter is None else parent_key(doc_id, j)
-            kids = self._children_of(parent, parent_id, doc_id)
-            for _, kid in kids:  # every unit carries its version: a hit never meets another version's parent
-                kid.metadata[STORED_REV] = rev
-            parent.metadata[N_CHILDREN] = len(kids)
+            kids = self._children_of(parent, parent_id, doc_id, rev)
+            parent.metadata[N_CHILDREN] = kids.n
             parent.metadata[REVISION] = rev
             if j == 0:
                 parent.metadata[N_PARENTS] = len(doc_parents)
             parent.id = parent_id
             parents.append((parent_id, parent))
-            children.extend(kids)
+            children.append(kids)
         return Prepared(
             doc_id,
             rev,
-            vector_ids={i for i, _ in children},
+            vector_ids={i for kids in children for i in kids.ids()},
             docstore_keys={i for i, _ in parents},
             payload=(parents, children),
         )
@@ -319,25 +317,15 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             parent.metadata[DOC_ID] = doc_id
         return parents
 
-    def _children_of(self, parent: Document, parent_id: str, doc_id: str) -> list[tuple[str, Document]]:
+    def _children_of(self, parent: Document, parent_id: str, doc_id: str, rev: str) -> _Children:
         chunks = locate_chunks(parent.page_content, self.child_splitter.split_text(parent.page_content), doc_id)
-        base = int(parent.metadata[START])
         kept = parent.metadata
         if self.child_metadata_fields is not None:
             kept = {k: v for k, v in kept.items() if k in self.child_metadata_fields}
         shared = encode_metadata({k: v for k, v in kept.items() if k not in (DOC_ID, self.id_key)}, doc_id)
-        out = []
-        for i, (s, e) in enumerate(chunks):
-            meta = {
-                **shared,
-                self.id_key: parent_id,
-                STORED_DOC: doc_id,
-                STORED_INDEX: i,
-                STORED_START: base + s,
-                STORED_END: base + e,
-            }
-            out.append((unit_id(parent_id, i), Document(parent.page_content[s:e], metadata=meta)))
-        return out
+        # every unit carries its version: a hit never meets another version's parent
+        shared.update({self.id_key: parent_id, STORED_DOC: doc_id, STORED_REV: rev})
+        return _Children(parent_id, parent.page_content, int(parent.metadata[START]), chunks, shared)
 
     # -- querying ---------------------------------------------------------------------
 
@@ -368,7 +356,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
                 if sum(d.metadata[TOKENS] for d in self._expand(ranked, None, stored, None)) >= max_tokens:
                     break
                 continue
-            have = sum(doc is not None for doc in stored) if expand else len(ranked)
+            have = len(self._servable(ranked, stored)) if expand else len(ranked)
             if have >= (k or DEFAULT_K):
                 break
         if not expand:
@@ -462,31 +450,44 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         self, ranked: list[_Parent], k: int | None, stored: Sequence[Document | None], max_tokens: int | None
     ) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
-        out: list[Document] = []
-        heads = self._heads_of([d for d in stored if d is not None])
-        for parent, doc in zip(ranked, stored, strict=True):
-            if len(out) == k:
-                break
-            if doc is None:
-                logger.warning(
-                    "Skipping parent %r: its children are in the vector store but it is not in the "
-                    "docstore (an interrupted add_documents, or stores out of sync). Re-add its document.",
-                    parent.parent_id,
-                )
-                continue
-            same = [(c, score) for c, score in parent.children if _same_version(c, doc)]
-            if not same or not _same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
-                logger.warning(
-                    "Skipping parent %r: the matched children are of another version of its document "
-                    "than the parent in the docstore (an interrupted or running add_documents). Re-add it.",
-                    parent.parent_id,
-                )
-                continue
-            out.append(self._parent_out(_Parent(parent.parent_id, same, parent.score), doc))
+        out = [self._parent_out(parent, doc) for parent, doc in self._servable(ranked, stored, k, warn=True)]
         if self.max_parent_tokens is not None:
             out = [self._cap(doc) for doc in out]
         if max_tokens is not None:
             out, _ = fit_to_budget(out, max_tokens, token_counter=self.token_counter)
+        return out
+
+    def _servable(
+        self, ranked: list[_Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False
+    ) -> list[tuple[_Parent, Document]]:
+        """The first ``limit`` ranked parents (all, for None) that can be served.
+
+        A parent is servable when it is in the docstore and of the version of its children;
+        each keeps only its children of its version. With ``warn``, each one skipped is logged.
+        """
+        out: list[tuple[_Parent, Document]] = []
+        heads = self._heads_of([d for d in stored if d is not None])
+        for parent, doc in zip(ranked, stored, strict=True):
+            if len(out) == limit:
+                break
+            if doc is None:
+                if warn:
+                    logger.warning(
+                        "Skipping parent %r: its children are in the vector store but it is not in the "
+                        "docstore (an interrupted add_documents, or stores out of sync). Re-add its document.",
+                        parent.parent_id,
+                    )
+                continue
+            same = [(c, score) for c, score in parent.children if _same_version(c, doc)]
+            if not same or not _same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
+                if warn:
+                    logger.warning(
+                        "Skipping parent %r: the matched children are of another version of its document "
+                        "than the parent in the docstore (an interrupted or running add_documents). Re-add it.",
+                        parent.parent_id,
+                    )
+                continue
+            out.append((_Parent(parent.parent_id, same, parent.score), doc))
         return out
 
     def _heads_of(self, parents: list[Document]) -> dict[str, Document | None]:
@@ -542,6 +543,43 @@ _PROBE = 16
 """Parent keys and child ids probed past the committed counts for units an interrupted run left."""
 
 
+@dataclass(frozen=True)
+class _Children:
+    """One parent's children as offsets; their records are built as they are written."""
+
+    parent_id: str
+    text: str
+    """The parent's text."""
+    base: int
+    """Where the parent starts in the source."""
+    chunks: list[Span]
+    metadata: dict[str, Any]
+    """What every child carries besides its position."""
+
+    @property
+    def n(self) -> int:
+        """The number of children."""
+        return len(self.chunks)
+
+    def ids(self) -> Iterator[str]:
+        """The children's vector-store ids."""
+        return (unit_id(self.parent_id, i) for i in range(self.n))
+
+    def records(self) -> Iterator[tuple[str, Document]]:
+        """Each child's id and record."""
+        for i, (s, e) in enumerate(self.chunks):
+            meta = {**self.metadata, STORED_INDEX: i, STORED_START: self.base + s, STORED_END: self.base + e}
+            yield unit_id(self.parent_id, i), Document(self.text[s:e], metadata=meta)
+
+
+@dataclass
+class _Found:
+    """What is stored for one document: its parents by docstore key, its children by vector id."""
+
+    parents: dict[str, Document] = field(default_factory=dict)
+    children: dict[str, Document] = field(default_factory=dict)
+
+
 class _ParentLayout:
     """Parents' storage: children in the vector store, parents in the docstore.
 
@@ -570,21 +608,25 @@ class _ParentLayout:
         self._heads = {d: head for d, head in zip(doc_ids, found, strict=True) if head is not None}
         return {d: head.metadata.get(REVISION) for d, head in self._heads.items()}
 
-    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> Stored:
-        parents, children = self._listing(doc_ids)
-        return Stored(vector_ids=list(children), docstore_keys=list(parents))
+    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> dict[str, Stored]:
+        return {
+            d: Stored(vector_ids=list(found.children), docstore_keys=list(found.parents))
+            for d, found in self._listing(doc_ids).items()
+        }
 
-    def _listing(self, doc_ids: list[str]) -> tuple[dict[str, Document], dict[str, Document]]:
-        """Every parent and child stored for ``doc_ids``, keyed by docstore key and vector id.
+    def _listing(self, doc_ids: list[str]) -> dict[str, _Found]:
+        """Every parent and child stored for each of ``doc_ids``, keyed by docstore key and vector id.
 
         Those the heads count, and those an interrupted run left past the counts (probed
         ``_PROBE`` ids past the last one found, for all documents at once).
         """
         keys: list[str] = []
+        owner: dict[str, str] = {}  # parent key -> document
         ends: dict[str, int] = {}
         for d in doc_ids:
             committed = int(self._heads[d].metadata.get(N_PARENTS, 1)) if d in self._heads else 0
             keys += [self.head_id(d) if j == 0 else parent_key(d, j) for j in range(committed)]
+            owner.update((key, d) for key in keys[len(keys) - committed :])
             ends[d] = max(committed, 1)
 
         def parents_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, Document]]:
@@ -596,6 +638,7 @@ class _ParentLayout:
         parents = {k: v for k, v in zip(keys, committed_parents, strict=True) if v is not None}
         past = core.probe_past(ends, parents_at, _PROBE)
         parents.update(past.values())
+        owner.update((key, d) for (d, _), (key, _) in past.items())
 
         def children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
             ids = {unit_id(key, i): (key, i) for key, i in asked}
@@ -614,10 +657,15 @@ class _ParentLayout:
 
         for d, j in core.probe_past(beyond, first_children_at, _PROBE):
             counts.setdefault(parent_key(d, j), 0)
+            owner[parent_key(d, j)] = d
         counted = children_at([(key, i) for key, n in counts.items() for i in range(n)])
         left = core.probe_past(counts, children_at, _PROBE)
-        children = {unit_id(key, i): c for (key, i), c in {**counted, **left}.items()}
-        return parents, children
+        out = {d: _Found() for d in doc_ids}
+        for key, parent in parents.items():
+            out[owner[key]].parents[key] = parent
+        for (key, i), child in {**counted, **left}.items():
+            out[owner[key]].children[unit_id(key, i)] = child
+        return out
 
     def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
         """Documents with a parent or child missing, past the head's counts, or of another version.
@@ -625,12 +673,10 @@ class _ParentLayout:
         Reads the documents' parents from the docstore and their children's metadata; embeds nothing.
         """
         current = [d for d in doc_ids if d in self._heads]
-        parents, children = self._listing(current)
         bad = set()
-        for d in current:
+        for d, found in self._listing(current).items():
             rev = heads.get(d)
-            mine = {k: p for k, p in parents.items() if str(p.metadata.get(DOC_ID)) == d}
-            kids = {i: c for i, c in children.items() if str(c.metadata.get(STORED_DOC)) == d}
+            mine, kids = found.parents, found.children
             n = int(self._heads[d].metadata.get(N_PARENTS, 1))
             expected = [self.head_id(d)] + [parent_key(d, j) for j in range(1, n)]
             counted = [
@@ -646,7 +692,7 @@ class _ParentLayout:
         return bad
 
     def write_body(self, todo: list[Prepared]) -> None:
-        children = [c for p in todo for c in p.payload[1]]
+        children = (c for p in todo for kids in p.payload[1] for c in kids.records())
         for batch in core.batched(children, self.batch_size):
             self.vectors.add_documents([c for _, c in batch], ids=[i for i, _ in batch], **self.add_kwargs)
         body = [(i, parent) for p in todo for i, parent in p.payload[0][1:]]
@@ -656,11 +702,14 @@ class _ParentLayout:
     def write_heads(self, todo: list[Prepared]) -> None:
         self.docstore.mset([p.payload[0][0] for p in todo])
 
-    def remove(self, stale: Stored) -> None:
-        if stale.vector_ids:
-            self.vectors.delete(stale.vector_ids)
-        if stale.docstore_keys:
-            self.docstore.mdelete(stale.docstore_keys)
+    def remove(self, stale: Iterable[Stored]) -> None:
+        units = list(stale)
+        children = [i for s in units for i in s.vector_ids]
+        parents = [key for s in units for key in s.docstore_keys]
+        if children:
+            self.vectors.delete(children)
+        if parents:
+            self.docstore.mdelete(parents)
 
 
 def parent_key(doc_id: str, index: int) -> str:

@@ -24,14 +24,14 @@ import hashlib
 import json
 import math
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from typing import Any
 
 from langchain_core.documents import Document
 
 from langchain_expand.units import PREFIX, STORED_JSON, STORED_NONE
 
-__all__ = ["decode_metadata", "document_ids", "encode_metadata", "revision", "unit_id"]
+__all__ = ["UnitIds", "decode_metadata", "document_ids", "encode_metadata", "revision", "unit_id"]
 
 _SCALARS = (str, int, float, bool)
 MAX_ID_CHARS = 400
@@ -42,6 +42,43 @@ docstore key (512 characters) with room to spare."""
 def unit_id(doc_id: str, index: int) -> str:
     """The store id of unit ``index`` of document ``doc_id``."""
     return f"{doc_id}::{index}"
+
+
+class UnitIds(Set[str]):
+    """The ids ``unit_id(owner, i)`` for ``i < count``, answered without building them.
+
+    A 50 MB document has about 800,000 sentences; their ids as strings would take more memory
+    than the text. Membership is a parse, iteration yields them one at a time.
+    """
+
+    __slots__ = ("count", "owner")
+
+    def __init__(self, owner: str, count: int) -> None:
+        """The first ``count`` unit ids of ``owner``."""
+        self.owner = owner
+        self.count = count
+
+    def __contains__(self, item: object) -> bool:
+        if not isinstance(item, str):
+            return False
+        owner, sep, index = item.rpartition("::")
+        return (
+            bool(sep)
+            and owner == self.owner
+            and index.isascii()
+            and index.isdigit()
+            and index == str(int(index))
+            and int(index) < self.count
+        )
+
+    def __iter__(self) -> Iterator[str]:
+        return (unit_id(self.owner, i) for i in range(self.count))
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        return f"UnitIds({self.owner!r}, {self.count})"
 
 
 def revision(text: str, *settings: object) -> str:

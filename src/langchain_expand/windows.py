@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Hashable, Sequence
+from array import array
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +31,7 @@ from langchain_expand.growth import MAX_RADIUS, Position, Seed, Sentence, grow
 from langchain_expand.lexical import LexicalIndex, fuse
 from langchain_expand.ranges import largest_fitting, window_bounds
 from langchain_expand.records import (
+    UnitIds,
     decode_metadata,
     document_ids,
     encode_metadata,
@@ -68,6 +70,48 @@ Search = Callable[[int], list[tuple[Document, float]]]
 """Asked for ``k``, gives the best matches with their relevance, best first."""
 
 _PROBE = 64  # ids probed per step when looking for units left by an interrupted run
+_DELETE_BATCH = 5_000  # ids per delete call
+
+
+class _Sentences:
+    """One document's sentence records, kept as offsets and built one at a time when written.
+
+    Prepared records would hold every sentence's text and metadata at once: about 1.2 KB a
+    sentence, twenty times the text. Offsets cost 16 bytes a sentence.
+    """
+
+    def __init__(self, doc_id: str, text: str, spans: list[Span], metadata: dict[str, Any], rev: str) -> None:
+        self.doc_id = doc_id
+        self.text = text
+        self.starts = array("q", (s for s, _ in spans))
+        self.ends = array("q", (e for _, e in spans))
+        self.metadata = metadata
+        self.rev = rev
+
+    @property
+    def n(self) -> int:
+        """The number of sentences."""
+        return len(self.starts)
+
+    def record(self, i: int) -> Document:
+        """Sentence ``i`` as stored: its text, position, the gap to the next one, the version."""
+        start, end = self.starts[i], self.ends[i]
+        gap_end = self.starts[i + 1] if i + 1 < self.n else end
+        meta = {
+            **self.metadata,
+            STORED_DOC: self.doc_id,
+            STORED_INDEX: i,
+            STORED_COUNT: self.n,
+            STORED_START: start,
+            STORED_END: end,
+            STORED_GAP: self.text[end:gap_end],
+            STORED_REV: self.rev,
+        }
+        return Document(page_content=self.text[start:end], metadata=meta)
+
+    def texts(self) -> Iterator[str]:
+        """Every sentence's text, in order."""
+        return (self.text[s:e] for s, e in zip(self.starts, self.ends, strict=True))
 
 
 @dataclass(frozen=True)
@@ -360,35 +404,22 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             self._check_sentence_sizes(text, spans, doc_id)
         base = encode_metadata(doc.metadata, doc_id)
         rev = revision(text, self.splitter, metadata_fingerprint(base))
-        n = len(spans)
-        records = []
-        for i, (start, end) in enumerate(spans):
-            gap_end = spans[i + 1][0] if i + 1 < n else end
-            meta = {
-                **base,
-                STORED_DOC: doc_id,
-                STORED_INDEX: i,
-                STORED_COUNT: n,
-                STORED_START: start,
-                STORED_END: end,
-                STORED_GAP: text[end:gap_end],
-                STORED_REV: rev,
-            }
-            records.append(Document(page_content=text[start:end], metadata=meta))
-        return Prepared(doc_id, (rev, n), vector_ids={unit_id(doc_id, i) for i in range(n)}, payload=records)
+        body = _Sentences(doc_id, text, spans, base, rev)
+        return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
 
     def _check_sentence_sizes(self, text: str, spans: list[Span], doc_id: str) -> None:
         limit = self.max_sentence_tokens
         assert limit is not None
-        counts = count_many(self.token_counter, [text[s:e] for s, e in spans])
-        for i, count in enumerate(counts):
-            if count > limit:
-                msg = (
-                    f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
-                    f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
-                    "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
-                )
-                raise ValueError(msg)
+        for at, chunk in enumerate(core.batched(spans, 4096)):
+            counts = count_many(self.token_counter, [text[s:e] for s, e in chunk])
+            for i, count in enumerate(counts, start=at * 4096):
+                if count > limit:
+                    msg = (
+                        f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
+                        f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
+                        "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
+                    )
+                    raise ValueError(msg)
 
     # -- querying ---------------------------------------------------------------------
 
@@ -715,10 +746,14 @@ class _SentenceLayout:
             if STORED_DOC in h.metadata
         }
 
-    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> Stored:
+    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> dict[str, Stored]:
         known = {d: int(head[1]) for d, head in heads.items() if isinstance(head, tuple)}
-        ids = [unit_id(d, i) for d in doc_ids for i in range(known.get(d, 0))]
-        return Stored(vector_ids=ids + self._probe(doc_ids, known))
+        left: dict[str, list[str]] = {d: [] for d in doc_ids}
+        for i in self._probe(doc_ids, known):
+            left[i.rsplit("::", 1)[0]].append(i)
+        committed = {d: UnitIds(d, known.get(d, 0)) for d in doc_ids}
+        # Units left past the end exist only after an interrupted run: listing them all is fine then.
+        return {d: Stored(vector_ids=[*committed[d], *left[d]] if left[d] else committed[d]) for d in doc_ids}
 
     def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
         """Documents with a sentence missing, of another version than their head, or past its count.
@@ -730,13 +765,11 @@ class _SentenceLayout:
             head = heads.get(d)
             if isinstance(head, tuple):
                 committed[d] = (head[0], int(head[1]))
-        ids = [unit_id(d, i) for d, (_, n) in committed.items() for i in range(1, n)]
-        revs = {
-            r.id: r.metadata.get(STORED_REV)
-            for chunk in core.batched(ids, self.batch_size)
-            for r in self.store.get_by_ids(list(chunk))
-        }
-        bad = {d for d, (rev, n) in committed.items() if any(revs.get(unit_id(d, i)) != rev for i in range(1, n))}
+        ids = ((d, unit_id(d, i)) for d, (_, n) in committed.items() for i in range(1, n))
+        bad: set[str] = set()
+        for chunk in core.batched(ids, self.batch_size):
+            revs = {r.id: r.metadata.get(STORED_REV) for r in self.store.get_by_ids([i for _, i in chunk])}
+            bad.update(d for d, i in chunk if revs.get(i) != committed[d][0])
         rest = [d for d in committed if d not in bad]
         beyond = {i.rsplit("::", 1)[0] for i in self._probe(rest, {d: committed[d][1] for d in rest})}
         return bad | beyond
@@ -751,20 +784,22 @@ class _SentenceLayout:
         return list(core.probe_past({d: start.get(d, 0) for d in doc_ids}, lookup, _PROBE).values())
 
     def write_body(self, todo: list[Prepared]) -> None:
-        self._write([(p.doc_id, i, r) for p in todo for i, r in enumerate(p.payload) if i > 0])
+        """Every sentence but the heads, built and written one batch at a time."""
+        self._write((p.doc_id, i, p.payload.record(i)) for p in todo for i in range(1, p.payload.n))
         if self.lexical is not None:  # before the heads: it never holds a version not yet written
             self.lexical.replace(_lexical_rows(todo))
 
     def write_heads(self, todo: list[Prepared]) -> None:
-        self._write([(p.doc_id, 0, p.payload[0]) for p in todo])
+        self._write((p.doc_id, 0, p.payload.record(0)) for p in todo)
 
-    def _write(self, units: list[tuple[str, int, Document]]) -> None:
+    def _write(self, units: Iterable[tuple[str, int, Document]]) -> None:
         for chunk in core.batched(units, self.batch_size):
             self.store.add_documents([r for _, _, r in chunk], ids=[unit_id(d, i) for d, i, _ in chunk])
 
-    def remove(self, stale: Stored) -> None:
-        if stale.vector_ids:
-            self.store.delete(stale.vector_ids)
+    def remove(self, stale: Iterable[Stored]) -> None:
+        ids = (i for s in stale for i in s.vector_ids)
+        for chunk in core.batched(ids, _DELETE_BATCH):
+            self.store.delete(chunk)
 
 
 def _hits_for(budget: int, taken: list[_Hit], plan: _Plan, sizes: dict[str, int]) -> int:
@@ -818,8 +853,8 @@ def _check_window(window: object) -> None:
         raise ValueError(msg)
 
 
-def _lexical_rows(prepared: list[Prepared]) -> list[tuple[str, str, list[str]]]:
-    return [(p.doc_id, p.payload[0].metadata[STORED_REV], [r.page_content for r in p.payload]) for p in prepared]
+def _lexical_rows(prepared: list[Prepared]) -> Iterator[tuple[str, str, Iterator[str]]]:
+    return ((p.doc_id, p.payload.rev, p.payload.texts()) for p in prepared)
 
 
 def _gather(store: StoreAdapter, ids: list[str], found: list[Document]) -> list[Document]:
