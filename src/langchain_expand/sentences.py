@@ -226,13 +226,14 @@ class SentenceSplitter:
 
     def _cap(self, text: str, spans: list[Span]) -> list[Span]:
         cap = self.max_tokens or 0
-        counts = self._count_many([text[s:e] for s, e in spans])
         out: list[Span] = []
-        for span, count in zip(spans, counts, strict=False):
-            if count <= cap:
-                out.append(span)
-            else:
-                out.extend(self._split_long(text, span[0], span[1], cap))
+        for at in range(0, len(spans), _COUNT_BATCH):  # a batch at a time: no copy of a whole large text
+            chunk = spans[at : at + _COUNT_BATCH]
+            for span, count in zip(chunk, self._count_many([text[s:e] for s, e in chunk]), strict=True):
+                if count <= cap:
+                    out.append(span)
+                else:
+                    out.extend(self._split_long(text, span[0], span[1], cap))
         return out
 
     def _count_many(self, texts: list[str]) -> list[int]:
@@ -291,6 +292,10 @@ class SentenceSplitter:
             out.append((pos, pos + width))
             pos += width
         return out
+
+
+_COUNT_BATCH = 4096
+"""Sentences counted per call when capping: a 50 MB text is never copied whole as sentences."""
 
 
 def _attach_markup(text: str, spans: list[Span]) -> list[Span]:
