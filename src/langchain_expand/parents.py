@@ -388,7 +388,10 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             if not pool or vector is None:
                 return pool[:n]
             order = maximal_marginal_relevance(
-                np.asarray(vector), [vectors[d.id] for d, _ in pool], lambda_mult=lambda_mult, k=min(n, len(pool))
+                np.asarray(vector),
+                [[float(x) for x in vectors[d.id]] for d, _ in pool],
+                lambda_mult=lambda_mult,
+                k=min(n, len(pool)),
             )
             return [pool[i] for i in order]
 

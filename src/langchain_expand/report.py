@@ -626,7 +626,7 @@ def _matches_of_sentences(
 ) -> list[list[Document]]:
     """Each picked sentence used as a query: searched by its stored vector, matches as ``expand=False`` gives."""
     store = retriever._vectors  # the retriever's own adapter: no second one to build
-    vectors = {doc.id: vector for doc, vector in store.with_vectors([unit_id(d, i) for d, i in picked])}
+    vectors = {doc.id: [float(x) for x in v] for doc, v in store.with_vectors([unit_id(d, i) for d, i in picked])}
     out = []
     for d, i in _progress(picked, "querying", progress, len(picked)):
         found = store.search("", vectors[unit_id(d, i)], k)

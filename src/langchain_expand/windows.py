@@ -24,7 +24,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, model_validator
 
 from langchain_expand import core
-from langchain_expand.adapters import StoreAdapter, adapt
+from langchain_expand.adapters import StoreAdapter, Vector, adapt
 from langchain_expand.budget import fit_to_budget
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Position, Seed, Sentence, grow
@@ -818,7 +818,7 @@ def _hits_for(budget: int, taken: list[_Hit], plan: _Plan, sizes: dict[str, int]
     return len(taken) if last_needed is None else counts[last_needed]
 
 
-def _cosines(vectors: Sequence[Sequence[float]], query: Sequence[float]) -> list[float]:
+def _cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
     """Cosine similarity of each vector to the query."""
     if not vectors:
         return []
