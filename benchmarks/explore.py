@@ -54,20 +54,21 @@ def guided(name: str) -> None:
     variants: list[tuple[str, dict, dict]] = [
         ("fixed radius 2", {"window": "fixed"}, {}),
         ("guided (shipped)", {}, {}),
-        ("guided, decay 0.9", {}, {"DECAY": 0.9}),
-        ("guided, decay 0.98", {}, {"DECAY": 0.98}),
+        ("guided, decay 0.95 at every budget (before)", {}, {"DECAY_SCALE": 0.0, "MAX_DECAY": 0.95}),
+        ("guided, decay 0.98 at every budget", {}, {"DECAY_SCALE": 0.0, "MAX_DECAY": 0.98}),
         ("guided, similarity weight 0", {}, {"SIMILARITY_WEIGHT": 0.0}),
         ("guided, similarity weight 0.5", {}, {"SIMILARITY_WEIGHT": 0.5}),
         ("guided, radius 4", {}, {"MAX_RADIUS": 4}),
         ("guided, radius 16", {}, {"MAX_RADIUS": 16}),
     ]
-    shipped = {k: getattr(growth, k) for k in ("DECAY", "SIMILARITY_WEIGHT")}
+    shipped = {k: getattr(growth, k) for k in ("DECAY_SCALE", "MAX_DECAY", "SIMILARITY_WEIGHT")}
     for label, call, settings in variants:
         radius = settings.pop("MAX_RADIUS", growth.MAX_RADIUS)
         for key, value in {**shipped, **settings}.items():
             setattr(growth, key, value)
         tried = retriever.model_copy(update={"max_radius": radius})
-        print(name, label, *[recall(tried, queries, budget, **call) for budget in (250, 1000, 4000)], flush=True)
+        budgets = (250, 500, 1000, 2000, 4000, 8000)
+        print(name, label, *[recall(tried, queries, budget, **call) for budget in budgets], flush=True)
 
 
 def latency(name: str) -> None:
