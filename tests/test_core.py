@@ -272,3 +272,14 @@ def test_a_large_document_is_built_into_records_one_batch_at_a_time(retriever_of
     with pytest.raises(KeyboardInterrupt):
         retriever.add_documents([Document(text, id="big")])
     assert at_first_write[0] <= 50 + 5  # one batch, the parent, the input document
+
+
+def test_a_large_text_is_hashed_in_pieces_to_the_digest_of_the_whole() -> None:
+    """Hashing a text in pieces (no whole copy of a 50 MB text) must not change any stored revision."""
+    import hashlib
+
+    from langchain_expand.records import revision
+
+    text = "héllo \ud800 wörld, " * 200_000  # over two chunks, non-ASCII and a lone surrogate
+    whole = hashlib.sha256((text + "\x00" + "None").encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    assert revision(text, None) == whole

@@ -39,6 +39,11 @@ MAX_ID_CHARS = 400
 docstore key (512 characters) with room to spare."""
 
 
+_HASH_CHUNK = 1 << 20
+"""Characters hashed at a time (UTF-8 encodes code point by code point, so the digest is the
+same as hashing the whole text at once)."""
+
+
 def unit_id(doc_id: str, index: int) -> str:
     """The store id of unit ``index`` of document ``doc_id``."""
     return f"{doc_id}::{index}"
@@ -84,7 +89,11 @@ class UnitIds(Set[str]):
 def revision(text: str, *settings: object) -> str:
     """A short hash that changes whenever the text, or the settings that split it, do."""
     salt = "\x00".join(fingerprint(s) for s in settings)
-    return hashlib.sha256((text + "\x00" + salt).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    digest = hashlib.sha256()
+    for at in range(0, len(text), _HASH_CHUNK):  # a chunk at a time: a large text is not copied whole
+        digest.update(text[at : at + _HASH_CHUNK].encode("utf-8", "surrogatepass"))
+    digest.update(("\x00" + salt).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:16]
 
 
 def metadata_fingerprint(metadata: Mapping[str, Any]) -> str:
