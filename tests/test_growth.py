@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langchain_expand.growth import Position, Seed, Sentence, grow
+from langchain_expand.growth import Position, Seed, Sentence, decay_for, grow
 
 
 def cost(regions: list, sentences: dict[Position, Sentence], unknown: int) -> int:
@@ -83,3 +83,18 @@ def test_unknown_neighbours_are_wanted_in_the_direction_of_growth() -> None:
     sentences = {("d", 5): Sentence(10, 0.7)}
     growth = grow([Seed("d", 5, 10, 0.7)], sentences, target=40, unknown_tokens=10)
     assert growth.wanted == {("d", 4): -1, ("d", 6): 1}  # 11 + 2 x 11 = 33; a fourth would pass 40
+
+
+def test_the_decay_follows_the_budget_from_focused_to_wide() -> None:
+    """Issue 13: 0.95 at every budget lost evidence from 500 tokens up; 0.98 lost it at 250."""
+    factors = [decay_for(round(1.2 * budget)) for budget in (250, 500, 1000, 2000, 4000, 8000)]
+    assert [round(f, 3) for f in factors] == [0.95, 0.964, 0.975, 0.98, 0.98, 0.98]
+    # grow() uses it by default: a strong hit's run against a weaker second hit, at two targets
+    sentences = {("d", i): Sentence(10, 0.2) for i in range(60)} | {("e", i): Sentence(10, 0.2) for i in range(60)}
+    seeds = [Seed("d", 30, 60, 0.8), Seed("e", 30, 60, 0.45)]
+    for target in (60, 300, 2400):
+        regions = grow(seeds, sentences, target).regions
+        assert regions == grow(seeds, sentences, target, decay=decay_for(target)).regions
+    wide = grow(seeds, sentences, 330).regions  # room for 30 sentences
+    narrow = grow(seeds, sentences, 330, decay=0.9).regions
+    assert wide[0].last - wide[0].first > narrow[0].last - narrow[0].first
