@@ -99,10 +99,10 @@ def test_a_kill_in_the_middle_of_indexing_never_serves_a_half_document(tmp_path:
     rows = load_docs("qmsum")
     edited = [{**r, "text": r["text"].replace("remote", "clicker").replace(" .", " !")} for r in rows]
     store_path = tmp_path / "chroma"
-    run_worker(store_path, write_corpus(tmp_path / "v1.jsonl", rows), None)
     retriever = SentenceWindowRetriever(
-        vectorstore=chroma_store("crash", persist_directory=store_path, embeddings=minilm)
+        vectorstore=chroma_store("crash", persist_directory=store_path, embeddings=minilm), batch_size=40
     )
+    retriever.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])  # v1, in this process
     either = {r["doc_id"]: {r["text"], e["text"]} for r, e in zip(rows, edited, strict=True)}
 
     # Re-index edited versions, killed twice at random points: while the store holds a
@@ -113,7 +113,7 @@ def test_a_kill_in_the_middle_of_indexing_never_serves_a_half_document(tmp_path:
     assert any(killed), f"no run was killed (delays {delays}): the machine indexed faster than expected"
     windows_are_whole(retriever, either, QUERIES)
 
-    run_worker(store_path, corpus_v2, None)  # the re-run completes every document
+    retriever.add_documents([Document(e["text"], id=e["doc_id"]) for e in edited])  # the re-run completes them
     latest = {e["doc_id"]: {e["text"]} for e in edited}
     assert windows_are_whole(retriever, latest, QUERIES) == 8 * len(QUERIES)
     stored = retriever.vectorstore._collection.count()  # type: ignore[attr-defined]
