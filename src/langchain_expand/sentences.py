@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from langchain_expand import markdown
-from langchain_expand.tokens import TokenCounter
+from langchain_expand.tokens import TokenCounter, count_many, count_spans
 
 __all__ = ["SentenceSplitter", "Span", "Splitter"]
 
@@ -227,20 +227,12 @@ class SentenceSplitter:
     def _cap(self, text: str, spans: list[Span]) -> list[Span]:
         cap = self.max_tokens or 0
         out: list[Span] = []
-        for at in range(0, len(spans), _COUNT_BATCH):  # a batch at a time: no copy of a whole large text
-            chunk = spans[at : at + _COUNT_BATCH]
-            for span, count in zip(chunk, self._count_many([text[s:e] for s, e in chunk]), strict=True):
-                if count <= cap:
-                    out.append(span)
-                else:
-                    out.extend(self._split_long(text, span[0], span[1], cap))
+        for span, count in zip(spans, count_spans(self.token_counter, text, spans), strict=True):
+            if count <= cap:
+                out.append(span)
+            else:
+                out.extend(self._split_long(text, span[0], span[1], cap))
         return out
-
-    def _count_many(self, texts: list[str]) -> list[int]:
-        counter = self.token_counter
-        if isinstance(counter, TokenCounter):
-            return counter.count_many(texts)
-        return [counter(t) for t in texts]
 
     def _split_long(self, text: str, start: int, end: int, cap: int) -> list[Span]:
         """Split an over-cap unit at line breaks, then whitespace, then characters."""
@@ -251,7 +243,7 @@ class SentenceSplitter:
             pieces = [(m.start(), m.end()) for m in _WORD.finditer(text, start, end)]
             if len(pieces) <= 1:
                 return self._split_chars(text, start, end, cap)
-        counts = self._count_many([text[s:e] for s, e in pieces])
+        counts = count_many(self.token_counter, [text[s:e] for s, e in pieces])
         bounded: list[tuple[Span, int]] = []
         for piece, count in zip(pieces, counts, strict=False):
             if count <= cap:
@@ -275,7 +267,7 @@ class SentenceSplitter:
         while stack:
             group = stack.pop()
             span = (group[0][0], group[-1][1])
-            if len(group) == 1 or self._count_many([text[span[0] : span[1]]])[0] <= cap:
+            if len(group) == 1 or count_many(self.token_counter, [text[span[0] : span[1]]])[0] <= cap:
                 out.append(span)
             else:  # separators added tokens the estimate missed: halve and recheck
                 half = len(group) // 2
@@ -287,15 +279,11 @@ class SentenceSplitter:
         pos = start
         while pos < end:
             width = min(cap, end - pos)
-            while width > 1 and self._count_many([text[pos : pos + width]])[0] > cap:
+            while width > 1 and count_many(self.token_counter, [text[pos : pos + width]])[0] > cap:
                 width //= 2
             out.append((pos, pos + width))
             pos += width
         return out
-
-
-_COUNT_BATCH = 4096
-"""Sentences counted per call when capping: a 50 MB text is never copied whole as sentences."""
 
 
 def _attach_markup(text: str, spans: list[Span]) -> list[Span]:

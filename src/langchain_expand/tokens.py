@@ -16,14 +16,14 @@ import hashlib
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
 from typing import Protocol
 
 import tiktoken
 
-__all__ = ["TokenCounter", "count_many"]
+__all__ = ["TokenCounter", "count_many", "count_spans"]
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -180,3 +180,16 @@ def count_many(counter: Callable[[str], int], texts: Sequence[str]) -> list[int]
     if isinstance(counter, TokenCounter):
         return counter.count_many(texts)
     return [counter(t) for t in texts]
+
+
+SPAN_BATCH = 4096
+"""Spans counted per call by :func:`count_spans`."""
+
+
+def count_spans(counter: Callable[[str], int], text: str, spans: Sequence[tuple[int, int]]) -> Iterator[int]:
+    """Token counts of ``text[start:end]`` for each span, in order, ``SPAN_BATCH`` at a time.
+
+    A batch at a time, so a large text is never copied whole as a list of its sentences.
+    """
+    for at in range(0, len(spans), SPAN_BATCH):
+        yield from count_many(counter, [text[s:e] for s, e in spans[at : at + SPAN_BATCH]])

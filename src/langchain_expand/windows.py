@@ -40,7 +40,7 @@ from langchain_expand.records import (
     unit_id,
 )
 from langchain_expand.sentences import SentenceSplitter, Span
-from langchain_expand.tokens import TokenCounter, count_many
+from langchain_expand.tokens import TokenCounter, count_many, count_spans
 from langchain_expand.units import (
     CARRIED,
     DOC_ID,
@@ -410,16 +410,14 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     def _check_sentence_sizes(self, text: str, spans: list[Span], doc_id: str) -> None:
         limit = self.max_sentence_tokens
         assert limit is not None
-        for at, chunk in enumerate(core.batched(spans, 4096)):
-            counts = count_many(self.token_counter, [text[s:e] for s, e in chunk])
-            for i, count in enumerate(counts, start=at * 4096):
-                if count > limit:
-                    msg = (
-                        f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
-                        f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
-                        "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
-                    )
-                    raise ValueError(msg)
+        for i, count in enumerate(count_spans(self.token_counter, text, spans)):
+            if count > limit:
+                msg = (
+                    f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
+                    f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
+                    "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
+                )
+                raise ValueError(msg)
 
     # -- querying ---------------------------------------------------------------------
 
@@ -748,12 +746,10 @@ class _SentenceLayout:
 
     def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> dict[str, Stored]:
         known = {d: int(head[1]) for d, head in heads.items() if isinstance(head, tuple)}
-        left: dict[str, list[str]] = {d: [] for d in doc_ids}
-        for i in self._probe(doc_ids, known):
-            left[i.rsplit("::", 1)[0]].append(i)
+        left = self._probe(doc_ids, known)
         committed = {d: UnitIds(d, known.get(d, 0)) for d in doc_ids}
         # Units left past the end exist only after an interrupted run: listing them all is fine then.
-        return {d: Stored(vector_ids=[*committed[d], *left[d]] if left[d] else committed[d]) for d in doc_ids}
+        return {d: Stored(vector_ids=[*committed[d], *left[d]] if d in left else committed[d]) for d in doc_ids}
 
     def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
         """Documents with a sentence missing, of another version than their head, or past its count.
@@ -771,17 +767,19 @@ class _SentenceLayout:
             revs = {r.id: r.metadata.get(STORED_REV) for r in self.store.get_by_ids([i for _, i in chunk])}
             bad.update(d for d, i in chunk if revs.get(i) != committed[d][0])
         rest = [d for d in committed if d not in bad]
-        beyond = {i.rsplit("::", 1)[0] for i in self._probe(rest, {d: committed[d][1] for d in rest})}
-        return bad | beyond
+        return bad | set(self._probe(rest, {d: committed[d][1] for d in rest}))
 
-    def _probe(self, doc_ids: list[str], start: dict[str, int]) -> list[str]:
-        """Ids past each document's committed end that an interrupted run left behind."""
+    def _probe(self, doc_ids: list[str], start: dict[str, int]) -> dict[str, list[str]]:
+        """Per document, the ids past its committed end that an interrupted run left behind."""
 
         def lookup(asked: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
             ids = {unit_id(d, i): (d, i) for d, i in asked}
             return {ids[doc.id]: doc.id for doc in self.store.get_by_ids(list(ids)) if doc.id in ids}
 
-        return list(core.probe_past({d: start.get(d, 0) for d in doc_ids}, lookup, _PROBE).values())
+        left: dict[str, list[str]] = {}
+        for (d, _), found in core.probe_past({d: start.get(d, 0) for d in doc_ids}, lookup, _PROBE).items():
+            left.setdefault(d, []).append(found)
+        return left
 
     def write_body(self, todo: list[Prepared]) -> None:
         """Every sentence but the heads, built and written one batch at a time."""
