@@ -9,9 +9,10 @@ built one write batch at a time. For each size this measures, in one run, with
 - the peak of the whole ``add_documents`` (one batch of records and its embeddings);
 - side by side, what holding every record at once would cost (the old way).
 
-The text is QMSum meetings joined to the size asked. The embeddings are a seeded hash of
-the text (384 numbers, like MiniLM's), because what is measured is the library's own
-allocation, not the model's, and a 4 MB document takes MiniLM about ten minutes.
+The text is QMSum meetings joined to the size asked. The embeddings are LangChain's
+``DeterministicFakeEmbedding`` (384 numbers seeded by the text's hash, MiniLM's size),
+because what is measured is the library's own allocation, not the model's, and a 4 MB
+document takes MiniLM about ten minutes.
 
 Run: ``python benchmarks/memory.py [--sizes 1 2 4]`` (megabytes).
 """
@@ -19,32 +20,15 @@ Run: ``python benchmarks/memory.py [--sizes 1 2 4]`` (megabytes).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import tempfile
 import tracemalloc
 
-import numpy as np
 from common import machine, read  # type: ignore[import-not-found]
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
+from langchain_core.embeddings import DeterministicFakeEmbedding
 
 from langchain_expand import SentenceWindowRetriever, chroma_store
-
-
-class HashEmbeddings(Embeddings):
-    """A unit vector seeded by each text's hash: stable, fast, the size of MiniLM's."""
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        out = []
-        for text in texts:
-            seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
-            v = np.random.default_rng(seed).standard_normal(384)
-            out.append((v / np.linalg.norm(v)).tolist())
-        return out
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed_documents([text])[0]
 
 
 def document(megabytes: float) -> str:
@@ -58,7 +42,8 @@ def document(megabytes: float) -> str:
 
 
 def measure(text: str) -> dict[str, float]:
-    store = chroma_store("memory", persist_directory=tempfile.mkdtemp(), embeddings=HashEmbeddings())
+    fake = DeterministicFakeEmbedding(size=384)
+    store = chroma_store("memory", persist_directory=tempfile.mkdtemp(), embeddings=fake)
     retriever = SentenceWindowRetriever(vectorstore=store)
     first_write: list[int] = []
     write = store.add_documents
