@@ -265,6 +265,7 @@ def test_window_size_follows_the_formula_on_punctuated_text(make_retriever: Make
         ({"before": -1}, "`before` must be an integer >= 0, got -1"),
         ({"after": -3}, "`after` must be an integer >= 0, got -3"),
         ({"batch_size": 0}, "`batch_size` must be a positive integer, got 0"),
+        ({"cache_size": -1}, "`cache_size` must be an integer >= 0, got -1"),
         ({"max_tokens": 0}, "`max_tokens` must be a positive integer or None \\(no limit\\), got 0"),
         ({"befor": 3}, "got an unknown argument `befor`. Did you mean `before`\\?"),
         ({"search_kwargs": {"fetch_k": 20}}, "search_kwargs key `fetch_k` has no meaning here"),

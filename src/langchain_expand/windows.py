@@ -26,6 +26,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from langchain_expand import core
 from langchain_expand.adapters import StoreAdapter, Vector, adapt
 from langchain_expand.budget import fit_to_budget
+from langchain_expand.cache import Reads, SentenceCache
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Position, Seed, Sentence, grow
 from langchain_expand.lexical import LexicalIndex, fuse
@@ -235,6 +236,7 @@ _RULES: dict[str, Callable[[str, object], None]] = {
     "max_tokens": core.check_optional_positive,
     "max_sentence_tokens": core.check_optional_positive,
     "batch_size": core.check_positive,
+    "cache_size": core.check_non_negative,
 }
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
@@ -332,8 +334,15 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     sentence-transformers sorts each call's texts by length before batching, so big calls
     pad less (measured: 512 ran at 0.65x the raw-encode floor, 4096+ at ~0.95x). Keep it
     under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
+    cache_size: int = 20_000
+    """Sentence records kept in memory between queries (text, vector, token count: about 2.5 KB
+    each with MiniLM's 384 dimensions), so the next queries over the same documents read fewer
+    from the store. A record is served only at the revision the query finds in the store for its
+    document, so a re-added or deleted document is never answered from memory (see
+    :mod:`langchain_expand.cache`). 0 turns it off."""
 
     _vectors: StoreAdapter = PrivateAttr()
+    _cache: SentenceCache = PrivateAttr(default_factory=SentenceCache)
 
     @model_validator(mode="before")
     @classmethod
@@ -443,23 +452,28 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         )
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
-        search: Search = dense
+        reads = Reads(self._vectors, self._cache, self.cache_size, self.token_counter)
+        search: Search = _DenseSearch(dense, reads, ids_first=plan.shape == "guided")
         if self.lexical is not None and where is None:  # FTS5 cannot apply a vector store's filter
-            search = _HybridSearch(dense, self.lexical)
-        found = self._answer(plan, search, dense)
+            search = _HybridSearch(search, dense, self.lexical, reads)
+        found = self._answer(plan, search, dense, reads)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
                 break
             plan = dataclasses.replace(plan, excluded=plan.excluded | plan.skipped, skipped=set())
-            found = self._answer(plan, search, dense)
+            found = self._answer(plan, search, dense, reads)
         return found
 
-    def _answer(self, plan: _Plan, search: Search, dense: VectorSearch) -> list[Document]:
+    def clear_cache(self) -> None:
+        """Forget the sentence records kept between queries (``cache_size``); never needed for correctness."""
+        self._cache.clear()
+
+    def _answer(self, plan: _Plan, search: Search, dense: VectorSearch, reads: Reads) -> list[Document]:
         """The call's windows by its plan: guided, budget-driven or ``k`` fixed windows."""
         if plan.shape == "guided":
-            return self._budgeted(self._grown(search, dense, plan), plan.max_tokens)
+            return self._budgeted(self._grown(search, dense, plan, reads), plan.max_tokens)
         if plan.budget_decides:
-            return self._budgeted(self._fill(search, plan), plan.max_tokens)
+            return self._budgeted(self._fill(search, plan, reads), plan.max_tokens)
         assert plan.k is not None
         units: list[_Unit] = []
         scored: list[tuple[Document, float]] = []
@@ -469,10 +483,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             if len(units) >= plan.k:
                 break
         units = units[: plan.k]
-        records = _gather(self._vectors, _needed_ids(units), [doc for doc, _ in scored])
+        records = _gather(reads, _needed_ids(units), [doc for doc, _ in scored])
         return self._budgeted(self._assemble(units, records, plan.skipped), plan.max_tokens)
 
-    def _fill(self, search: Search, plan: _Plan) -> list[Document]:
+    def _fill(self, search: Search, plan: _Plan, reads: Reads) -> list[Document]:
         """Windows of the best hits, as many as it takes to hold the budget.
 
         Hits are taken in rank order: the shortest prefix of the ranking whose windows reach
@@ -493,17 +507,16 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             records.update((d.id, d) for d, _ in scored if d.id is not None)
             wanted = _needed_ids(plan.units(taken))
             missing = [i for i in wanted if i not in records]
-            records.update((d.id, d) for d in self._vectors.get_by_ids(missing) if d.id is not None)
+            records.update((d.id, d) for d in reads.records(missing) if d.id is not None)
             fresh = [i for i in wanted if i in records and i not in sizes]
-            texts = [records[i].page_content for i in fresh]
-            sizes.update(zip(fresh, count_many(self.token_counter, texts), strict=True))
+            sizes.update(zip(fresh, reads.tokens([records[i] for i in fresh]), strict=True))
             needed = _hits_for(math.ceil(OVERFILL * budget), taken, plan, sizes)
             units = plan.units(taken[:needed])
             if len(taken) < len(hits) or needed < len(taken):
                 break
         return self._assemble(units, list(records.values()), plan.skipped)
 
-    def _grown(self, search: Search, dense: VectorSearch, plan: _Plan) -> list[Document]:
+    def _grown(self, search: Search, dense: VectorSearch, plan: _Plan, reads: Reads) -> list[Document]:
         """Windows grown from the best hits toward the evidence until they hold the budget.
 
         Hits are searched as in :meth:`_fill`; a hit's own relevance is the store's score.
@@ -522,7 +535,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
         def learn(found: list[tuple[Document, float]]) -> None:
             fresh = [(d, s) for d, s in found if d.id not in records]
-            counts = count_many(self.token_counter, [d.page_content for d, _ in fresh])
+            counts = reads.tokens([d for d, _ in fresh])
             for (doc, similarity), tokens in zip(fresh, counts, strict=True):
                 records[doc.id or ""] = doc
                 known[(doc.metadata[STORED_DOC], int(doc.metadata[STORED_INDEX]))] = Sentence(tokens, similarity)
@@ -530,7 +543,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         def fetch(ids: list[str]) -> None:
             fresh = list(dict.fromkeys(i for i in ids if i not in asked and i not in records))
             asked.update(fresh)
-            fetched = [(d, v) for d, v in self._vectors.with_vectors(fresh) if STORED_DOC in d.metadata]
+            fetched = [(d, v) for d, v in reads.with_vectors(fresh) if STORED_DOC in d.metadata]
             cosines = _cosines([v for _, v in fetched], vector)
             learn([(d, c) for (d, _), c in zip(fetched, cosines, strict=True)])
 
@@ -563,7 +576,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         units = plan.joined(regions)
         _absorb(units, hits)
-        records_now = _gather(self._vectors, _needed_ids(units), list(records.values()))
+        records_now = _gather(reads, _needed_ids(units), list(records.values()))
         return self._assemble(units, records_now, plan.skipped)
 
     def expand_hits(
@@ -688,6 +701,32 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         return out
 
 
+class _DenseSearch:
+    """The dense ranking, its records read through the query's :class:`Reads`.
+
+    With ``ids_first``, where the store returns ids alone (Chroma), the hits' heads are read
+    fresh (their revisions: guided growth reads them anyway) and the hits themselves come from
+    the cache where it holds them at that revision. Otherwise the store returns the records,
+    which teach ``reads`` their revisions (fixed windows then read every neighbour in one call).
+    """
+
+    def __init__(self, dense: VectorSearch, reads: Reads, *, ids_first: bool) -> None:
+        self.dense = dense
+        self.reads = reads
+        self.ids_first = ids_first
+
+    def __call__(self, k: int) -> list[tuple[Document, float]]:
+        vector = self.dense.vector() if self.ids_first else None
+        found = None if vector is None else self.dense.store.search_ids(vector, k, **self.dense.where)
+        if found is None:
+            scored = self.dense(k)
+            self.reads.saw(doc for doc, _ in scored)
+            return scored
+        self.reads.heads(doc_id for doc_id, _ in (i.rpartition("::")[::2] for i, _ in found))
+        records = {d.id: d for d in self.reads.records([i for i, _ in found])}
+        return [(records[i], score) for i, score in found if i in records]
+
+
 class _HybridSearch:
     """Dense hits fused with the lexical ranking's (reciprocal rank fusion), best first.
 
@@ -697,14 +736,17 @@ class _HybridSearch:
     where the store returns vectors (Chroma), else the lowest dense score of the list.
     """
 
-    def __init__(self, dense: VectorSearch, lexical: LexicalIndex) -> None:
+    def __init__(self, ranking: Search, dense: VectorSearch, lexical: LexicalIndex, reads: Reads) -> None:
+        self.ranking = ranking
         self.dense = dense
         self.lexical = lexical
-        self.store = dense.store
+        self.reads = reads
 
     def __call__(self, k: int) -> list[tuple[Document, float]]:
-        scored = self.dense(k)
+        scored = self.ranking(k)
         found = self.lexical.search(self.dense.query, k)
+        for hit in found:
+            self.reads.expect(hit.doc_id, hit.rev)
         by_key = {(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])): (d, s) for d, s in scored}
         extra = [unit_id(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
         floor = min((s for _, s in scored), default=0.0)
@@ -722,8 +764,8 @@ class _HybridSearch:
             return []
         vector = self.dense.vector()
         if vector is None:
-            return [(doc, floor) for doc in self.store.get_by_ids(ids)]
-        fetched = self.store.with_vectors(ids)
+            return [(doc, floor) for doc in self.reads.records(ids)]
+        fetched = self.reads.with_vectors(ids)
         cosines = _cosines([v for _, v in fetched], vector)
         return [(doc, min(1.0, max(0.0, c))) for (doc, _), c in zip(fetched, cosines, strict=True)]
 
@@ -855,11 +897,11 @@ def _lexical_rows(prepared: list[Prepared]) -> Iterator[tuple[str, str, Iterator
     return ((p.doc_id, p.payload.rev, p.payload.texts()) for p in prepared)
 
 
-def _gather(store: StoreAdapter, ids: list[str], found: list[Document]) -> list[Document]:
-    """The records ``ids`` name, fetching only those the search did not return."""
+def _gather(reads: Reads, ids: list[str], found: list[Document]) -> list[Document]:
+    """The records ``ids`` name, reading only those the search did not return."""
     wanted = set(ids)
     have = {d.id: d for d in found if d.id in wanted}
-    return list(have.values()) + store.get_by_ids([i for i in ids if i not in have])
+    return list(have.values()) + reads.records([i for i in ids if i not in have])
 
 
 def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
