@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 import json
 import os
@@ -22,7 +24,7 @@ from langchain_expand import SentenceWindowRetriever, chroma_store, default_embe
 
 DATA = Path(__file__).parent / "data"
 
-HEAVY_FIXTURES = {"minilm", "counting", "make_retriever", "qmsum_index", "make_parents", "postgres_url"}
+HEAVY_FIXTURES = {"minilm", "counting", "make_retriever", "qmsum_index", "make_parents", "postgres_url", "demo_run"}
 """Fixtures that load the embedding model or start a server: their tests are ``integration``."""
 
 
@@ -113,6 +115,18 @@ def make_retriever(tmp_path: Path, counting: CountingEmbeddings) -> Callable[...
         return SentenceWindowRetriever(vectorstore=store, **kwargs)  # type: ignore[arg-type]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """``langchain-expand demo`` run once in this process: its ``--home`` and what it printed."""
+    from langchain_expand.cli import main
+
+    home = tmp_path_factory.mktemp("demo")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["--home", str(home), "demo"]) == 0
+    return home, out.getvalue()
 
 
 @pytest.fixture(scope="session")

@@ -53,7 +53,8 @@ def test_a_repeated_guided_query_reads_only_the_heads_again(make_retriever: Make
     warm = log.taken()
     assert shown(again) == shown(first)
     assert len(cold) > 50  # hits' neighbours, read with their vectors
-    assert warm and all(i.endswith("::0") for i in warm)  # each document's head, for its revision
+    assert warm
+    assert all(i.endswith("::0") for i in warm)  # each document's head, for its revision
 
 
 def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_from_memory(

@@ -234,16 +234,16 @@ def test_every_option_says_what_it_does_and_its_default_in_plain_text() -> None:
                     assert "(default" in action.help, f"{command.prog} {action.option_strings[0]} hides its default"
 
 
-def test_demo_answers_every_question_inside_its_budget(tmp_path: Path) -> None:
+def test_demo_answers_every_question_inside_its_budget(demo_run: tuple[Path, str]) -> None:
     from langchain_expand.cli import DEMO_BUDGET, DEMO_QUESTIONS
 
-    out = cli(tmp_path, "demo")
+    home, out = demo_run
     reports = [line for line in out.splitlines() if "tokens joined" in line]
     assert len(reports) == len(DEMO_QUESTIONS)
     for line in reports:
         tokens = int(line.split("units, ")[1].split(" tokens")[0])
         assert 0.8 * DEMO_BUDGET <= tokens <= DEMO_BUDGET
-    assert (tmp_path / "lexical.sqlite").exists()
+    assert (home / "lexical.sqlite").exists()
 
 
 class FakeTerminal(io.StringIO):

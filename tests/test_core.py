@@ -8,11 +8,13 @@ removed) does not depend on what the vectors mean.
 from __future__ import annotations
 
 import gc
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.stores import InMemoryStore
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -25,6 +27,8 @@ from langchain_expand.core import (
     check_query,
     overfetch,
 )
+
+from .conftest import as_documents, load_docs, run_python
 
 
 class RecordingStore(InMemoryVectorStore):
@@ -283,3 +287,47 @@ def test_a_large_text_is_hashed_in_pieces_to_the_digest_of_the_whole() -> None:
     text = "héllo \ud800 wörld, " * 200_000  # over two chunks, non-ASCII and a lone surrogate
     whole = hashlib.sha256((text + "\x00" + "None").encode("utf-8", "surrogatepass")).hexdigest()[:16]
     assert revision(text, None) == whole
+
+
+# -- a real restart ----------------------------------------------------------------------------
+
+_ASK = """
+def asked(windows, parents):
+    found = windows.invoke("the cost of the remote control", before=3, after=1)
+    return {
+        "windows": [[d.page_content, d.metadata["span"], round(d.metadata["score"], 5)] for d in found],
+        "parents": [[d.metadata["parent_id"], d.page_content] for d in parents.invoke("pair the remote")],
+    }
+"""
+_OPEN = """
+from langchain_expand import (
+    BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SentenceWindowRetriever, SQLDocStore, chroma_store,
+)
+
+def opened(path, embeddings=None):
+    windows = SentenceWindowRetriever(
+        vectorstore=chroma_store("windows", persist_directory=f"{path}/windows", embeddings=embeddings), k=4
+    )
+    parents = BudgetedParentDocumentRetriever(
+        vectorstore=chroma_store("parents", persist_directory=f"{path}/parents", embeddings=embeddings),
+        docstore=SQLDocStore(f"sqlite:///{path}/docstore.sqlite"),
+        parent_splitter=MarkdownSectionSplitter(max_level=2),
+        k=3,
+    )
+    return windows, parents
+"""
+
+
+@pytest.mark.integration  # a second process: one for both retrievers, the model loads once there
+def test_a_restarted_process_gives_the_same_windows_and_parents(tmp_path: Path, minilm: Embeddings) -> None:
+    scope: dict[str, Any] = {}
+    exec(_ASK + _OPEN, scope)  # opened and asked the same way in both processes
+    windows, parents = scope["opened"](tmp_path, minilm)
+    windows.add_documents(as_documents(load_docs("qmsum")))
+    parents.add_documents(as_documents(load_docs("emanual")))
+    here = json.loads(json.dumps(scope["asked"](windows, parents)))
+    restart = "import json, sys\n" + _ASK + _OPEN + "print(json.dumps(asked(*opened(sys.argv[1]))))"
+    restarted = json.loads(run_python(restart, str(tmp_path)))
+    assert len(here["windows"]) == 4
+    assert len(here["parents"]) == 3
+    assert restarted == here

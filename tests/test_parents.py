@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ from langchain_expand import (
     chroma_store,
 )
 
-from .conftest import load_docs, run_python
+from .conftest import load_docs
 
 COUNTER = TokenCounter()
 Make = Callable[..., BudgetedParentDocumentRetriever]
@@ -405,35 +404,6 @@ def test_a_byte_store_works_as_on_the_stock_class(tmp_path: Path, minilm: Embedd
     retriever.add_documents(manual())
     assert len(retriever.invoke(QUERY)) == 2
     assert any((tmp_path / "parents").iterdir())
-
-
-_RESTART = """
-import json, sys
-from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SQLDocStore, chroma_store
-path = sys.argv[1]
-retriever = BudgetedParentDocumentRetriever(
-    vectorstore=chroma_store("restart", persist_directory=path),
-    docstore=SQLDocStore(f"sqlite:///{path}/docstore.sqlite"),
-    parent_splitter=MarkdownSectionSplitter(max_level=2),
-    k=3,
-)
-print(json.dumps([[d.metadata["parent_id"], d.page_content] for d in retriever.invoke("pair the remote")]))
-"""
-
-
-@pytest.mark.integration  # a real restart: a second process
-def test_a_restarted_process_finds_the_same_parents(tmp_path: Path, minilm: Embeddings) -> None:
-    retriever = BudgetedParentDocumentRetriever(
-        vectorstore=chroma_store("restart", persist_directory=tmp_path, embeddings=minilm),
-        docstore=SQLDocStore(f"sqlite:///{tmp_path}/docstore.sqlite"),
-        parent_splitter=MarkdownSectionSplitter(max_level=2),
-        k=3,
-    )
-    retriever.add_documents(manual())
-    here = [[d.metadata["parent_id"], d.page_content] for d in retriever.invoke("pair the remote")]
-    restarted = json.loads(run_python(_RESTART, str(tmp_path)))
-    assert len(here) == 3
-    assert restarted == here
 
 
 def test_children_carry_offsets_into_their_parent(make_parents: Make) -> None:

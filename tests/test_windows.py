@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import statistics
 from collections.abc import Callable
@@ -14,12 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import ConfigurableField
 
 from langchain_expand import SentenceSplitter, SentenceWindowRetriever, TokenCounter, window_bounds
 
-from .conftest import CountingEmbeddings, as_documents, load_docs, load_queries, run_python
+from .conftest import CountingEmbeddings, as_documents, load_docs, load_queries
 
 COUNTER = TokenCounter()
 Make = Callable[..., SentenceWindowRetriever]
@@ -356,35 +354,6 @@ async def test_async_add_query_and_delete(make_retriever: Make) -> None:
     assert [d.page_content for d in docs] == [d.page_content for d in sync_docs]
     await retriever.adelete([rows[0]["doc_id"]])
     assert await retriever.ainvoke("what should the remote look like") == []
-
-
-_RESTART = """
-import json, sys
-from langchain_expand import SentenceWindowRetriever, chroma_store
-retriever = SentenceWindowRetriever(vectorstore=chroma_store("persist", persist_directory=sys.argv[1]), k=4)
-print(json.dumps(answer(retriever)))
-"""
-_ANSWER = """
-def answer(retriever):
-    docs = retriever.invoke("the cost of the remote control", before=3, after=1)
-    return [[d.page_content, d.metadata["span"], round(d.metadata["score"], 5)] for d in docs]
-"""
-
-
-@pytest.mark.integration  # a real restart: a second process
-def test_a_restarted_process_gives_the_same_answers(tmp_path: Path, minilm: Embeddings) -> None:
-    from langchain_expand import chroma_store
-
-    retriever = SentenceWindowRetriever(
-        vectorstore=chroma_store("persist", persist_directory=tmp_path, embeddings=minilm), k=4
-    )
-    retriever.add_documents(as_documents(load_docs("qmsum")))
-    scope: dict = {}
-    exec(_ANSWER, scope)  # the same question, asked the same way in both processes
-    here = json.loads(json.dumps(scope["answer"](retriever)))
-    restarted = json.loads(run_python(_ANSWER + _RESTART, str(tmp_path)))
-    assert len(here) == 4
-    assert restarted == here
 
 
 def test_small_write_batches_store_the_same_windows(make_retriever: Make) -> None:
