@@ -10,7 +10,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
-from langchain_expand.adapters import StoreAdapter
+from langchain_expand.adapters import StoreAdapter, adapt
 
 from .conftest import as_documents, load_docs, load_queries
 
@@ -104,3 +104,14 @@ def test_without_a_cache_every_query_reads_its_records_again(make_retriever: Mak
     retriever.invoke("the budget of the remote", max_tokens=800)
     assert sorted(log.taken()) == sorted(first)
     assert len(retriever._cache) == 0
+
+
+def test_guided_answers_are_the_same_whether_the_search_returns_ids_or_records(make_retriever: Make) -> None:
+    by_ids = make_retriever(cache_size=0)
+    by_ids.add_documents(as_documents(load_docs("qmsum")))
+    by_records = by_ids.model_copy()
+    by_records._vectors = adapt(by_ids.vectorstore, "test")
+    object.__setattr__(by_records._vectors, "search_ids", lambda *args, **kwargs: None)  # as on any other store
+    for query in [q["query"] for q in load_queries("qmsum")[:4]]:
+        for budget in (300, 2000):
+            assert shown(by_ids.invoke(query, max_tokens=budget)) == shown(by_records.invoke(query, max_tokens=budget))

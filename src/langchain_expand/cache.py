@@ -32,6 +32,9 @@ from langchain_expand.units import STORED_DOC, STORED_INDEX, STORED_REV
 __all__ = ["Reads", "SentenceCache"]
 
 
+_NONE = object()  # no revision known: matches no record
+
+
 @dataclass(slots=True)
 class _Entry:
     doc: Document
@@ -92,9 +95,6 @@ class SentenceCache:
                     self._entries.move_to_end(id_)
             while len(self._entries) > size:
                 self._entries.popitem(last=False)
-
-
-_NONE = object()
 
 
 class Reads:

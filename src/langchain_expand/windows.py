@@ -335,9 +335,9 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     pad less (measured: 512 ran at 0.65x the raw-encode floor, 4096+ at ~0.95x). Keep it
     under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
     cache_size: int = 20_000
-    """Sentence records kept in memory between queries (text, vector, token count: about 2.5 KB
-    each with MiniLM's 384 dimensions), so the next queries over the same documents read fewer
-    from the store. A record is served only at the revision the query finds in the store for its
+    """Sentence records kept in memory between queries (text, metadata, vector, token count:
+    about 3.3 KB each with MiniLM's 384 dimensions, so 65 MB when full), so the next queries
+    over the same documents read fewer from the store. A record is served only at the revision the query finds in the store for its
     document, so a re-added or deleted document is never answered from memory (see
     :mod:`langchain_expand.cache`). 0 turns it off."""
 
