@@ -337,9 +337,9 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     cache_size: int = 20_000
     """Sentence records kept in memory between queries (text, metadata, vector, token count:
     about 3.3 KB each with MiniLM's 384 dimensions, so 65 MB when full), so the next queries
-    over the same documents read fewer from the store. A record is served only at the revision the query finds in the store for its
-    document, so a re-added or deleted document is never answered from memory (see
-    :mod:`langchain_expand.cache`). 0 turns it off."""
+    over the same documents read fewer from the store. A record is served only at the revision
+    the query finds in the store for its document, so a re-added or deleted document is never
+    answered from memory (see :mod:`langchain_expand.cache`). 0 turns it off."""
 
     _vectors: StoreAdapter = PrivateAttr()
     _cache: SentenceCache = PrivateAttr(default_factory=SentenceCache)
