@@ -37,9 +37,12 @@ Make = Callable[..., SentenceWindowRetriever]
 
 _WORKER = """
 import json, sys
+import chromadb, sentence_transformers  # the slow imports, done before the word to start
 from langchain_core.documents import Document
 from langchain_expand import SentenceWindowRetriever, chroma_store
 path, corpus = sys.argv[1], sys.argv[2]
+print("ready", flush=True)
+sys.stdin.readline()
 rows = [json.loads(line) for line in open(corpus)]
 retriever = SentenceWindowRetriever(vectorstore=chroma_store("crash", persist_directory=path), batch_size=40)
 print("start", flush=True)
@@ -48,20 +51,33 @@ print("done", flush=True)
 """
 
 
-def run_worker(path: Path, corpus: Path, kill_after: float | None) -> bool:
-    """Index ``corpus``; with ``kill_after``, SIGKILL that many seconds into add_documents.
+def start_worker(path: Path, corpus: Path) -> subprocess.Popen[str]:
+    """A process that will index ``corpus`` into ``path``: it imports, then waits for :func:`run_worker`.
 
-    Returns:
-        True when the run was killed before it finished.
+    Workers started together import side by side (most of a worker's time), while only one
+    at a time writes.
     """
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-c", _WORKER, str(path), str(corpus)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+
+
+def run_worker(process: subprocess.Popen[str], kill_after: float | None) -> bool:
+    """Let a started worker index; with ``kill_after``, SIGKILL it that many seconds into add_documents.
+
+    Returns:
+        True when the run was killed before it finished.
+    """
+    assert process.stdin is not None
     assert process.stdout is not None
+    assert process.stdout.readline().strip() == "ready"
+    process.stdin.write("go\n")
+    process.stdin.flush()
     assert process.stdout.readline().strip() == "start"
     if kill_after is None:
         assert process.wait(timeout=300) == 0
@@ -109,7 +125,8 @@ def test_a_kill_in_the_middle_of_indexing_never_serves_a_half_document(tmp_path:
     # mix of versions, every window served is still one whole version of its document.
     corpus_v2 = write_corpus(tmp_path / "v2.jsonl", edited)
     delays = [random.uniform(0.2, 1.5) for _ in range(2)]
-    killed = [run_worker(store_path, corpus_v2, delay) for delay in delays]
+    workers = [start_worker(store_path, corpus_v2) for _ in delays]
+    killed = [run_worker(worker, delay) for worker, delay in zip(workers, delays, strict=True)]
     assert any(killed), f"no run was killed (delays {delays}): the machine indexed faster than expected"
     windows_are_whole(retriever, either, QUERIES)
 
