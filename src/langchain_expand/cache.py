@@ -89,10 +89,9 @@ class SentenceCache:
                 if old is not None and old.doc.metadata.get(STORED_REV) == entry.doc.metadata.get(STORED_REV):
                     old.vector = old.vector if entry.vector is None else entry.vector
                     old.tokens = old.tokens if entry.tokens is None else entry.tokens
-                    self._entries.move_to_end(id_)
                 else:
                     self._entries[id_] = entry
-                    self._entries.move_to_end(id_)
+                self._entries.move_to_end(id_)
             while len(self._entries) > size:
                 self._entries.popitem(last=False)
 
@@ -171,9 +170,9 @@ class Reads:
                 continue
             self._read[doc.id] = (doc, vector)
             self.revs.setdefault(meta[STORED_DOC], meta.get(STORED_REV))
-            if int(meta.get(STORED_INDEX, 0)) != 0:  # heads are never served from the cache
+            if self.size and int(meta.get(STORED_INDEX, 0)) != 0:  # heads are never served from the cache
                 kept.append(_Entry(doc, None if vector is None else np.array(vector, dtype=np.float32), None))
-        if self.size:
+        if kept:
             self.cache.keep(kept, self.size)
 
     def _cached(self, ids: Sequence[str]) -> dict[str, _Entry]:

@@ -31,7 +31,7 @@ from langchain_core.documents import Document
 
 from langchain_expand.units import PREFIX, STORED_JSON, STORED_NONE
 
-__all__ = ["UnitIds", "decode_metadata", "document_ids", "encode_metadata", "revision", "unit_id"]
+__all__ = ["UnitIds", "decode_metadata", "document_ids", "encode_metadata", "revision", "unit_id", "unit_owner"]
 
 _SCALARS = (str, int, float, bool)
 MAX_ID_CHARS = 400
@@ -47,6 +47,11 @@ same as hashing the whole text at once)."""
 def unit_id(doc_id: str, index: int) -> str:
     """The store id of unit ``index`` of document ``doc_id``."""
     return f"{doc_id}::{index}"
+
+
+def unit_owner(unit: str) -> str:
+    """The document id in a unit id: ``unit_owner(unit_id(d, i)) == d``."""
+    return unit.rpartition("::")[0]
 
 
 class UnitIds(Set[str]):

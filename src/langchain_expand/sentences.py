@@ -267,7 +267,7 @@ class SentenceSplitter:
         while stack:
             group = stack.pop()
             span = (group[0][0], group[-1][1])
-            if len(group) == 1 or count_many(self.token_counter, [text[span[0] : span[1]]])[0] <= cap:
+            if len(group) == 1 or self.token_counter(text[span[0] : span[1]]) <= cap:
                 out.append(span)
             else:  # separators added tokens the estimate missed: halve and recheck
                 half = len(group) // 2
@@ -279,7 +279,7 @@ class SentenceSplitter:
         pos = start
         while pos < end:
             width = min(cap, end - pos)
-            while width > 1 and count_many(self.token_counter, [text[pos : pos + width]])[0] > cap:
+            while width > 1 and self.token_counter(text[pos : pos + width]) > cap:
                 width //= 2
             out.append((pos, pos + width))
             pos += width

@@ -39,6 +39,7 @@ from langchain_expand.records import (
     metadata_fingerprint,
     revision,
     unit_id,
+    unit_owner,
 )
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.tokens import TokenCounter, count_many, count_spans
@@ -476,14 +477,13 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             return self._budgeted(self._fill(search, plan, reads), plan.max_tokens)
         assert plan.k is not None
         units: list[_Unit] = []
-        scored: list[tuple[Document, float]] = []
         for scored in core.overfetch(search, plan.first_fetch(), plan.k):
             hits = [_to_hit(doc, score) for doc, score in scored]
             units = plan.units(plan.taken(hits))
             if len(units) >= plan.k:
                 break
         units = units[: plan.k]
-        records = _gather(reads, _needed_ids(units), [doc for doc, _ in scored])
+        records = reads.records(_needed_ids(units))  # the hits among them from the search, unread
         return self._budgeted(self._assemble(units, records, plan.skipped), plan.max_tokens)
 
     def _fill(self, search: Search, plan: _Plan, reads: Reads) -> list[Document]:
@@ -576,8 +576,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         units = plan.joined(regions)
         _absorb(units, hits)
-        records_now = _gather(reads, _needed_ids(units), list(records.values()))
-        return self._assemble(units, records_now, plan.skipped)
+        return self._assemble(units, reads.records(_needed_ids(units)), plan.skipped)
 
     def expand_hits(
         self,
@@ -722,7 +721,7 @@ class _DenseSearch:
             scored = self.dense(k)
             self.reads.saw(doc for doc, _ in scored)
             return scored
-        self.reads.heads(doc_id for doc_id, _ in (i.rpartition("::")[::2] for i, _ in found))
+        self.reads.heads(unit_owner(i) for i, _ in found)
         records = {d.id: d for d in self.reads.records([i for i, _ in found])}
         return [(records[i], score) for i, score in found if i in records]
 
@@ -895,13 +894,6 @@ def _check_window(window: object) -> None:
 
 def _lexical_rows(prepared: list[Prepared]) -> Iterator[tuple[str, str, Iterator[str]]]:
     return ((p.doc_id, p.payload.rev, p.payload.texts()) for p in prepared)
-
-
-def _gather(reads: Reads, ids: list[str], found: list[Document]) -> list[Document]:
-    """The records ``ids`` name, reading only those the search did not return."""
-    wanted = set(ids)
-    have = {d.id: d for d in found if d.id in wanted}
-    return list(have.values()) + reads.records([i for i in ids if i not in have])
 
 
 def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
