@@ -76,6 +76,28 @@ def test_budget_holds_for_any_units_and_separator(texts: list[str], budget: int,
     assert joined_tokens(kept, separator) <= budget
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, len(SENTENCES) - 1), st.integers(0, 4), st.integers(0, 4)), max_size=10),
+    st.integers(1, 800),
+    st.integers(-3, 3),
+)
+def test_given_counts_spare_the_counting_and_cannot_break_the_budget(
+    hits: list[tuple[int, int, int]], budget: int, error: int
+) -> None:
+    docs = [window(h, b, a) for h, b, a in hits]
+    counts = [COUNTER(d.page_content) for d in docs]
+    assert fit_to_budget(docs, budget, counts=counts) == fit_to_budget(docs, budget)  # the retriever's own counts
+    wrong = [max(0, n * error) for n in counts]  # a caller's mistake: the packing suffers, the budget holds
+    kept, report = fit_to_budget(docs, budget, counts=wrong)
+    assert joined_tokens(kept) == report.used <= budget
+
+
+def test_counts_must_match_the_units() -> None:
+    with pytest.raises(ValueError, match=r"`counts` must give one count per unit \(2\), got 1"):
+        fit_to_budget([Document("a"), Document("b")], 10, counts=[1])
+
+
 def test_the_budget_holds_when_the_formatter_prints_the_metadata_it_adds() -> None:
     def with_metadata(docs: list[Document]) -> str:
         return "\n\n".join(f"{d.metadata}\n{d.page_content}" for d in docs)

@@ -111,6 +111,7 @@ def fit_to_budget(
     reserve: int = 0,
     order: Order = "rank",
     measure: Callable[[str], int] | None = None,
+    counts: Sequence[int] | None = None,
 ) -> tuple[list[Document], BudgetReport]:
     """Keep the best-ranked units whose joined context fits ``max_tokens - reserve``.
 
@@ -133,6 +134,9 @@ def fit_to_budget(
             ``"lost_in_middle"`` (best units at both ends, weakest in the middle).
         measure: Counts the whole prompt around a context string; replaces the plain
             count of the context when the budget is for the whole prompt.
+        counts: Each unit's token count by ``token_counter``, where the caller has them
+            (a retriever's own ``tokens``), so they are not counted again. They guide the
+            packing only: what is kept is checked on an exact count of the joined context.
 
     Returns:
         The kept units and a :class:`BudgetReport`.
@@ -141,6 +145,9 @@ def fit_to_budget(
         ValueError: When ``max_tokens`` or ``reserve`` is out of range or ``order`` unknown.
     """
     _check(max_tokens, reserve, order)
+    if counts is not None and len(counts) != len(documents):
+        msg = f"`counts` must give one count per unit ({len(documents)}), got {len(counts)}."
+        raise ValueError(msg)
     counter = token_counter or TokenCounter()
     splitter = SentenceSplitter(token_counter=counter)
     render = _renderer(separator, formatter)
@@ -165,7 +172,8 @@ def fit_to_budget(
         )
         raise ValueError(msg)
     if formatter is None and measure is None:
-        kept = _pack_by_parts(documents, limit, counter, separator, splitter)
+        sizes = count_many(counter, [d.page_content for d in documents]) if counts is None else counts
+        kept = _pack_by_parts(documents, sizes, limit, counter, separator, splitter)
         if not fits([d for _, d in kept]):  # the parts' sum fell short: settle the last units exactly
             ranks = [rank for rank, _ in kept]
             settled = _pack_exactly([d for _, d in kept], fits, fits_after, counter, splitter)
@@ -211,11 +219,10 @@ _SETTLE_ROUNDS = 8
 
 
 def _stamped(units: list[Document], report: BudgetReport) -> list[Document]:
-    """The kept units with ``truncated`` and the ``budget`` report in their metadata."""
+    """The kept units with ``truncated`` and the ``budget`` report (a copy each) in their metadata."""
+    stamp = report.as_dict()
     return [
-        Document(
-            page_content=d.page_content, metadata={TRUNCATED: False, **d.metadata, BUDGET: report.as_dict()}, id=d.id
-        )
+        Document(page_content=d.page_content, metadata={TRUNCATED: False, **d.metadata, BUDGET: dict(stamp)}, id=d.id)
         for d in units
     ]
 
@@ -247,6 +254,7 @@ def _pack_exactly(
 
 def _pack_by_parts(
     documents: Sequence[Document],
+    sizes: Sequence[int],
     limit: int,
     counter: Callable[[str], int],
     separator: str,
@@ -262,7 +270,6 @@ def _pack_by_parts(
     guess either way; the caller checks the result exactly and settles any excess with the
     exact policy, over these few units only.
     """
-    sizes = count_many(counter, [d.page_content for d in documents])
     gap = max(0, counter(separator) - 1)
     kept: Packed = []
     used = 0
