@@ -102,7 +102,11 @@ def window_records(retriever: SentenceWindowRetriever) -> dict[str, tuple[str, d
 def lexical_rows(retriever: SentenceWindowRetriever) -> list[tuple]:
     lexical = retriever.lexical
     assert lexical is not None
-    return sorted(lexical._db.execute(f"SELECT doc_id, i, rev, text FROM {lexical.table}").fetchall())
+    ranked = lexical._db.execute(f"SELECT doc_id, i, rev, text FROM {lexical.table}").fetchall()
+    copies = lexical._db.execute(
+        f"SELECT doc_id, i, rev, start, end, gap, text, tokens, vector IS NOT NULL FROM {lexical.table}_records"
+    ).fetchall()
+    return sorted(ranked) + sorted(copies)
 
 
 def served_windows_are_whole(retriever: SentenceWindowRetriever) -> None:

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.vectorstores import InMemoryVectorStore
 
-from langchain_expand import LexicalIndex, SentenceWindowRetriever
-from langchain_expand.lexical import fuse
+from langchain_expand import LexicalIndex, SentenceWindowRetriever, TokenCounter
+from langchain_expand.lexical import LocalSentence, fuse
 
 from .test_core import RecordingStore
 
@@ -27,6 +29,11 @@ ROWS = [
 
 def rows(index: LexicalIndex) -> list[tuple[str, int, str]]:
     return sorted((h.doc_id, h.index, h.rev) for h in index.search("the a of for on in price sales contract", 100))
+
+
+def copies(index: LexicalIndex) -> list[tuple[str, int, str]]:
+    """Every local copy the index holds: document, position, revision."""
+    return sorted(index._db.execute(f"SELECT doc_id, i, rev FROM {index.table}_records").fetchall())
 
 
 def test_bm25_puts_the_sentence_with_the_rare_exact_term_first() -> None:
@@ -53,6 +60,35 @@ def test_replace_is_whole_and_delete_leaves_nothing() -> None:
     assert [r for r in rows(index) if r[0] == "a"] == [("a", 0, "r2"), ("a", 1, "r2")]
     index.delete(["a", "never-added"])
     assert index.documents() == {"b"}
+
+
+def test_local_copies_are_served_only_at_the_revision_asked_and_replaced_whole() -> None:
+    index = LexicalIndex()
+    vector = [0.25] * 4
+    kept = [
+        LocalSentence(i, text, 10 * i, 10 * i + 5, " ", 7, "tiktoken/cl100k_base", vector)
+        for i, text in enumerate(ROWS)
+    ]
+    index.replace([("a", "r1", kept)])
+    found = index.sentences("a", "r1", [2, 1, 9])
+    assert sorted(s.i for s in found) == [1, 2]  # 9 was never written
+    one = next(s for s in found if s.i == 1)
+    assert (one.text, one.start, one.end, one.gap, one.tokens, one.counter) == (
+        ROWS[1],
+        10,
+        15,
+        " ",
+        7,
+        kept[1].counter,
+    )
+    assert one.vector is not None
+    assert one.vector.tolist() == vector
+    assert index.search("predetermined", 1)[0].index == 2  # ranked at its own position too
+    assert index.sentences("a", "r0", [1, 2]) == []  # another revision: the caller reads the store
+    index.replace([("a", "r2", kept[:1])])
+    assert copies(index) == [("a", 0, "r2")]
+    index.delete(["a"])
+    assert copies(index) == []
 
 
 def test_a_file_index_survives_a_reopen(tmp_path: Path) -> None:
@@ -85,11 +121,51 @@ def test_the_retriever_keeps_the_lexical_index_in_step_without_orphans(tmp_path:
     assert lexical.documents() == {"a", "b"}
     found = sorted((h.doc_id, h.index) for h in lexical.search("one two three four five", 99))
     assert found == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 0)]
+    assert [(d, i) for d, i, _ in copies(lexical)] == found
     retriever.add_documents([Document("A shorter one. Now.", id="a")])
     assert sorted(store.store) == ["a::0", "a::1", "b::0"]
     assert sorted((h.doc_id, h.index) for h in lexical.search("one now shorter", 99)) == [("a", 0), ("a", 1), ("b", 0)]
+    assert [(d, i) for d, i, _ in copies(lexical)] == [("a", 0), ("a", 1), ("b", 0)]
     retriever.delete(["a"])
     assert lexical.documents() == {"b"}
+    assert [(d, i) for d, i, _ in copies(lexical)] == [("b", 0)]
+
+
+class CountingFake(DeterministicFakeEmbedding):
+    """Deterministic vectors, counting the texts embedded."""
+
+    embedded: int = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.embedded += len(texts)
+        return super().embed_documents(texts)
+
+
+def test_local_copies_hold_what_the_store_holds_and_the_counters_counts(tmp_path: Path) -> None:
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))  # hands its vectors back, as Chroma does
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    counter = TokenCounter()
+    retriever = SentenceWindowRetriever(vectorstore=store, batch_size=2, lexical=lexical, token_counter=counter)
+    retriever.add_documents([Document(TEXT, id="a", metadata={"source": "x"}), Document("Only one.", id="b")])
+    head = store.get_by_ids(["a::0"])[0]
+    rev = head.metadata["lcx_rev"]
+    for copy in lexical.sentences("a", rev, [1, 2, 3, 4]):
+        record = store.store[f"a::{copy.i}"]
+        meta = record["metadata"]
+        assert copy.text == record["text"] == TEXT[copy.start : copy.end]
+        assert (copy.start, copy.end, copy.gap) == (meta["lcx_start"], meta["lcx_end"], meta["lcx_gap"])
+        assert (copy.tokens, copy.counter) == (counter(copy.text), "tiktoken/cl100k_base")
+        assert copy.vector is not None
+        assert copy.vector.tolist() == pytest.approx(record["vector"], abs=1e-6)  # kept as float32
+    assert lexical.sentences("a", rev, [0])[0].vector is None  # the head is written after: read from the store
+
+
+def test_a_custom_counters_counts_are_not_kept() -> None:
+    lexical = LexicalIndex()
+    retriever = SentenceWindowRetriever(vectorstore=RecordingStore(), lexical=lexical, token_counter=lambda t: len(t))
+    retriever.add_documents([Document(TEXT, id="a")])
+    rev = lexical._db.execute(f"SELECT rev FROM {lexical.table}_records").fetchone()[0]
+    assert {(s.tokens, s.counter) for s in lexical.sentences("a", rev, [1, 2])} == {(None, None)}
 
 
 def test_an_interrupted_run_leaves_lexical_rows_that_readers_reject_until_the_rerun() -> None:
@@ -111,10 +187,13 @@ def test_an_interrupted_run_leaves_lexical_rows_that_readers_reject_until_the_re
 
 
 def test_documents_stored_before_the_lexical_index_existed_are_added_to_it_without_embedding() -> None:
-    store = RecordingStore()
+    embeddings = CountingFake(size=16)
+    store = InMemoryVectorStore(embeddings)
     SentenceWindowRetriever(vectorstore=store).add_documents([Document(TEXT, id="a")])
-    embedded = store.embedded
+    embedded = embeddings.embedded
     lexical = LexicalIndex()
     SentenceWindowRetriever(vectorstore=store, lexical=lexical).add_documents([Document(TEXT, id="a")])
-    assert store.embedded == embedded
+    assert embeddings.embedded == embedded
     assert lexical.documents() == {"a"}
+    rev = store.get_by_ids(["a::0"])[0].metadata["lcx_rev"]
+    assert all(s.vector is not None for s in lexical.sentences("a", rev, [1, 2, 3, 4]))  # read back, not embedded

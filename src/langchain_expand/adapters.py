@@ -232,6 +232,20 @@ class StoreAdapter:
             raise ValueError(msg)
         return list(zip(docs, self.embeddings.embed_documents([d.page_content for d in docs]), strict=True))
 
+    def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of the records ``ids`` name, by id, read without their text.
+
+        Empty for a store that does not hand vectors back (nothing is embedded again).
+        """
+        if not ids:
+            return {}
+        if self.kind == "chroma":
+            got = self.store._collection.get(ids=list(ids), include=["embeddings"])  # type: ignore[attr-defined]
+            return dict(zip(got["ids"], got["embeddings"], strict=True))
+        if self.kind in ("memory", "faiss", "qdrant"):
+            return {d.id: v for d, v in self.with_vectors(ids) if d.id is not None}
+        return {}
+
     def _qdrant_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
         store: Any = self.store
         points = store.client.retrieve(

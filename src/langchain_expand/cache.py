@@ -25,9 +25,11 @@ import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.adapters import StoreAdapter, Vector
-from langchain_expand.records import unit_id
-from langchain_expand.tokens import count_many
-from langchain_expand.units import STORED_DOC, STORED_INDEX, STORED_REV
+from langchain_expand.growth import Position
+from langchain_expand.lexical import LexicalIndex, LocalSentence
+from langchain_expand.records import unit_id, unit_position
+from langchain_expand.tokens import count_many, counter_key
+from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 
 __all__ = ["Reads", "SentenceCache"]
 
@@ -97,22 +99,36 @@ class SentenceCache:
 
 
 class Reads:
-    """One query's reads of sentence records: what it read already, the cache, else the store.
+    """One query's reads of sentence records: what it read already, the cache, the local copy, else the store.
 
     Revisions come from fresh reads only: the heads (:meth:`heads`), the records the search
     returned (:meth:`saw`) and the lexical index's hits (:meth:`expect`); a cached record is
-    served only at the revision so learned for its document. Without a cache (``size`` 0) every
-    record is read from the store, once per query.
+    served only at the revision so learned for its document. The lexical index's local copy of a
+    record is served only at the revision of its document's head, read from the store this
+    query. Without a cache (``size`` 0) or a local copy, every record is read from the store,
+    once per query.
     """
 
-    def __init__(self, store: StoreAdapter, cache: SentenceCache, size: int, counter: Callable[[str], int]) -> None:
-        """Reads from ``store`` through ``cache`` (at most ``size`` records), counting with ``counter``."""
+    def __init__(
+        self,
+        store: StoreAdapter,
+        cache: SentenceCache,
+        size: int,
+        counter: Callable[[str], int],
+        local: LexicalIndex | None = None,
+    ) -> None:
+        """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``."""
         self.store = store
         self.cache = cache
         self.size = size
         self.counter = counter
+        self.local = local
         self.revs: dict[str, object] = {}
         self._read: dict[str, tuple[Document, Vector | None]] = {}
+        self._rows: dict[str, tuple[Document, LocalSentence]] = {}  # local copies read, by id, with their heads
+        self._asked: set[str] = set()  # ids asked of the local copy
+        self._counts: dict[str, int] = {}
+        self._key = counter_key(counter)
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Learn the revisions of records the store just returned; keep the records."""
@@ -132,6 +148,7 @@ class Reads:
         """The records ``ids`` name (unknown ids left out), each read from the store at most once."""
         known = {i: self._read[i][0] for i in ids if i in self._read}
         known.update((i, e.doc) for i, e in self._cached([i for i in ids if i not in known]).items())
+        known.update((i, doc) for i, (doc, _) in self._copied([i for i in ids if i not in known]).items())
         read = self.store.get_by_ids([i for i in ids if i not in known])
         self._learn((d, None) for d in read)
         return [*known.values(), *read]
@@ -146,23 +163,87 @@ class Reads:
         for i, entry in self._cached([i for i in ids if i not in known]).items():
             if entry.vector is not None:
                 known[i] = (entry.doc, entry.vector)
+        for i, (doc, vector) in self._copied([i for i in ids if i not in known]).items():
+            if vector is not None:
+                known[i] = (doc, vector)
         read = self.store.with_vectors([i for i in ids if i not in known])
         self._learn(read)
         return [*known.values(), *read]
 
+    def sentences(self, ids: Sequence[str]) -> list[tuple[Position, int, Vector]]:
+        """Each record's position, token count and vector: what growth scores a sentence by.
+
+        Local copies are not made into records here (most of what growth looks at is never
+        sent); :meth:`records` makes those asked for. Records of other writers are left out.
+        """
+        self._read_local([i for i in ids if i not in self._rows and self._read.get(i, (None, None))[1] is None])
+        found: list[tuple[Position, int, Vector]] = []
+        rest: list[str] = []
+        for id_ in ids:
+            head, sentence = self._rows.get(id_, (None, None))
+            if head is None or sentence is None or sentence.vector is None:
+                rest.append(id_)
+                continue
+            found.append(((head.metadata[STORED_DOC], sentence.i), self._row_tokens(id_, sentence), sentence.vector))
+        read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
+        counts = self.tokens([d for d, _ in read])
+        found += [(_position(d), n, v) for (d, v), n in zip(read, counts, strict=True)]
+        return found
+
     def tokens(self, docs: Sequence[Document]) -> list[int]:
-        """Each record's token count: counted once per revision while the cache holds it."""
-        known = self._cached([d.id or "" for d in docs])
-        todo = [d for d in docs if d.id not in known or known[d.id or ""].tokens is None]
+        """Each record's token count: from the local copy, else counted once per revision while cached."""
+        for doc in docs:
+            row = self._rows.get(doc.id or "")
+            if row is not None:
+                self._row_tokens(doc.id or "", row[1])
+        known = self._cached([d.id or "" for d in docs if d.id not in self._counts])
+        todo = [d for d in docs if d.id not in self._counts and (d.id not in known or known[d.id or ""].tokens is None)]
         counted = dict(zip([d.id for d in todo], count_many(self.counter, [d.page_content for d in todo]), strict=True))
         for doc in todo:
             entry = known.get(doc.id or "")
             if entry is not None:
                 entry.tokens = counted[doc.id]
-        return [counted[d.id] if d.id in counted else known[d.id or ""].tokens or 0 for d in docs]
+        self._counts.update((i, n) for i, n in counted.items() if i is not None)
+        return [self._counts[d.id] if d.id in self._counts else known[d.id or ""].tokens or 0 for d in docs]
+
+    def _copied(self, ids: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
+        """The local copies of the records ``ids`` name, made into records (at their heads' revisions)."""
+        self._read_local([i for i in ids if i not in self._rows])
+        rows = [self._rows[i] for i in ids if i in self._rows]
+        copied = [(_record(head, sentence), sentence.vector) for head, sentence in rows]
+        self._learn(copied)
+        return {doc.id or "": (doc, vector) for doc, vector in copied}
+
+    def _read_local(self, ids: Sequence[str]) -> None:
+        """Read the local copies of ``ids`` at the revisions of their documents' heads (read first, fresh)."""
+        ids = [i for i in ids if i not in self._asked]
+        if self.local is None or not ids:
+            return
+        self._asked.update(ids)
+        wanted: dict[str, list[int]] = {}
+        for position in map(unit_position, ids):
+            if position is not None and position[1] > 0:  # heads come from the store
+                wanted.setdefault(position[0], []).append(position[1])
+        if not wanted:
+            return
+        self.heads(wanted)
+        for doc_id, indices in wanted.items():
+            head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
+            rev = None if head is None else head.metadata.get(STORED_REV)
+            if head is None or not isinstance(rev, str):
+                continue  # not committed: the store answers for it
+            for sentence in self.local.sentences(doc_id, rev, indices):
+                self._rows[unit_id(doc_id, sentence.i)] = (head, sentence)
+
+    def _row_tokens(self, id_: str, sentence: LocalSentence) -> int:
+        """A local copy's token count: as kept, when this query's counter made it; else counted now."""
+        if id_ not in self._counts:
+            kept = sentence.tokens if self._key is not None and sentence.counter == self._key else None
+            self._counts[id_] = kept if kept is not None else self.counter(sentence.text)
+        return self._counts[id_]
 
     def _learn(self, read: Iterable[tuple[Document, Vector | None]]) -> None:
-        """Records just read from the store: remembered for this query, their revisions learned, cached."""
+        """Records just read: remembered for this query, their revisions learned, cached."""
         kept: list[_Entry] = []
         for doc, vector in read:
             meta = doc.metadata
@@ -171,7 +252,7 @@ class Reads:
             self._read[doc.id] = (doc, vector)
             self.revs.setdefault(meta[STORED_DOC], meta.get(STORED_REV))
             if self.size and int(meta.get(STORED_INDEX, 0)) != 0:  # heads are never served from the cache
-                kept.append(_Entry(doc, None if vector is None else np.array(vector, dtype=np.float32), None))
+                kept.append(_Entry(doc, None if vector is None else _own(vector), self._counts.get(doc.id)))
         if kept:
             self.cache.keep(kept, self.size)
 
@@ -179,3 +260,28 @@ class Reads:
         if not self.size:
             return {}
         return self.cache.find(ids, self.revs, self.counter)
+
+
+def _position(record: Document) -> Position:
+    return record.metadata[STORED_DOC], int(record.metadata[STORED_INDEX])
+
+
+def _record(head: Document, sentence: LocalSentence) -> Document:
+    """The store's record of ``sentence``: its head's metadata (one revision, one document), its own place."""
+    metadata = {
+        **head.metadata,
+        STORED_INDEX: sentence.i,
+        STORED_START: sentence.start,
+        STORED_END: sentence.end,
+        STORED_GAP: sentence.gap,
+    }
+    return Document(sentence.text, metadata=metadata, id=unit_id(head.metadata[STORED_DOC], sentence.i))
+
+
+def _own(vector: Vector) -> np.ndarray:
+    """``vector`` as a float32 array of its own: a row of a store's batch would keep the whole batch alive."""
+    if isinstance(vector, np.ndarray) and vector.dtype == np.float32:
+        alone = vector.base is None or isinstance(vector.base, bytes)  # the lexical index's: one vector's bytes
+        if alone:
+            return vector
+    return np.array(vector, dtype=np.float32)

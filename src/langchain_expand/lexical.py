@@ -6,6 +6,13 @@ the window retriever fuses that ranking with the dense one (reciprocal rank fusi
 expansion. It is written by the retriever's own indexing protocol (a document's rows are
 replaced in one transaction, before its head is committed), so it never holds a sentence
 the vector store has not, and readers check versions exactly as they do for dense hits.
+
+The same file keeps a local copy of each sentence record: its position, the text between it
+and the next, its token count and its stored vector. A guided query reads a few hundred
+neighbours; from here each costs about 10 us, from Chroma about 120 us (its records live in
+SQLite behind a Rust binding that converts every field). The copy is only ever served at the
+revision the vector store's head holds for the document, so it never decides an answer the
+store would not give.
 """
 
 from __future__ import annotations
@@ -16,8 +23,11 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["LexicalHit", "LexicalIndex", "fuse"]
+import numpy as np
+
+__all__ = ["LexicalHit", "LexicalIndex", "LocalSentence", "fuse"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 RRF_K = 60
@@ -32,6 +42,23 @@ class LexicalHit:
     index: int
     rev: str
     rank: int
+
+
+class LocalSentence(NamedTuple):
+    """A sentence record's local copy: what a query needs to read it without the vector store.
+
+    ``tokens`` were counted by the counter ``counter`` names (None: not counted); ``vector`` is
+    the vector the store holds, as float32 (None: not known). A tuple: a query builds hundreds.
+    """
+
+    i: int
+    text: str
+    start: int
+    end: int
+    gap: str
+    tokens: int | None = None
+    counter: str | None = None
+    vector: Sequence[float] | np.ndarray | None = None
 
 
 class LexicalIndex:
@@ -72,27 +99,70 @@ class LexicalIndex:
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} "
                 "USING fts5(doc_id UNINDEXED, i UNINDEXED, rev UNINDEXED, text, tokenize='unicode61')"
             )
+            self._db.execute(
+                f"CREATE TABLE IF NOT EXISTS {table}_records (doc_id TEXT NOT NULL, i INTEGER NOT NULL, "
+                "rev TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, gap TEXT NOT NULL, "
+                "text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BLOB, PRIMARY KEY (doc_id, i))"
+            )
 
     def __repr__(self) -> str:
         return f"LexicalIndex({str(self.path) if self.path else None!r}, table={self.table!r})"
 
-    def replace(self, documents: Iterable[tuple[str, str, Iterable[str]]]) -> None:
+    def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
         """Make each ``(doc_id, rev, sentences)`` the whole of what is stored for its document.
 
+        A sentence given as text is ranked only, at its position in the list; a
+        :class:`LocalSentence` is ranked at its position ``i`` and also kept as the record's local copy.
         One transaction for the lot: a reader sees every document's old rows or its new ones.
         """
         with self._lock, self._db:
             for doc_id, rev, sentences in documents:
-                self._db.execute(f"DELETE FROM {self.table} WHERE doc_id = ?", (doc_id,))
-                self._db.executemany(
-                    f"INSERT INTO {self.table} (doc_id, i, rev, text) VALUES (?, ?, ?, ?)",
-                    ((doc_id, i, rev, text) for i, text in enumerate(sentences)),
-                )
+                self._delete(doc_id)
+                ranked: list[tuple[str, int, str, str]] = []
+                kept: list[tuple[object, ...]] = []
+                for position, sentence in enumerate(sentences):
+                    if isinstance(sentence, str):
+                        ranked.append((doc_id, position, rev, sentence))
+                        continue
+                    s = sentence
+                    ranked.append((doc_id, s.i, rev, s.text))
+                    vector = None if s.vector is None else np.asarray(s.vector, dtype=np.float32).tobytes()
+                    kept.append((doc_id, s.i, rev, s.start, s.end, s.gap, s.text, s.tokens, s.counter, vector))
+                self._db.executemany(f"INSERT INTO {self.table} (doc_id, i, rev, text) VALUES (?, ?, ?, ?)", ranked)
+                self._db.executemany(f"INSERT INTO {self.table}_records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kept)
 
     def delete(self, doc_ids: Iterable[str]) -> None:
         """Remove every row of these documents; unknown ids are ignored."""
         with self._lock, self._db:
-            self._db.executemany(f"DELETE FROM {self.table} WHERE doc_id = ?", [(d,) for d in doc_ids])
+            for doc_id in doc_ids:
+                self._delete(doc_id)
+
+    def _delete(self, doc_id: str) -> None:
+        self._db.execute(f"DELETE FROM {self.table} WHERE doc_id = ?", (doc_id,))
+        self._db.execute(f"DELETE FROM {self.table}_records WHERE doc_id = ?", (doc_id,))
+
+    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
+        """The local copies of sentences ``indices`` of the document at revision ``rev``.
+
+        Sentences held at another revision, or not at all, are left out: the caller reads
+        those from the vector store.
+        """
+        if not indices:
+            return []
+        found: list[LocalSentence] = []
+        with self._lock:
+            for at in range(0, len(indices), _MAX_VARIABLES):
+                chunk = indices[at : at + _MAX_VARIABLES]
+                rows = self._db.execute(
+                    f"SELECT i, text, start, end, gap, tokens, counter, vector FROM {self.table}_records "
+                    f"WHERE doc_id = ? AND rev = ? AND i IN ({', '.join('?' * len(chunk))})",
+                    (doc_id, rev, *chunk),
+                ).fetchall()
+                found += [
+                    LocalSentence(i, text, start, end, gap, tokens, counter, _vector(blob))
+                    for i, text, start, end, gap, tokens, counter, blob in rows
+                ]
+        return found
 
     def documents(self) -> set[str]:
         """The ids of every document with rows here."""
@@ -116,6 +186,14 @@ class LexicalIndex:
                 (expression, k),
             ).fetchall()
         return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
+
+
+_MAX_VARIABLES = 900
+"""Sentences asked per statement: under SQLite's oldest limit on bound variables (999)."""
+
+
+def _vector(blob: bytes | None) -> np.ndarray | None:
+    return None if blob is None else np.frombuffer(blob, dtype=np.float32)
 
 
 def fuse(*rankings: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:

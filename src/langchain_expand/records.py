@@ -31,7 +31,16 @@ from langchain_core.documents import Document
 
 from langchain_expand.units import PREFIX, STORED_JSON, STORED_NONE
 
-__all__ = ["UnitIds", "decode_metadata", "document_ids", "encode_metadata", "revision", "unit_id", "unit_owner"]
+__all__ = [
+    "UnitIds",
+    "decode_metadata",
+    "document_ids",
+    "encode_metadata",
+    "revision",
+    "unit_id",
+    "unit_owner",
+    "unit_position",
+]
 
 _SCALARS = (str, int, float, bool)
 MAX_ID_CHARS = 400
@@ -52,6 +61,12 @@ def unit_id(doc_id: str, index: int) -> str:
 def unit_owner(unit: str) -> str:
     """The document id in a unit id: ``unit_owner(unit_id(d, i)) == d``."""
     return unit.rpartition("::")[0]
+
+
+def unit_position(unit: str) -> tuple[str, int] | None:
+    """The document id and index in a unit id, ``(d, i)`` for ``unit_id(d, i)``; None for another id."""
+    owner, _, index = unit.rpartition("::")
+    return (owner, int(index)) if owner and index.isascii() and index.isdigit() else None
 
 
 class UnitIds(Set[str]):

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import tiktoken
 
-__all__ = ["TokenCounter", "count_many", "count_spans"]
+__all__ = ["TokenCounter", "count_many", "count_spans", "counter_key"]
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -169,6 +169,11 @@ class TokenCounter:
         encode = self._encoder.encode_ordinary
         return [len(encode(t)) for t in texts]
 
+    @property
+    def key(self) -> str | None:
+        """What the counts mean, for counts kept on disk: ``"tiktoken/cl100k_base"``; None for a ``count``."""
+        return None if self.encoding_name is None else f"tiktoken/{self.encoding_name}"
+
     def __repr__(self) -> str:
         if self._count is not None:
             return f"TokenCounter(count={self._count!r})"
@@ -180,6 +185,11 @@ def count_many(counter: Callable[[str], int], texts: Sequence[str]) -> list[int]
     if isinstance(counter, TokenCounter):
         return counter.count_many(texts)
     return [counter(t) for t in texts]
+
+
+def counter_key(counter: Callable[[str], int]) -> str | None:
+    """:attr:`TokenCounter.key` for a ``TokenCounter``; None for any other counter (its counts are never kept)."""
+    return counter.key if isinstance(counter, TokenCounter) else None
 
 
 SPAN_BATCH = 4096

@@ -29,7 +29,7 @@ from langchain_expand.budget import fit_to_budget
 from langchain_expand.cache import Reads, SentenceCache
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Position, Seed, Sentence, grow
-from langchain_expand.lexical import LexicalIndex, fuse
+from langchain_expand.lexical import LexicalIndex, LocalSentence, fuse
 from langchain_expand.ranges import largest_fitting, window_bounds
 from langchain_expand.records import (
     UnitIds,
@@ -42,7 +42,7 @@ from langchain_expand.records import (
     unit_owner,
 )
 from langchain_expand.sentences import SentenceSplitter, Span
-from langchain_expand.tokens import TokenCounter, count_many, count_spans
+from langchain_expand.tokens import TokenCounter, count_many, count_spans, counter_key
 from langchain_expand.units import (
     CARRIED,
     DOC_ID,
@@ -82,13 +82,16 @@ class _Sentences:
     sentence, twenty times the text. Offsets cost 16 bytes a sentence.
     """
 
-    def __init__(self, doc_id: str, text: str, spans: list[Span], metadata: dict[str, Any], rev: str) -> None:
+    def __init__(
+        self, doc_id: str, text: str, spans: list[Span], metadata: dict[str, Any], rev: str, counts: array[int] | None
+    ) -> None:
         self.doc_id = doc_id
         self.text = text
         self.starts = array("q", (s for s, _ in spans))
         self.ends = array("q", (e for _, e in spans))
         self.metadata = metadata
         self.rev = rev
+        self.counts = counts
 
     @property
     def n(self) -> int:
@@ -111,9 +114,14 @@ class _Sentences:
         }
         return Document(page_content=self.text[start:end], metadata=meta)
 
-    def texts(self) -> Iterator[str]:
-        """Every sentence's text, in order."""
-        return (self.text[s:e] for s, e in zip(self.starts, self.ends, strict=True))
+    def local(self, vectors: dict[str, Vector], counter: str | None) -> Iterator[LocalSentence]:
+        """Every sentence as the lexical index keeps it, with the vector the store holds (when read)."""
+        for i in range(self.n):
+            start, end = self.starts[i], self.ends[i]
+            gap_end = self.starts[i + 1] if i + 1 < self.n else end
+            tokens = None if self.counts is None or counter is None else self.counts[i]
+            vector = vectors.get(unit_id(self.doc_id, i)) if i else None  # the head is not written yet
+            yield LocalSentence(i, self.text[start:end], start, end, self.text[end:gap_end], tokens, counter, vector)
 
 
 @dataclass(frozen=True)
@@ -388,10 +396,11 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """:meth:`add_documents`, saying which documents were written and which were unchanged."""
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
-        done = core.index(self._layout(), prepared)
+        layout = self._layout()
+        done = core.index(layout, prepared)
         if self.lexical is not None:  # documents stored before the lexical index existed
             known = self.lexical.documents()
-            self.lexical.replace(_lexical_rows([p for p in prepared if p.doc_id not in known]))
+            self.lexical.replace(layout.local_rows([p for p in prepared if p.doc_id not in known]))
         return done
 
     def delete(self, ids: Sequence[str]) -> None:
@@ -401,7 +410,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             self.lexical.delete(ids)
 
     def _layout(self) -> _SentenceLayout:
-        return _SentenceLayout(self._vectors, self.batch_size, self.lexical)
+        return _SentenceLayout(self._vectors, self.batch_size, self.lexical, counter_key(self.token_counter))
 
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its records, before anything is written."""
@@ -410,17 +419,19 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
             raise ValueError(msg)
         spans = _checked_spans(self.splitter(text), len(text), doc_id)
+        kept = self.lexical is not None and counter_key(self.token_counter) is not None
+        counts = array("q", count_spans(self.token_counter, text, spans)) if kept else None
         if self.max_sentence_tokens is not None:
-            self._check_sentence_sizes(text, spans, doc_id)
+            self._check_sentence_sizes(counts or count_spans(self.token_counter, text, spans), spans, doc_id)
         base = encode_metadata(doc.metadata, doc_id)
         rev = revision(text, self.splitter, metadata_fingerprint(base))
-        body = _Sentences(doc_id, text, spans, base, rev)
+        body = _Sentences(doc_id, text, spans, base, rev, counts)
         return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
 
-    def _check_sentence_sizes(self, text: str, spans: list[Span], doc_id: str) -> None:
+    def _check_sentence_sizes(self, counts: Iterable[int], spans: list[Span], doc_id: str) -> None:
         limit = self.max_sentence_tokens
         assert limit is not None
-        for i, count in enumerate(count_spans(self.token_counter, text, spans)):
+        for i, count in enumerate(counts):
             if count > limit:
                 msg = (
                     f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
@@ -453,10 +464,11 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         )
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
-        reads = Reads(self._vectors, self._cache, self.cache_size, self.token_counter)
-        search: Search = _DenseSearch(dense, reads, ids_first=plan.shape == "guided")
+        reads = Reads(self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical)
+        ranking = _DenseSearch(dense, reads, ids_first=plan.shape == "guided")
+        search: Search = ranking
         if self.lexical is not None and where is None:  # FTS5 cannot apply a vector store's filter
-            search = _HybridSearch(search, dense, self.lexical, reads)
+            search = _HybridSearch(ranking, dense, self.lexical, reads)
         found = self._answer(plan, search, dense, reads)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
@@ -529,23 +541,16 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         vector = dense.vector()
         assert vector is not None  # _shape chose "fixed" for a store without embeddings
         target = math.ceil(GUIDED_OVERFILL * budget)
-        records: dict[str, Document] = {}
         known: dict[Position, Sentence] = {}
         asked: set[str] = set()
 
-        def learn(found: list[tuple[Document, float]]) -> None:
-            fresh = [(d, s) for d, s in found if d.id not in records]
-            counts = reads.tokens([d for d, _ in fresh])
-            for (doc, similarity), tokens in zip(fresh, counts, strict=True):
-                records[doc.id or ""] = doc
-                known[(doc.metadata[STORED_DOC], int(doc.metadata[STORED_INDEX]))] = Sentence(tokens, similarity)
-
         def fetch(ids: list[str]) -> None:
-            fresh = list(dict.fromkeys(i for i in ids if i not in asked and i not in records))
+            fresh = list(dict.fromkeys(i for i in ids if i not in asked))
             asked.update(fresh)
-            fetched = [(d, v) for d, v in reads.with_vectors(fresh) if STORED_DOC in d.metadata]
-            cosines = _cosines([v for _, v in fetched], vector)
-            learn([(d, c) for (d, _), c in zip(fetched, cosines, strict=True)])
+            fetched = reads.sentences(fresh)
+            cosines = _cosines([v for _, _, v in fetched], vector)
+            for (position, tokens, _), similarity in zip(fetched, cosines, strict=True):
+                known[position] = Sentence(tokens, similarity)
 
         first = plan.first_fetch()
         regions: list[tuple[_Hit, int, int]] = []
@@ -553,7 +558,11 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             found = [_to_hit(doc, score) for doc, score in scored]
             hits = plan.taken(found)
             above = {(h.doc_id, h.index) for h in hits}
-            learn([(d, h.score) for (d, _), h in zip(scored, found, strict=True) if (h.doc_id, h.index) in above])
+            taken = [(d, h) for (d, _), h in zip(scored, found, strict=True) if (h.doc_id, h.index) in above]
+            counts = reads.tokens([d for d, _ in taken])
+            for (doc, hit), tokens in zip(taken, counts, strict=True):
+                asked.add(doc.id or "")
+                known.setdefault((hit.doc_id, hit.index), Sentence(tokens, hit.score))
             seeds = _seeds(hits)
             heads = [unit_id(h.doc_id, 0) for h in hits]
             for attempt in range(1, _GROWTH_ROUNDS + 1):
@@ -668,7 +677,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """The windows that fit the budget, if there is one."""
         if max_tokens is None:
             return windows
-        kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter)
+        counts = [w.metadata[TOKENS] for w in windows]  # counted by _assemble, with the same counter
+        kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter, counts=counts)
         return kept
 
     def _assemble(self, units: list[_Unit], records: list[Document], skipped: set[str] | None = None) -> list[Document]:
@@ -735,7 +745,7 @@ class _HybridSearch:
     where the store returns vectors (Chroma), else the lowest dense score of the list.
     """
 
-    def __init__(self, ranking: Search, dense: VectorSearch, lexical: LexicalIndex, reads: Reads) -> None:
+    def __init__(self, ranking: _DenseSearch, dense: VectorSearch, lexical: LexicalIndex, reads: Reads) -> None:
         self.ranking = ranking
         self.dense = dense
         self.lexical = lexical
@@ -772,10 +782,11 @@ class _HybridSearch:
 class _SentenceLayout:
     """Windows' storage: one vector-store record per sentence; sentence 0 is the head."""
 
-    def __init__(self, store: StoreAdapter, batch_size: int, lexical: LexicalIndex | None) -> None:
+    def __init__(self, store: StoreAdapter, batch_size: int, lexical: LexicalIndex | None, counter: str | None) -> None:
         self.store = store
         self.batch_size = batch_size
         self.lexical = lexical
+        self.counter = counter
 
     def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
         found = self.store.get_by_ids([unit_id(d, 0) for d in doc_ids])
@@ -826,7 +837,28 @@ class _SentenceLayout:
         """Every sentence but the heads, built and written one batch at a time."""
         self._write((p.doc_id, i, p.payload.record(i)) for p in todo for i in range(1, p.payload.n))
         if self.lexical is not None:  # before the heads: it never holds a version not yet written
-            self.lexical.replace(_lexical_rows(todo))
+            self.lexical.replace(self.local_rows(todo))
+
+    def local_rows(self, todo: list[Prepared]) -> Iterator[tuple[str, str, Iterator[LocalSentence]]]:
+        """The documents' rows for the lexical index, with the vectors their body has in the store.
+
+        The vectors are read back a batch of documents at a time (about 15 us a sentence from
+        Chroma, against 4 ms to embed it), so a query can read its neighbours from the index.
+        """
+        group: list[Prepared] = []
+        size = 0
+        for p in [*todo, None]:
+            if p is not None:
+                group.append(p)
+                size += p.payload.n - 1
+            if group and (p is None or size >= self.batch_size):
+                ids = (unit_id(q.doc_id, i) for q in group for i in range(1, q.payload.n))
+                vectors: dict[str, Vector] = {}
+                for chunk in core.batched(ids, self.batch_size):
+                    vectors.update(self.store.vectors(chunk))
+                for q in group:
+                    yield q.doc_id, q.payload.rev, q.payload.local(vectors, self.counter)
+                group, size = [], 0
 
     def write_heads(self, todo: list[Prepared]) -> None:
         self._write((p.doc_id, 0, p.payload.record(0)) for p in todo)
@@ -890,10 +922,6 @@ def _check_window(window: object) -> None:
     if window not in (None, "guided", "fixed"):
         msg = f"`window` must be 'guided', 'fixed' or None (guided when there is a budget), got {window!r}."
         raise ValueError(msg)
-
-
-def _lexical_rows(prepared: list[Prepared]) -> Iterator[tuple[str, str, Iterator[str]]]:
-    return ((p.doc_id, p.payload.rev, p.payload.texts()) for p in prepared)
 
 
 def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
