@@ -8,6 +8,9 @@ tests/test_windows.py.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -197,3 +200,23 @@ def test_documents_stored_before_the_lexical_index_existed_are_added_to_it_witho
     assert lexical.documents() == {"a"}
     rev = store.get_by_ids(["a::0"])[0].metadata["lcx_rev"]
     assert all(s.vector is not None for s in lexical.sentences("a", rev, [1, 2, 3, 4]))  # read back, not embedded
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_process_still_runs_the_lexical_search_beside_the_dense_one() -> None:
+    retriever = SentenceWindowRetriever(vectorstore=RecordingStore(), lexical=LexicalIndex())
+    retriever.add_documents([Document(TEXT, id="a")])
+    assert retriever.invoke("three of them", max_tokens=30)  # the parent's pool has a thread now
+    pid = os.fork()
+    if pid == 0:  # the child: answers, or hangs on a pool whose thread stayed in the parent
+        os._exit(0 if retriever.invoke("four and more", max_tokens=30) else 1)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child never answered")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -74,6 +75,16 @@ Search = Callable[[int], list[tuple[Document, float]]]
 
 _BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
 """Runs the lexical search beside the dense one."""
+
+
+def _renew_after_fork() -> None:
+    """A forked child has none of its parent's threads: a pool inherited from it would never run a task."""
+    global _BESIDE
+    _BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_after_fork)
 _PROBE = 64  # ids probed per step when looking for units left by an interrupted run
 _DELETE_BATCH = 5_000  # ids per delete call
 
