@@ -96,9 +96,28 @@ class CountingEmbeddings(Embeddings):
         return self.inner.embed_query(text)
 
 
+class QueriesOnce(Embeddings):
+    """The real model, each distinct query embedded once a session: a pure function of its text.
+
+    The suite asks the same few queries thousands of times (the crash harness alone, 320).
+    """
+
+    def __init__(self, model: Embeddings) -> None:
+        self.model = model
+        self.queries: dict[str, list[float]] = {}
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.model.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        if text not in self.queries:
+            self.queries[text] = self.model.embed_query(text)
+        return list(self.queries[text])
+
+
 @pytest.fixture(scope="session")
 def minilm() -> Embeddings:
-    return default_embeddings()
+    return QueriesOnce(default_embeddings())
 
 
 @pytest.fixture

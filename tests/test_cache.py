@@ -12,11 +12,34 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import LexicalIndex, SentenceWindowRetriever, TokenCounter, chroma_store
-from langchain_expand.adapters import StoreAdapter, adapt
+from langchain_expand.adapters import StoreAdapter
 
 from .conftest import as_documents, load_docs, load_queries
 
 Make = Callable[..., SentenceWindowRetriever]
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tuple[Any, Path]:
+    """The test meetings in one Chroma collection and lexical index, for the read-only tests here."""
+    folder = tmp_path_factory.mktemp("cache")
+    store = chroma_store("meetings", persist_directory=folder / "chroma", embeddings=minilm)
+    lexical = folder / "lexical.sqlite"
+    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical)).add_documents(
+        as_documents(load_docs("qmsum"))
+    )
+    return store, lexical
+
+
+@pytest.fixture
+def reader(indexed: tuple[Any, Path]) -> Make:
+    """A new retriever over the indexed meetings: its own store adapter and cache; ``lexical=True`` opens the index."""
+    store, path = indexed
+
+    def make(*, lexical: bool = False, **kwargs: Any) -> SentenceWindowRetriever:
+        return SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path) if lexical else None, **kwargs)
+
+    return make
 
 
 class ReadLog:
@@ -44,9 +67,8 @@ def shown(docs: list[Document]) -> list[tuple[str, dict]]:
     return [(d.page_content, d.metadata) for d in docs]
 
 
-def test_a_repeated_guided_query_reads_only_the_heads_again(make_retriever: Make) -> None:
-    retriever = make_retriever()
-    retriever.add_documents(as_documents(load_docs("qmsum")[:2]))
+def test_a_repeated_guided_query_reads_only_the_heads_again(reader: Make) -> None:
+    retriever = reader()
     log = ReadLog(retriever._vectors)
     query = "who will design the remote control"
     first = retriever.invoke(query, max_tokens=1000)
@@ -92,10 +114,9 @@ def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_fr
     assert all(d.metadata["doc_id"] == "other" for d in reader.invoke(query, max_tokens=200))
 
 
-def test_the_cache_changes_no_answer_and_keeps_at_most_cache_size_records(make_retriever: Make) -> None:
-    cached = make_retriever(cache_size=300)
-    cached.add_documents(as_documents(load_docs("qmsum")))
-    uncached = cached.model_copy(update={"cache_size": 0})
+def test_the_cache_changes_no_answer_and_keeps_at_most_cache_size_records(reader: Make) -> None:
+    cached = reader(cache_size=300)
+    uncached = reader(cache_size=0)
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
     for budget in (300, 2000):
         for query in queries + queries:  # each asked twice: the second time from memory
@@ -103,9 +124,8 @@ def test_the_cache_changes_no_answer_and_keeps_at_most_cache_size_records(make_r
             assert 0 < len(cached._cache) <= 300
 
 
-def test_without_a_cache_every_query_reads_its_records_again(make_retriever: Make) -> None:
-    retriever = make_retriever(cache_size=0)
-    retriever.add_documents(as_documents(load_docs("qmsum")[:2]))
+def test_without_a_cache_every_query_reads_its_records_again(reader: Make) -> None:
+    retriever = reader(cache_size=0)
     log = ReadLog(retriever._vectors)
     retriever.invoke("the budget of the remote", max_tokens=800)
     first = log.taken()
@@ -114,41 +134,33 @@ def test_without_a_cache_every_query_reads_its_records_again(make_retriever: Mak
     assert len(retriever._cache) == 0
 
 
-def test_guided_answers_are_the_same_whether_the_search_returns_ids_or_records(make_retriever: Make) -> None:
-    by_ids = make_retriever(cache_size=0)
-    by_ids.add_documents(as_documents(load_docs("qmsum")))
-    by_records = by_ids.model_copy()
-    by_records._vectors = adapt(by_ids.vectorstore, "test")
+def test_guided_answers_are_the_same_whether_the_search_returns_ids_or_records(reader: Make) -> None:
+    by_ids = reader(cache_size=0)
+    by_records = reader(cache_size=0)
     object.__setattr__(by_records._vectors, "search_ids", lambda *args, **kwargs: None)  # as on any other store
     for query in [q["query"] for q in load_queries("qmsum")[:4]]:
         for budget in (300, 2000):
             assert shown(by_ids.invoke(query, max_tokens=budget)) == shown(by_records.invoke(query, max_tokens=budget))
 
 
-@pytest.mark.parametrize("counter", ["cl100k_base", "o200k_base"])
 def test_the_local_copies_change_no_answer_and_spare_the_store_its_reads(
-    make_retriever: Make, tmp_path: Path, counter: str
+    reader: Make, indexed: tuple[Any, Path], tmp_path: Path
 ) -> None:
     """Indexed with cl100k; ``o200k_base`` reads the same copies but cannot use their counts."""
-    path = tmp_path / "lexical.sqlite"
-    indexing = make_retriever(cache_size=0, lexical=LexicalIndex(path))
-    indexing.add_documents(as_documents(load_docs("qmsum")))
-    shutil.copy(path, tmp_path / "bare.sqlite")
-    bare = LexicalIndex(tmp_path / "bare.sqlite")
+    bare = LexicalIndex(shutil.copy(indexed[1], tmp_path / "bare.sqlite"))
     with bare._db:
         bare._db.execute(f"DELETE FROM {bare.table}_records")  # the ranking alone: every record from the store
-    count = TokenCounter(counter)
-    copied = indexing.model_copy(update={"token_counter": count})
-    from_store = indexing.model_copy(update={"token_counter": count, "lexical": bare})
-    from_store._vectors = adapt(indexing.vectorstore, "test")  # its reads are not logged
-    log = ReadLog(copied._vectors)
-    for query in [q["query"] for q in load_queries("qmsum")[:4]]:
-        for call in ({"max_tokens": 300}, {"max_tokens": 2000}, {"k": 3, "before": 1, "after": 2}):
-            found = copied.invoke(query, **call)
-            assert shown(found) == shown(from_store.invoke(query, **call))
-            assert all(d.metadata["tokens"] == count(d.page_content) for d in found)
-            read = log.taken()
-            assert read
-            assert all(
-                i.endswith("::0") for i in read
-            )  # heads only: each document's revision, fresh: each document's revision, fresh
+    queries = [q["query"] for q in load_queries("qmsum")[:4]]
+    for encoding in ("cl100k_base", "o200k_base"):
+        count = TokenCounter(encoding)
+        copied = reader(lexical=True, cache_size=0, token_counter=count)
+        from_store = reader(cache_size=0, token_counter=count).model_copy(update={"lexical": bare})
+        log = ReadLog(copied._vectors)
+        for query in queries:
+            for call in ({"max_tokens": 300}, {"max_tokens": 2000}, {"k": 3, "before": 1, "after": 2}):
+                found = copied.invoke(query, **call)
+                assert shown(found) == shown(from_store.invoke(query, **call))
+                assert all(d.metadata["tokens"] == count(d.page_content) for d in found)
+                read = log.taken()
+                assert read
+                assert all(i.endswith("::0") for i in read)  # heads only: each document's revision, fresh

@@ -153,8 +153,8 @@ def kill_at_every_write(
         check(retriever)
         killer.at = None
         retriever.add_documents(documents(replay))
+        # Equal, record for record, to a clean index: it serves what a clean index serves.
         assert snapshot(retriever) == clean[id(replay)], f"killed at write {at}, replayed v{1 if replay is V1 else 2}"
-        check(retriever)
 
 
 # -- parents ------------------------------------------------------------------------------------
