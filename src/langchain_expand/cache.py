@@ -12,6 +12,12 @@ search hits, or the lexical index's). A revision hashes the document's text, spl
 metadata, so a record of that revision is the record the store holds: a document re-added with
 new text, or deleted, is read from the store again. Heads (sentence 0, the commit marker) are
 always read from the store, so the final version check sees the store as it is now.
+
+Where the retriever has a :class:`~langchain_expand.lexical.LexicalIndex`, its local copies of
+the records come before the store: read by key from SQLite (about 10 us a record), at the
+revision of the document's head read in this query, and made into records only when asked
+for (growth needs a sentence's position, count and vector; most of what it looks at is never
+sent). A query then reads the store for its search and its heads alone.
 """
 
 from __future__ import annotations
