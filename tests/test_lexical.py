@@ -202,6 +202,22 @@ def test_documents_stored_before_the_lexical_index_existed_are_added_to_it_witho
     assert all(s.vector is not None for s in lexical.sentences("a", rev, [1, 2, 3, 4]))  # read back, not embedded
 
 
+def test_an_index_written_before_the_local_copies_existed_gets_them_on_the_next_add_without_embedding() -> None:
+    embeddings = CountingFake(size=16)
+    store = InMemoryVectorStore(embeddings)
+    lexical = LexicalIndex()
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical)
+    retriever.add_documents([Document(TEXT, id="a")])
+    with lexical._db:
+        lexical._db.execute(f"DELETE FROM {lexical.table}_records")  # as an older version wrote it: BM25 rows only
+    assert lexical.documents() == {"a"}
+    assert lexical.documents(copied=True) == set()
+    embedded = embeddings.embedded
+    retriever.add_documents([Document(TEXT, id="a")])
+    assert embeddings.embedded == embedded
+    assert [(d, i) for d, i, _ in copies(lexical)] == [("a", i) for i in range(5)]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
 def test_a_forked_process_still_runs_the_lexical_search_beside_the_dense_one() -> None:
     retriever = SentenceWindowRetriever(vectorstore=RecordingStore(), lexical=LexicalIndex())

@@ -164,10 +164,11 @@ class LexicalIndex:
                 ]
         return found
 
-    def documents(self) -> set[str]:
-        """The ids of every document with rows here."""
+    def documents(self, *, copied: bool = False) -> set[str]:
+        """The ids of every document with rows here; with ``copied``, of those with local copies too."""
+        table = f"{self.table}_records" if copied else self.table
         with self._lock:
-            return {row[0] for row in self._db.execute(f"SELECT DISTINCT doc_id FROM {self.table}")}
+            return {row[0] for row in self._db.execute(f"SELECT DISTINCT doc_id FROM {table}")}
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """The ``k`` sentences that best match the query's words by BM25, best first.

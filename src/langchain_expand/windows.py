@@ -414,8 +414,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
         layout = self._layout()
         done = core.index(layout, prepared)
-        if self.lexical is not None:  # documents stored before the lexical index existed
-            known = self.lexical.documents()
+        if self.lexical is not None:  # documents stored before the lexical index (or its local copies) existed
+            known = self.lexical.documents(copied=True)
             self.lexical.replace(layout.local_rows([p for p in prepared if p.doc_id not in known]))
         return done
 
