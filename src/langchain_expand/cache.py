@@ -286,8 +286,6 @@ def _record(head: Document, sentence: LocalSentence) -> Document:
 
 def _own(vector: Vector) -> np.ndarray:
     """``vector`` as a float32 array of its own: a row of a store's batch would keep the whole batch alive."""
-    if isinstance(vector, np.ndarray) and vector.dtype == np.float32:
-        alone = vector.base is None or isinstance(vector.base, bytes)  # the lexical index's: one vector's bytes
-        if alone:
-            return vector
+    if isinstance(vector, np.ndarray) and vector.dtype == np.float32 and not isinstance(vector.base, np.ndarray):
+        return vector  # its own memory, or the lexical index's bytes of this one vector
     return np.array(vector, dtype=np.float32)

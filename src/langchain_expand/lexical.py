@@ -124,10 +124,10 @@ class LexicalIndex:
                     if isinstance(sentence, str):
                         ranked.append((doc_id, position, rev, sentence))
                         continue
-                    s = sentence
-                    ranked.append((doc_id, s.i, rev, s.text))
-                    vector = None if s.vector is None else np.asarray(s.vector, dtype=np.float32).tobytes()
-                    kept.append((doc_id, s.i, rev, s.start, s.end, s.gap, s.text, s.tokens, s.counter, vector))
+                    ranked.append((doc_id, sentence.i, rev, sentence.text))
+                    vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
+                    i, text, start, end, gap, tokens, counter, _ = sentence
+                    kept.append((doc_id, i, rev, start, end, gap, text, tokens, counter, vector))
                 self._db.executemany(f"INSERT INTO {self.table} (doc_id, i, rev, text) VALUES (?, ?, ?, ?)", ranked)
                 self._db.executemany(f"INSERT INTO {self.table}_records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kept)
 
