@@ -1,4 +1,4 @@
-"""The sentence cache and the lexical index's local copies: fewer store reads, never a stale record."""
+"""The sentence cache, the lexical index's local copies and their snapshot: fewer store reads, never a stale record."""
 
 from __future__ import annotations
 
@@ -7,12 +7,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand import LexicalIndex, SentenceWindowRetriever, TokenCounter, chroma_store
+from langchain_expand import (
+    LexicalIndex,
+    SentenceWindowRetriever,
+    TokenCounter,
+    chroma_store,
+    default_embeddings,
+    windows,
+)
 from langchain_expand.adapters import StoreAdapter
+from langchain_expand.core import VectorSearch
 
 from .conftest import as_documents, load_docs, load_queries
 
@@ -153,8 +162,8 @@ def test_the_local_copies_change_no_answer_and_spare_the_store_its_reads(
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
     for encoding in ("cl100k_base", "o200k_base"):
         count = TokenCounter(encoding)
-        copied = reader(lexical=True, cache_size=0, token_counter=count)
-        from_store = reader(cache_size=0, token_counter=count).model_copy(update={"lexical": bare})
+        copied = reader(lexical=True, cache_size=0, token_counter=count, snapshot_limit=0)  # copies read from SQLite
+        from_store = reader(cache_size=0, token_counter=count, snapshot_limit=0).model_copy(update={"lexical": bare})
         log = ReadLog(copied._vectors)
         for query in queries:
             for call in ({"max_tokens": 300}, {"max_tokens": 2000}, {"k": 3, "before": 1, "after": 2}):
@@ -164,3 +173,154 @@ def test_the_local_copies_change_no_answer_and_spare_the_store_its_reads(
                 read = log.taken()
                 assert read
                 assert all(i.endswith("::0") for i in read)  # heads only: each document's revision, fresh
+
+
+# -- the snapshot -------------------------------------------------------------------------------
+
+
+def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
+    """``retriever`` with its store searched exactly: every vector the store holds scored by cosine."""
+    got = retriever.vectorstore._collection.get(include=["embeddings"])  # type: ignore[attr-defined]
+    ids, matrix = got["ids"], np.asarray(got["embeddings"], dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1)
+
+    def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
+        q = np.asarray(vector, dtype=np.float64)
+        similarity = matrix @ q / (norms * np.linalg.norm(q))
+        best = np.argsort(-similarity, kind="stable")[:k]
+        return [(ids[j], retriever._vectors.relevance(1.0 - similarity[j])) for j in best]
+
+    object.__setattr__(retriever._vectors, "search_ids", search_ids)
+    return retriever
+
+
+def test_the_snapshot_finds_the_exact_nearest_sentences_and_bm25s_ranking(reader: Make, minilm: Embeddings) -> None:
+    retriever = reader(lexical=True)
+    snapshot = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"))
+    assert snapshot is not None
+    assert len(snapshot) == retriever.vectorstore._collection.count()  # type: ignore[attr-defined]
+    exact = exact_search(reader())._vectors
+    for query in [q["query"] for q in load_queries("qmsum")]:
+        vector = minilm.embed_query(query)
+        found = snapshot.scores(vector).nearest(30)
+        expected = exact.search_ids(vector, 30)
+        assert [s for _, s in found] == pytest.approx([s for _, s in expected], abs=1e-5)
+        last = expected[-1][1]  # float32 against float64: near-ties at the cut may swap, nothing else
+        assert {i for i, s in expected if s > last + 1e-5} <= {i for i, _ in found}
+        assert snapshot.bm25.search(query, 45) == retriever.lexical.search(query, 45)  # type: ignore[union-attr]
+
+
+def unscored(docs: list[Document]) -> list[tuple[str, dict]]:
+    """The units as :func:`shown`, without their scores (float32 sums differ in the last bits)."""
+    return [(d.page_content, {k: v for k, v in d.metadata.items() if k != "score"}) for d in docs]
+
+
+def test_answers_from_the_snapshot_equal_answers_from_the_store_searched_exactly(reader: Make) -> None:
+    """Fixed and budget-driven windows: the snapshot changes what a query reads (nothing from the store) alone."""
+    snapshot = reader(lexical=True, cache_size=0)
+    store = exact_search(reader(lexical=True, cache_size=0, snapshot_limit=0))
+    log = ReadLog(snapshot._vectors)
+    for query in [q["query"] for q in load_queries("qmsum")[:4]]:
+        for call in ({"k": 3, "before": 1, "after": 2}, {"max_tokens": 800, "before": 1, "after": 1}):
+            found = snapshot.invoke(query, **call)
+            assert found
+            expected = store.invoke(query, **call)
+            assert unscored(found) == unscored(expected)
+            assert [d.metadata["score"] for d in found] == pytest.approx(
+                [d.metadata["score"] for d in expected], abs=1e-5
+            )
+            assert log.taken() == []
+    assert snapshot._snapshot is not None
+    assert snapshot._snapshot[1] is not None
+
+
+def test_guided_growth_knows_every_sentence_from_the_snapshot_as_the_store_holds_it(
+    reader: Make, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Growth runs once a search round, never wanting a sentence, on the store's counts and vectors."""
+    grown: list[tuple[Any, Any]] = []
+    original = windows.grow
+
+    def spy(seeds: Any, sentences: Any, target: int, **kwargs: Any) -> Any:
+        growth = original(seeds, sentences, target, **kwargs)
+        grown.append((sentences, growth))
+        return growth
+
+    monkeypatch.setattr(windows, "grow", spy)
+    retriever = reader(lexical=True, cache_size=0)
+    log = ReadLog(retriever._vectors)
+    collection = retriever.vectorstore._collection  # type: ignore[attr-defined]
+    count = TokenCounter()
+    for query in [q["query"] for q in load_queries("qmsum")[:3]]:
+        grown.clear()
+        found = retriever.invoke(query, max_tokens=1500)
+        assert found
+        assert log.taken() == []
+        assert grown
+        q = np.asarray(minilm.embed_query(query))
+        for sentences, growth in grown:
+            assert growth.wanted == {}
+            looked = dict(sentences.items())
+            assert len(looked) > len(found)
+            got = collection.get(ids=[f"{d}::{i}" for d, i in looked], include=["documents", "embeddings", "metadatas"])
+            for text, vector, meta in zip(got["documents"], got["embeddings"], got["metadatas"], strict=True):
+                known = looked[(meta["lcx_doc"], meta["lcx_i"])]
+                cosine = float(np.dot(vector, q) / (np.linalg.norm(vector) * np.linalg.norm(q)))
+                assert known.tokens == count(text)
+                assert known.similarity == pytest.approx(cosine, abs=1e-5) or known.similarity == pytest.approx(
+                    max(0.0, cosine), abs=1e-5
+                )  # a hit's own similarity is its relevance, clamped at 0
+
+
+def test_a_new_retriever_over_the_same_files_searches_the_same_snapshot(indexed: tuple[Any, Path]) -> None:
+    """What a restart keeps: the store, its mark and the lexical index; the snapshot is built from them."""
+    _, path = indexed
+    folder = path.parent
+    query = "who will design the remote control"
+    answers = []
+    for _ in range(2):
+        store = chroma_store("meetings", persist_directory=folder / "chroma", embeddings=default_embeddings())
+        retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path))
+        answers.append(shown(retriever.invoke(query, max_tokens=600)))
+        assert retriever._snapshot is not None
+        assert retriever._snapshot[1] is not None
+    assert answers[0] == answers[1]
+    assert answers[0]
+
+
+def test_a_document_written_without_the_lexical_index_is_found_until_the_copies_cover_it_again(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    """Such a writer leaves no copy: the snapshot would miss its document, so the store is searched."""
+
+    def opened(lexical: bool) -> SentenceWindowRetriever:
+        store = chroma_store("shared", persist_directory=tmp_path / "chroma", embeddings=minilm)
+        return SentenceWindowRetriever(
+            vectorstore=store, lexical=LexicalIndex(tmp_path / "lex.sqlite") if lexical else None
+        )
+
+    reader = opened(True)
+    reader.add_documents([Document("Rivers carry water to the sea. Fish swim in rivers.", id="rivers")])
+    query = "which planet has the tallest volcano"
+    assert all(d.metadata["doc_id"] == "rivers" for d in reader.invoke(query, max_tokens=200))
+    assert reader._snapshot is not None
+    assert reader._snapshot[1] is not None
+
+    mars = "Olympus Mons on Mars is the tallest volcano of any planet. It is three times as high as Everest."
+    opened(False).add_documents([Document(mars, id="mars")])
+    assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
+    assert reader._snapshot[1] is None  # not built: the store answered
+
+    opened(True).add_documents([Document(mars, id="mars")])  # the copies, read back without embedding
+    assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
+    assert reader._snapshot[1] is not None
+
+
+def test_over_its_limit_the_snapshot_is_not_built_and_the_store_answers(reader: Make) -> None:
+    limited = reader(lexical=True, snapshot_limit=10)
+    found = limited.invoke("who will design the remote control", max_tokens=500)
+    assert found
+    assert limited._snapshot is not None
+    assert limited._snapshot[1] is None
+    with pytest.raises(ValueError, match="snapshot_limit"):
+        reader(lexical=True, snapshot_limit=-1)

@@ -91,6 +91,7 @@ def windows(folder: Path, minilm: Embeddings, killer: Killer) -> SentenceWindowR
     )
     killer.arm(retriever.vectorstore, "add_documents", "delete")
     killer.arm(retriever.lexical, "replace", "delete")
+    killer.arm(retriever._vectors, "mark")  # the change mark, written last: readers' snapshots follow it
     return retriever
 
 

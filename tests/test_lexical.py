@@ -18,9 +18,11 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from langchain_expand import LexicalIndex, SentenceWindowRetriever, TokenCounter
-from langchain_expand.lexical import LocalSentence, fuse
+from langchain_expand import LexicalIndex, SentenceSplitter, SentenceWindowRetriever, TokenCounter
+from langchain_expand.lexical import LexicalHit, LocalSentence, fuse, words
+from langchain_expand.snapshot import Bm25
 
+from .conftest import load_docs, load_queries
 from .test_core import RecordingStore
 
 ROWS = [
@@ -236,3 +238,27 @@ def test_a_forked_process_still_runs_the_lexical_search_beside_the_dense_one() -
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     pytest.fail("the forked child never answered")
+
+
+def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
+    """The ranking in memory (the snapshot's) reads the words SQLite's tokenizer reads and scores them alike."""
+    texts = [
+        "Café au lait costs $ 3.50 at the École.",
+        "A naïve résumé: CAFE, cafe and café are one word.",
+        "snake_case and x-ray split where FTS5 splits; C++ is just c.",
+        "Revenue was 1,452.4 million in 2019, up from 1,310.2.",
+        "Straße and STRASSE differ; Ørsted and Orsted too.",
+        "OK .",
+        "OK .",
+        "",
+    ]
+    for doc in load_docs("emanual")[:2] + load_docs("friendsqa")[:4]:
+        texts += [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
+    index = LexicalIndex()
+    index.replace([("d", "r", texts)])
+    bm25 = Bm25(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    queries = [q["query"] for q in load_queries("emanual")[:10] + load_queries("friendsqa")[:10]]
+    queries += ["cafe", "CAFÉ", "snake_case", "x ray", "1,452.4", "strasse", "orsted", "ok", "", "?!"]
+    for query in queries:
+        assert bm25.search(query, 30) == index.search(query, 30), query
+    assert words("Snake_case CAFÉ x-ray 3.50") == ["snake", "case", "cafe", "x", "ray", "3", "50"]

@@ -29,6 +29,9 @@ differ on each, so :class:`StoreAdapter` wraps the user's store and smooths them
   writes replace, deletes skip unknown ids.
 * **Stored vectors.** Chroma, FAISS, Qdrant and ``InMemoryVectorStore`` hand them back;
   any other store has the texts embedded again (same vectors, more time).
+* **A change mark** (Chroma only): every writer that finishes leaves a new random mark in
+  a small collection beside the store's, so a reader learns in one read whether anything
+  was written since it last looked (:meth:`StoreAdapter.marked`).
 
 A store that lacks a by-id read or a delete cannot keep a document's units consistent;
 :func:`adapt` refuses it when the retriever is built, naming what is missing.
@@ -56,6 +59,8 @@ ID_KEY = "lcx_id"
 """Metadata key holding a record's own id in stores that rename ids (Qdrant)."""
 _QDRANT_EXTRA = ("_id", "_collection_name")
 """Keys ``langchain-qdrant`` adds to every record's metadata on the way out."""
+_MARK = "mark"
+"""The change mark's record id and metadata key, in the collection beside the store's."""
 _ID_NAMESPACE = uuid.UUID("7f6d1c2e-6a1b-5c3e-9f3a-1d2b3c4d5e6f")
 
 
@@ -145,6 +150,8 @@ class StoreAdapter:
         self.store = store
         self.kind = _kind(store)
         self.relevance = relevance_rule(store)
+        self.space = _chroma_space(store) if self.kind == "chroma" else None
+        self._marks: Any = None
 
     @property
     def embeddings(self) -> Embeddings | None:
@@ -185,6 +192,38 @@ class StoreAdapter:
             ids = [i for i in ids if i in held]
         if ids:
             self.store.delete([self._out_id(i) for i in ids])
+
+    def mark(self) -> None:
+        """Leave a new change mark: a writer has finished (a no-op where the store keeps none)."""
+        marks = self._mark_collection(create=True)
+        if marks is not None:
+            marks.upsert(ids=[_MARK], embeddings=[[0.0]], metadatas=[{_MARK: uuid.uuid4().hex}])
+
+    def marked(self) -> str | None:
+        """The mark the last finished writer left: ``""`` before any, None where the store keeps none."""
+        if self.kind != "chroma":
+            return None
+        marks = self._mark_collection(create=False)
+        if marks is None:
+            return ""
+        got = marks.get(ids=[_MARK], include=["metadatas"])
+        return str(got["metadatas"][0][_MARK]) if got["ids"] else ""
+
+    def _mark_collection(self, *, create: bool) -> Any:
+        """The collection beside the store's that holds its mark (Chroma only); a reader does not create it."""
+        if self.kind != "chroma":
+            return None
+        if self._marks is None:
+            client = self.store._client  # type: ignore[attr-defined]
+            name = f"lcx-marks-{self.store._collection.id}"  # type: ignore[attr-defined]
+            if create:
+                self._marks = client.get_or_create_collection(name, embedding_function=None)
+            else:
+                try:
+                    self._marks = client.get_collection(name, embedding_function=None)
+                except Exception:
+                    return None
+        return self._marks
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -245,6 +284,14 @@ class StoreAdapter:
         if self.kind in ("memory", "faiss", "qdrant"):
             return {d.id: v for d, v in self.with_vectors(ids) if d.id is not None}
         return {}
+
+    def where(self, where: dict[str, Any]) -> list[tuple[Document, Vector]] | None:
+        """Every record whose metadata matches ``where``, with its vector (Chroma only; None elsewhere)."""
+        if self.kind != "chroma":
+            return None
+        got = self.store._collection.get(where=where, include=["embeddings", "documents", "metadatas"])  # type: ignore[attr-defined]
+        rows = zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)
+        return [(Document(text, metadata=dict(meta or {}), id=i), vec) for i, text, meta, vec in rows]
 
     def _qdrant_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
         store: Any = self.store

@@ -17,7 +17,9 @@ Where the retriever has a :class:`~langchain_expand.lexical.LexicalIndex`, its l
 the records come before the store: read by key from SQLite (about 10 us a record), at the
 revision of the document's head read in this query, and made into records only when asked
 for (growth needs a sentence's position, count and vector; most of what it looks at is never
-sent). A query then reads the store for its search and its heads alone.
+sent). A query then reads the store for its search and its heads alone; where the retriever
+holds a :class:`~langchain_expand.snapshot.Snapshot`, the copies come from memory instead,
+under the same rule.
 """
 
 from __future__ import annotations
@@ -26,18 +28,21 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from typing import Protocol
 
 import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.adapters import StoreAdapter, Vector
 from langchain_expand.growth import Position
-from langchain_expand.lexical import LexicalIndex, LocalSentence
+from langchain_expand.lexical import LocalSentence
 from langchain_expand.records import unit_id, unit_position
+from langchain_expand.snapshot import Known, Scores, Snapshot
 from langchain_expand.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 
-__all__ = ["Reads", "SentenceCache"]
+__all__ = ["Reads", "SentenceCache", "cosines"]
 
 
 _NONE = object()  # no revision known: matches no record
@@ -104,6 +109,14 @@ class SentenceCache:
                 self._entries.popitem(last=False)
 
 
+class Copies(Protocol):
+    """Where local copies of sentence records are read: a lexical index, or its snapshot in memory."""
+
+    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
+        """The copies of sentences ``indices`` of the document held at revision ``rev``; others left out."""
+        ...
+
+
 class Reads:
     """One query's reads of sentence records: what it read already, the cache, the local copy, else the store.
 
@@ -121,10 +134,19 @@ class Reads:
         cache: SentenceCache,
         size: int,
         counter: Callable[[str], int],
-        local: LexicalIndex | None = None,
+        local: Copies | None = None,
+        snapshot: Snapshot | None = None,
     ) -> None:
-        """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``."""
+        """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
+
+        With a ``snapshot``, heads and copies come from it first (it holds whole documents, each
+        at the revision its head had when it was built): a document it holds is never read from
+        the store.
+        """
         self.store = store
+        self.snapshot = snapshot
+        if snapshot is not None:
+            local = snapshot
         self.cache = cache
         self.size = size
         self.counter = counter
@@ -135,6 +157,7 @@ class Reads:
         self._asked: set[str] = set()  # ids asked of the local copy
         self._counts: dict[str, int] = {}
         self._key = counter_key(counter)
+        self._scores: Scores | None = None
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Learn the revisions of records the store just returned; keep the records."""
@@ -147,8 +170,10 @@ class Reads:
 
     def heads(self, doc_ids: Iterable[str]) -> None:
         """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query."""
-        ids = [i for i in dict.fromkeys(unit_id(d, 0) for d in doc_ids) if i not in self._read]
-        self._learn(self.store.with_vectors(ids))
+        doc_ids = [d for d in dict.fromkeys(doc_ids) if unit_id(d, 0) not in self._read]
+        if self.snapshot is not None:
+            self._learn(self.snapshot.heads(doc_ids))
+        self._learn(self.store.with_vectors([i for i in map(unit_id, doc_ids, repeat(0)) if i not in self._read]))
 
     def records(self, ids: Sequence[str]) -> list[Document]:
         """The records ``ids`` name (unknown ids left out), each read from the store at most once."""
@@ -195,6 +220,25 @@ class Reads:
         counts = self.tokens([d for d, _ in read])
         found += [(_position(d), n, v) for (d, v), n in zip(read, counts, strict=True)]
         return found
+
+    def similar(self, ids: Sequence[str], vector: Sequence[float]) -> list[tuple[Position, int, float]]:
+        """Each record's position, token count and cosine similarity to ``vector``: what growth scores a sentence by."""
+        fetched = self.sentences(ids)
+        similarities = cosines([v for _, _, v in fetched], vector)
+        return [(p, n, c) for (p, n, _), c in zip(fetched, similarities, strict=True)]
+
+    def scores(self, vector: Sequence[float]) -> Scores | None:
+        """The snapshot's scores of every sentence against ``vector``, computed once a query; None without one."""
+        if self.snapshot is None:
+            return None
+        if self._scores is None:
+            self._scores = self.snapshot.scores(vector)
+        return self._scores
+
+    def known(self, vector: Sequence[float]) -> Known | None:
+        """Growth's knowledge of every sentence the snapshot holds, made as asked; None without a snapshot."""
+        scores = self.scores(vector)
+        return None if scores is None else scores.sentences(self._row_tokens)
 
     def tokens(self, docs: Sequence[Document]) -> list[int]:
         """Each record's token count: from the local copy, else counted once per revision while cached."""
@@ -257,7 +301,8 @@ class Reads:
                 continue
             self._read[doc.id] = (doc, vector)
             self.revs.setdefault(meta[STORED_DOC], meta.get(STORED_REV))
-            if self.size and int(meta.get(STORED_INDEX, 0)) != 0:  # heads are never served from the cache
+            # Heads are never served from the cache; nor is what a snapshot holds kept there.
+            if self.size and self.snapshot is None and int(meta.get(STORED_INDEX, 0)) != 0:
                 kept.append(_Entry(doc, None if vector is None else _own(vector), self._counts.get(doc.id)))
         if kept:
             self.cache.keep(kept, self.size)
@@ -266,6 +311,16 @@ class Reads:
         if not self.size:
             return {}
         return self.cache.find(ids, self.revs, self.counter)
+
+
+def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
+    """Cosine similarity of each vector to the query."""
+    if not vectors:
+        return []
+    matrix = np.asarray(vectors, dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    norms = np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(q), 1e-12)
+    return [float(c) for c in (matrix @ q) / norms]
 
 
 def _position(record: Document) -> Position:

@@ -20,16 +20,17 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["LexicalHit", "LexicalIndex", "LocalSentence", "fuse"]
+__all__ = ["LexicalHit", "LexicalIndex", "LocalSentence", "fuse", "words"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_TOKEN = re.compile(r"[^\W_]+")
 RRF_K = 60
 """The constant of reciprocal rank fusion (Cormack et al., 2009): 1 / (60 + rank)."""
 
@@ -164,6 +165,21 @@ class LexicalIndex:
                 ]
         return found
 
+    def copies(self) -> Iterator[tuple[str, str, LocalSentence]]:
+        """Every local copy as ``(doc_id, rev, sentence)``, in the order written (for :mod:`.snapshot`)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT doc_id, rev, i, text, start, end, gap, tokens, counter, vector FROM {self.table}_records "
+                "ORDER BY rowid"
+            ).fetchall()
+        for doc_id, rev, i, text, start, end, gap, tokens, counter, blob in rows:
+            yield doc_id, rev, LocalSentence(i, text, start, end, gap, tokens, counter, _vector(blob))
+
+    def count(self) -> int:
+        """How many local copies are kept."""
+        with self._lock:
+            return int(self._db.execute(f"SELECT COUNT(*) FROM {self.table}_records").fetchone()[0])
+
     def documents(self, *, copied: bool = False) -> set[str]:
         """The ids of every document with rows here; with ``copied``, of those with local copies too."""
         table = f"{self.table}_records" if copied else self.table
@@ -173,10 +189,10 @@ class LexicalIndex:
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """The ``k`` sentences that best match the query's words by BM25, best first.
 
-        Every word of the query is a term (quoted, so FTS5 syntax in the query is just text);
-        a sentence matches when it holds any of them, and BM25 weighs rare terms up.
+        Every word of the query (:func:`words`) is a term, quoted, so FTS5 syntax in the query is
+        just text; a sentence matches when it holds any of them, and BM25 weighs rare terms up.
         """
-        terms = sorted({w.lower() for w in _WORD.findall(query)})
+        terms = sorted(set(words(query)))
         if not terms or k < 1:
             return []
         expression = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
@@ -191,6 +207,21 @@ class LexicalIndex:
 
 _MAX_VARIABLES = 900
 """Sentences asked per statement: under SQLite's oldest limit on bound variables (999)."""
+
+
+def words(text: str) -> list[str]:
+    """The text's words as FTS5's ``unicode61`` tokenizer makes them.
+
+    A word is a run of letters and digits, lower-cased, without diacritics. The queries' terms
+    are made here, so each is one FTS5 token, and the ranking in memory
+    (:class:`langchain_expand.snapshot.Bm25`) reads the sentences as SQLite does.
+    """
+    found: list[str] = []
+    for token in _TOKEN.findall(unicodedata.normalize("NFC", text).lower()):
+        if not token.isascii():
+            token = "".join(c for c in unicodedata.normalize("NFD", token) if not unicodedata.combining(c))
+        found.append(token)
+    return found
 
 
 def _vector(blob: bytes | None) -> np.ndarray | None:
