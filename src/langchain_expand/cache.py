@@ -37,8 +37,8 @@ from langchain_core.documents import Document
 from langchain_expand.adapters import StoreAdapter, Vector
 from langchain_expand.growth import Position
 from langchain_expand.lexical import LocalSentence
-from langchain_expand.records import unit_id, unit_position
-from langchain_expand.snapshot import Known, Scores, Snapshot
+from langchain_expand.records import unit_id, unit_owner, unit_position
+from langchain_expand.snapshot import Scores, Snapshot
 from langchain_expand.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 
@@ -222,10 +222,22 @@ class Reads:
         return found
 
     def similar(self, ids: Sequence[str], vector: Sequence[float]) -> list[tuple[Position, int, float]]:
-        """Each record's position, token count and cosine similarity to ``vector``: what growth scores a sentence by."""
+        """Each record's position, token count and cosine similarity to ``vector``: what growth scores a sentence by.
+
+        From the snapshot's scores where it holds the record (nothing is read or made), else as
+        :meth:`sentences` reads it.
+        """
+        found: list[tuple[Position, int, float]] = []
+        scores = self.scores(vector)
+        if scores is not None:
+            held = scores.sentences(ids)
+            found = [((unit_owner(i), s.i), self._row_tokens(i, s), c) for i, s, c in held]
+            taken = {i for i, _, _ in held}
+            ids = [i for i in ids if i not in taken]
         fetched = self.sentences(ids)
         similarities = cosines([v for _, _, v in fetched], vector)
-        return [(p, n, c) for (p, n, _), c in zip(fetched, similarities, strict=True)]
+        found += [(p, n, c) for (p, n, _), c in zip(fetched, similarities, strict=True)]
+        return found
 
     def scores(self, vector: Sequence[float]) -> Scores | None:
         """The snapshot's scores of every sentence against ``vector``, computed once a query; None without one."""
@@ -234,11 +246,6 @@ class Reads:
         if self._scores is None:
             self._scores = self.snapshot.scores(vector)
         return self._scores
-
-    def known(self, vector: Sequence[float]) -> Known | None:
-        """Growth's knowledge of every sentence the snapshot holds, made as asked; None without a snapshot."""
-        scores = self.scores(vector)
-        return None if scores is None else scores.sentences(self._row_tokens)
 
     def tokens(self, docs: Sequence[Document]) -> list[int]:
         """Each record's token count: from the local copy, else counted once per revision while cached."""

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 from langchain_core.documents import Document
 
-from langchain_expand.growth import Position, Sentence
 from langchain_expand.lexical import LexicalHit, LexicalIndex, LocalSentence, words
 from langchain_expand.records import unit_id, unit_position
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
@@ -40,7 +39,7 @@ from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORE
 if TYPE_CHECKING:
     from langchain_expand.adapters import StoreAdapter, Vector
 
-__all__ = ["Bm25", "Known", "Scores", "Snapshot", "build"]
+__all__ = ["Bm25", "Scores", "Snapshot", "build"]
 
 
 class Snapshot:
@@ -67,16 +66,17 @@ class Snapshot:
         self.relevance = relevance
         self.revs = {doc_id: rev for doc_id, (rev, _) in sentences.items()}
         self._heads = heads
-        self._ids: list[str] = []
+        self.ids: list[str] = []
+        """Every sentence's id, in the order the lexical index wrote them (a row of the matrix each)."""
         self._rows: dict[tuple[str, int], int] = {}
         self._row_of: dict[str, int] = {}
         self._sentences: list[LocalSentence] = []
         vectors: list[np.ndarray] = []
         for doc_id, (_, kept) in sentences.items():
             for sentence in kept:
-                self._rows[(doc_id, sentence.i)] = len(self._ids)
-                self._row_of[unit_id(doc_id, sentence.i)] = len(self._ids)
-                self._ids.append(unit_id(doc_id, sentence.i))
+                self._rows[(doc_id, sentence.i)] = len(self.ids)
+                self._row_of[unit_id(doc_id, sentence.i)] = len(self.ids)
+                self.ids.append(unit_id(doc_id, sentence.i))
                 self._sentences.append(sentence._replace(vector=None))
                 vectors.append(np.asarray(sentence.vector, dtype=np.float32))
         self._matrix = np.vstack(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
@@ -86,7 +86,7 @@ class Snapshot:
         self.bm25 = Bm25([s.text for s in self._sentences], self._hit)
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self.ids)
 
     def scores(self, vector: Sequence[float]) -> Scores:
         """Every sentence scored against the query ``vector``: one pass over the matrix a query."""
@@ -103,7 +103,7 @@ class Snapshot:
         return Scores(self, cosines, distances)
 
     def _hit(self, row: int, rank: int) -> LexicalHit:
-        doc_id, i = unit_position(self._ids[row]) or ("", 0)
+        doc_id, i = unit_position(self.ids[row]) or ("", 0)
         return LexicalHit(doc_id, i, self.revs[doc_id], rank)
 
     def heads(self, doc_ids: Iterable[str]) -> list[tuple[Document, np.ndarray]]:
@@ -136,47 +136,31 @@ class Scores:
         self.distances = distances
 
     def nearest(self, k: int) -> list[tuple[str, float]]:
-        """The ids of the ``k`` sentences nearest the query, exactly, with the store's relevance, best first."""
+        """The ids of the ``k`` sentences nearest the query, exactly, with the store's relevance, best first.
+
+        Ties (equal to 6 decimals: a repeated sentence's copies differ in the last bits of a
+        float32 sum) go to the sentence written first, so a query always gets the same hits.
+        """
         k = min(k, len(self.distances))
         if k < 1:
             return []
-        top = np.argpartition(self.distances, k - 1)[:k]
-        top = top[np.argsort(self.distances[top], kind="stable")]
+        rounded = np.round(self.distances, 6)
+        cut = rounded[np.argpartition(rounded, k - 1)[k - 1]]
+        pool = np.flatnonzero(rounded <= cut)
+        top = pool[np.lexsort((pool, rounded[pool]))][:k]
         relevance = self.snapshot.relevance
-        return [(self.snapshot._ids[j], relevance(float(self.distances[j]))) for j in top]
+        return [(self.snapshot.ids[j], relevance(float(self.distances[j]))) for j in top]
 
     def similarities(self, ids: Iterable[str]) -> dict[str, float]:
         """The cosine similarity to the query of each of the sentences ``ids`` held here; others left out."""
         rows = self.snapshot._row_of
         return {i: float(self.cosines[rows[i]]) for i in ids if i in rows}
 
-    def sentences(self, tokens: Callable[[str, LocalSentence], int]) -> Known:
-        """Every sentence's token count (``tokens(id, copy)``) and similarity, looked up as growth asks."""
-        return Known(self, tokens)
-
-
-class Known(dict[Position, Sentence]):
-    """What growth knows of each sentence: those put here, and on a miss, the snapshot's (when it holds it).
-
-    Growth asks a few hundred positions a query, by ``get``; each is made once, when asked.
-    """
-
-    def __init__(self, scores: Scores, tokens: Callable[[str, LocalSentence], int]) -> None:
-        super().__init__()
-        self._scores = scores
-        self._tokens = tokens
-
-    def get(self, position: Position, default: Sentence | None = None) -> Sentence | None:  # type: ignore[override]
-        """The sentence at ``position``: as put here, else from the snapshot, else ``default``."""
-        found = dict.get(self, position)
-        if found is None:
-            snapshot = self._scores.snapshot
-            row = snapshot._rows.get(position)
-            if row is None:
-                return default
-            tokens = self._tokens(snapshot._ids[row], snapshot._sentences[row])
-            found = self[position] = Sentence(tokens, float(self._scores.cosines[row]))
-        return found
+    def sentences(self, ids: Iterable[str]) -> list[tuple[str, LocalSentence, float]]:
+        """The sentences ``ids`` held here, each with its similarity to the query (without its vector)."""
+        rows = self.snapshot._row_of
+        sentences = self.snapshot._sentences
+        return [(i, sentences[rows[i]], float(self.cosines[rows[i]])) for i in ids if i in rows]
 
 
 class Bm25:

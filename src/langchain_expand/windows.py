@@ -601,9 +601,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         vector = dense.vector()
         assert vector is not None  # _shape chose "fixed" for a store without embeddings
         target = math.ceil(GUIDED_OVERFILL * budget)
-        # With a snapshot, growth knows every sentence from the start and runs once.
-        held = reads.known(vector)
-        known: dict[Position, Sentence] = {} if held is None else held
+        known: dict[Position, Sentence] = {}
         asked: set[str] = set()
 
         def fetch(ids: list[str]) -> None:
