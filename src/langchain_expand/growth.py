@@ -170,17 +170,24 @@ def grow(
     heap: list[tuple[float, int, int, int, int, float]] = []
     for number, seed in enumerate(seeds):
         heapq.heappush(heap, (-seed.relevance, next(order), number, seed.index, 0, seed.relevance))
+    # Per seed, what a neighbour's priority needs of it; the closeness prior's powers, once.
+    # (The same products in the same order as written out: priorities are bit-identical.)
+    prior = [(1 - weight) * seed.relevance for seed in seeds]
+    powers = [decay**d for d in range(max_radius + 2)]
     owner: dict[Position, int] = {}
     regions: dict[int, Region] = {}
     growth = Growth(regions=[])
+    known_get = sentences.get
+    push, pop = heapq.heappush, heapq.heappop
     used = 0
     while heap and used < target:
-        _, _, number, index, distance, previous = heapq.heappop(heap)
+        _, _, number, index, distance, previous = pop(heap)
         seed = seeds[number]
-        position = (seed.doc_id, index)
+        doc_id = seed.doc_id
+        position = (doc_id, index)
         if position in owner:
             continue
-        known = sentences.get(position)
+        known = known_get(position)
         cost = (known.tokens if known is not None else unknown_tokens) + 1
         if used + cost > target:
             continue
@@ -196,13 +203,12 @@ def grow(
         similarity = known.similarity if known is not None else previous
         owner[position] = number
         used += cost
-        for step in (-1, 1):
-            nearby = index + step
-            if 0 <= nearby < seed.n and abs(nearby - seed.index) <= max_radius and (seed.doc_id, nearby) not in owner:
-                ahead = sentences.get((seed.doc_id, nearby))
+        weighted_prior = prior[number] * powers[distance + 1]
+        for nearby in (index - 1, index + 1):
+            if 0 <= nearby < seed.n and abs(nearby - seed.index) <= max_radius and (doc_id, nearby) not in owner:
+                ahead = known_get((doc_id, nearby))
                 guess = ahead.similarity if ahead is not None else similarity
-                priority = weight * guess + (1 - weight) * seed.relevance * decay ** (distance + 1)
-                heapq.heappush(heap, (-priority, next(order), number, nearby, distance + 1, similarity))
+                push(heap, (-(weight * guess + weighted_prior), next(order), number, nearby, distance + 1, similarity))
     growth.exhausted = not heap and used < FULL * target
     growth.regions = [regions[number] for number in sorted(regions)]
     return growth
