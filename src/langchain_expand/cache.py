@@ -125,7 +125,9 @@ class Reads:
     served only at the revision so learned for its document. The lexical index's local copy of a
     record is served only at the revision of its document's head, read from the store this
     query. Without a cache (``size`` 0) or a local copy, every record is read from the store,
-    once per query.
+    once per query. With a snapshot, the heads too come from it (the revision a document had
+    when the snapshot was built: the last finished write), and the store is read only for a
+    document it does not hold.
     """
 
     def __init__(
