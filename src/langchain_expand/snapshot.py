@@ -25,7 +25,6 @@ it; readers without one read what the store holds at each moment, with the versi
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -176,18 +175,27 @@ class Bm25:
     B = 0.75
 
     def __init__(self, texts: Sequence[str], hit: Callable[[int, int], LexicalHit]) -> None:
-        """Index ``texts`` (row ``j`` is ``texts[j]``); ``hit(row, rank)`` names a row found."""
-        postings: dict[str, tuple[list[int], list[int]]] = {}
-        lengths = np.zeros(len(texts))
+        """Index ``texts`` (row ``j`` is ``texts[j]``); ``hit(row, rank)`` names a row found.
+
+        The postings are one array of rows and one of counts, sorted by term then row; a term's
+        are the slice between its two offsets.
+        """
+        n = len(texts)
+        self._terms: dict[str, int] = {}
+        term_ids: list[int] = []
+        lengths = np.zeros(n)
         for row, text in enumerate(texts):
             tokens = words(text)
             lengths[row] = len(tokens)
-            for term, count in Counter(tokens).items():
-                rows, counts = postings.setdefault(term, ([], []))
-                rows.append(row)
-                counts.append(count)
-        self._postings = {t: (np.asarray(r), np.asarray(c, dtype=np.float64)) for t, (r, c) in postings.items()}
-        average = float(lengths.mean()) if len(texts) else 1.0
+            term_ids += [self._terms.setdefault(t, len(self._terms)) for t in tokens]
+        occurrences = np.asarray(term_ids, dtype=np.int64) * max(n, 1) + np.repeat(
+            np.arange(n), lengths.astype(np.int64)
+        )
+        keys, counts = np.unique(occurrences, return_counts=True)  # sorted: by term, then row
+        self._rows = keys % max(n, 1)
+        self._counts = counts.astype(np.float64)
+        self._offsets = np.searchsorted(keys // max(n, 1), np.arange(len(self._terms) + 1))
+        average = float(lengths.mean()) if n else 1.0
         self._length_norm = self.K1 * (1.0 - self.B + self.B * lengths / (average or 1.0))
         self._hit = hit
 
@@ -197,9 +205,11 @@ class Bm25:
         scores = np.zeros(n)
         matched = np.zeros(n, dtype=bool)
         for term in sorted(set(words(query))):
-            if term not in self._postings:
+            if term not in self._terms:
                 continue
-            rows, counts = self._postings[term]
+            at = self._terms[term]
+            rows = self._rows[self._offsets[at] : self._offsets[at + 1]]
+            counts = self._counts[self._offsets[at] : self._offsets[at + 1]]
             idf = math.log((n - len(rows) + 0.5) / (len(rows) + 0.5))
             scores[rows] += (idf if idf > 0 else 1e-6) * counts * (self.K1 + 1.0) / (counts + self._length_norm[rows])
             matched[rows] = True
