@@ -232,7 +232,7 @@ class Reads:
         found: list[tuple[Position, int, float]] = []
         scores = self.scores(vector)
         if scores is not None:
-            held = scores.sentences(ids)
+            held = scores.similar(ids)
             found = [((unit_owner(i), s.i), self._row_tokens(i, s), c) for i, s, c in held]
             taken = {i for i, _, _ in held}
             ids = [i for i in ids if i not in taken]

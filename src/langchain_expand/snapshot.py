@@ -67,15 +67,14 @@ class Snapshot:
         self._heads = heads
         self.ids: list[str] = []
         """Every sentence's id, in the order the lexical index wrote them (a row of the matrix each)."""
-        self._rows: dict[tuple[str, int], int] = {}
         self._row_of: dict[str, int] = {}
         self._sentences: list[LocalSentence] = []
         vectors: list[np.ndarray] = []
         for doc_id, (_, kept) in sentences.items():
             for sentence in kept:
-                self._rows[(doc_id, sentence.i)] = len(self.ids)
-                self._row_of[unit_id(doc_id, sentence.i)] = len(self.ids)
-                self.ids.append(unit_id(doc_id, sentence.i))
+                id_ = unit_id(doc_id, sentence.i)
+                self._row_of[id_] = len(self.ids)
+                self.ids.append(id_)
                 self._sentences.append(sentence._replace(vector=None))
                 vectors.append(np.asarray(sentence.vector, dtype=np.float32))
         self._matrix = np.vstack(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
@@ -111,7 +110,7 @@ class Snapshot:
         for doc_id in doc_ids:
             head = self._heads.get(doc_id)
             if head is not None:
-                found.append((head, self._matrix[self._rows[(doc_id, 0)]]))
+                found.append((head, self._matrix[self._row_of[unit_id(doc_id, 0)]]))
         return found
 
     def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
@@ -120,7 +119,7 @@ class Snapshot:
             return []
         found: list[LocalSentence] = []
         for i in indices:
-            row = self._rows.get((doc_id, i))
+            row = self._row_of.get(unit_id(doc_id, i))
             if row is not None:
                 found.append(self._sentences[row]._replace(vector=self._matrix[row]))
         return found
@@ -155,8 +154,8 @@ class Scores:
         rows = self.snapshot._row_of
         return {i: float(self.cosines[rows[i]]) for i in ids if i in rows}
 
-    def sentences(self, ids: Iterable[str]) -> list[tuple[str, LocalSentence, float]]:
-        """The sentences ``ids`` held here, each with its similarity to the query (without its vector)."""
+    def similar(self, ids: Iterable[str]) -> list[tuple[str, LocalSentence, float]]:
+        """The sentences ``ids`` held here, each (without its vector) with its cosine similarity to the query."""
         rows = self.snapshot._row_of
         sentences = self.snapshot._sentences
         return [(i, sentences[rows[i]], float(self.cosines[rows[i]])) for i in ids if i in rows]

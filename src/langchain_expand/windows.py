@@ -499,17 +499,15 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         )
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
-        # Neither the lexical index nor a snapshot applies a vector store's filter.
-        current = self._current_snapshot(self.lexical, dense) if self.lexical is not None and where is None else None
+        lexical = self.lexical if where is None else None  # neither it nor a snapshot applies a store's filter
+        current = None if lexical is None else self._current_snapshot(lexical, dense)
         reads = Reads(self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, current)
-        ranking: _Ranking = _DenseSearch(dense, reads, ids_first=plan.shape == "guided")
+        stored = _DenseSearch(dense, reads, ids_first=plan.shape == "guided")
+        search: Search = stored
         if current is not None:
-            ranking = _SnapshotSearch(current, dense, reads)
-        search: Search = ranking
-        if current is not None:
-            search = _HybridSearch(ranking, dense, current.bm25, reads)
-        elif self.lexical is not None and where is None:
-            search = _HybridSearch(ranking, dense, self.lexical, reads)
+            search = _HybridSearch(_SnapshotSearch(current, dense, reads), dense, current.bm25, reads)
+        elif lexical is not None:
+            search = _HybridSearch(stored, dense, lexical, reads)
         found = self._answer(plan, search, dense, reads)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
@@ -871,18 +869,11 @@ class _HybridSearch:
         if vector is None:
             return [(doc, floor) for doc in self.reads.records(ids)]
         scores = self.reads.scores(vector)
-        if scores is not None:  # the snapshot has scored every sentence it holds already
-            held = scores.similarities(ids)
-            docs = self.reads.records([i for i in ids if i in held])
-            fetched: list[tuple[Document, Any]] = [(d, None) for d in docs]
-            similarities = [held[d.id or ""] for d in docs]
-            rest = [i for i in ids if i not in held]
-        else:
-            fetched, similarities, rest = [], [], ids
-        read = self.reads.with_vectors(rest)
-        fetched += read
-        similarities += cosines([v for _, v in read], vector)
-        return [(doc, min(1.0, max(0.0, c))) for (doc, _), c in zip(fetched, similarities, strict=True)]
+        held = {} if scores is None else scores.similarities(ids)  # a snapshot has scored all it holds
+        scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
+        read = self.reads.with_vectors([i for i in ids if i not in held])
+        scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
+        return [(doc, min(1.0, max(0.0, c))) for doc, c in scored]
 
 
 class _SentenceLayout:
