@@ -22,6 +22,7 @@ from langchain_expand import (
 from langchain_expand.adapters import StoreAdapter
 from langchain_expand.core import VectorSearch
 from langchain_expand.snapshot import Snapshot
+from langchain_expand.snapshot import build as build_snapshot
 
 from .conftest import as_documents, load_docs, load_queries
 
@@ -298,3 +299,40 @@ def test_over_its_limit_the_snapshot_is_not_built_and_the_store_answers(reader: 
     assert limited._snapshot[1] is None
     with pytest.raises(ValueError, match="snapshot_limit"):
         reader(lexical=True, snapshot_limit=-1)
+
+
+def test_a_snapshot_built_on_the_last_one_equals_a_snapshot_built_whole(
+    tmp_path: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After writes, the next snapshot reads only the documents written since; it is the same as one built whole."""
+    lines = load_docs("friendsqa")[0]["text"].split("\n")
+    scenes = [Document("\n".join(lines[i : i + 40]), id=f"scene-{i // 40}") for i in range(0, 200, 40)]
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    store = chroma_store("scenes", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical)
+    retriever.add_documents(scenes[:4])
+    query = "what is Joey going to do when he has a baby"
+    retriever.invoke(query, max_tokens=300)
+    first = snapshot_of(retriever)
+
+    retriever.add_documents([scenes[4]])  # new
+    retriever.add_documents([Document(scenes[0].page_content + "\nRoss Geller: One more line .", id="scene-0")])
+    retriever.delete(["scene-1"])
+    asked: list[object] = []
+    copies = lexical.copies
+    monkeypatch.setattr(lexical, "copies", lambda doc_ids=None: asked.append(doc_ids) or copies(doc_ids))
+    found = retriever.invoke(query, max_tokens=300)
+    grown = snapshot_of(retriever)
+    assert grown is not first
+    assert asked == [{"scene-0", "scene-4"}]  # the unchanged scenes are taken from the last snapshot
+    whole = build_snapshot(retriever._vectors, lexical, "whole", 10**6)
+    assert whole is not None
+    assert grown.ids == whole.ids
+    assert grown.revs == whole.revs
+    assert np.array_equal(grown._matrix, whole._matrix)
+    assert [h.metadata for h, _ in grown.heads(whole.revs)] == [h.metadata for h, _ in whole.heads(whole.revs)]
+    vector = minilm.embed_query(query)
+    assert grown.scores(vector).nearest(40) == whole.scores(vector).nearest(40)
+    for text in [query, "baby cigars waiting room", "mucus plug water broke", "one more line"]:
+        assert grown.bm25.search(text, 30) == whole.bm25.search(text, 30) == lexical.search(text, 30)
+    assert all(d.metadata["doc_id"] != "scene-1" for d in found)

@@ -256,7 +256,7 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
         texts += [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
     index = LexicalIndex()
     index.replace([("d", "r", texts)])
-    bm25 = Bm25(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
     queries = [q["query"] for q in load_queries("emanual")[:10] + load_queries("friendsqa")[:10]]
     queries += ["cafe", "CAFÉ", "snake_case", "x ray", "1,452.4", "strasse", "orsted", "ok", "", "?!"]
     for query in queries:

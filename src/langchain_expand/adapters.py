@@ -285,12 +285,17 @@ class StoreAdapter:
             return {d.id: v for d, v in self.with_vectors(ids) if d.id is not None}
         return {}
 
-    def where(self, where: dict[str, Any]) -> list[tuple[Document, Vector]] | None:
-        """Every record whose metadata matches ``where``, with its vector (Chroma only; None elsewhere)."""
+    def where(self, where: dict[str, Any], *, vectors: bool = True) -> list[tuple[Document, Vector | None]] | None:
+        """Every record whose metadata matches ``where``, with its vector unless ``vectors`` is False.
+
+        Chroma only; None elsewhere.
+        """
         if self.kind != "chroma":
             return None
-        got = self.store._collection.get(where=where, include=["embeddings", "documents", "metadatas"])  # type: ignore[attr-defined]
-        rows = zip(got["ids"], got["documents"], got["metadatas"], got["embeddings"], strict=True)
+        include = ["documents", "metadatas", *(["embeddings"] if vectors else [])]
+        got = self.store._collection.get(where=where, include=include)  # type: ignore[attr-defined]
+        found = got["embeddings"] if vectors else [None] * len(got["ids"])
+        rows = zip(got["ids"], got["documents"], got["metadatas"], found, strict=True)
         return [(Document(text, metadata=dict(meta or {}), id=i), vec) for i, text, meta, vec in rows]
 
     def _qdrant_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:

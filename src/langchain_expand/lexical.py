@@ -21,7 +21,7 @@ import re
 import sqlite3
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -165,14 +165,22 @@ class LexicalIndex:
                 ]
         return found
 
-    def copies(self) -> Iterator[tuple[str, str, LocalSentence]]:
-        """Every local copy as ``(doc_id, rev, sentence)``, in the order written (for :mod:`.snapshot`)."""
+    def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
+        """Every local copy (of ``doc_ids`` only, when given) as ``(doc_id, rev, sentence)``, in the order written."""
+        columns = "rowid, doc_id, rev, i, text, start, end, gap, tokens, counter, vector"
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT doc_id, rev, i, text, start, end, gap, tokens, counter, vector FROM {self.table}_records "
-                "ORDER BY rowid"
-            ).fetchall()
-        for doc_id, rev, i, text, start, end, gap, tokens, counter, blob in rows:
+            if doc_ids is None:
+                rows = self._db.execute(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid").fetchall()
+            else:
+                wanted, rows = list(doc_ids), []
+                for at in range(0, len(wanted), _MAX_VARIABLES):
+                    chunk = wanted[at : at + _MAX_VARIABLES]
+                    rows += self._db.execute(
+                        f"SELECT {columns} FROM {self.table}_records WHERE doc_id IN ({', '.join('?' * len(chunk))})",
+                        chunk,
+                    ).fetchall()
+                rows.sort()
+        for _, doc_id, rev, i, text, start, end, gap, tokens, counter, blob in rows:
             yield doc_id, rev, LocalSentence(i, text, start, end, gap, tokens, counter, _vector(blob))
 
     def count(self) -> int:

@@ -11,7 +11,10 @@ What a snapshot serves is always a set of whole documents, each at one revision:
 
 - it is built for one **change mark** (:meth:`StoreAdapter.marked`), which every writer renews
   when it has finished (after its heads and deletions); a query that finds another mark builds
-  a new snapshot, so a write shows in every reader's next query once its writer has finished;
+  a new snapshot, so a write shows in every reader's next query once its writer has finished.
+  The new one is built on the last: a document whose head has not moved keeps its rows, and
+  only those written since are read (the rest costs 9-17 ms against 74-135 ms built whole, on
+  3,000-5,300 sentences);
 - it is built only when **every document head** in the store has a local copy of each of its
   sentences at the head's revision. A writer without the lexical index, an index written before
   the copies existed, or a write caught half done leave a document without them: the store's own
@@ -49,10 +52,14 @@ class Snapshot:
         mark: str,
         space: str,
         relevance: Callable[[float], float],
-        sentences: dict[str, tuple[str, list[LocalSentence]]],
+        sentences: dict[str, tuple[str, list[LocalSentence] | None]],
         heads: dict[str, Document],
+        previous: Snapshot | None = None,
     ) -> None:
         """Hold ``sentences`` (``doc_id -> (rev, its sentences in order)``), every one with its vector.
+
+        A document given ``None`` for its sentences is taken as ``previous`` holds it (at the same
+        revision): its rows, vectors and words are reused, not read or split again.
 
         ``heads`` are the documents' head records as the store held them (their metadata is what
         every record of the document carries).
@@ -67,21 +74,32 @@ class Snapshot:
         self._heads = heads
         self.ids: list[str] = []
         """Every sentence's id, in the order the lexical index wrote them (a row of the matrix each)."""
-        self._row_of: dict[str, int] = {}
         self._sentences: list[LocalSentence] = []
-        vectors: list[np.ndarray] = []
+        self._words: list[np.ndarray] = []  # each row's words, as term numbers (the BM25 postings' source)
+        self._terms: dict[str, int] = {} if previous is None else dict(previous._terms)
+        self._span: dict[str, tuple[int, int]] = {}
+        blocks: list[np.ndarray] = []
         for doc_id, (_, kept) in sentences.items():
-            for sentence in kept:
-                id_ = unit_id(doc_id, sentence.i)
-                self._row_of[id_] = len(self.ids)
-                self.ids.append(id_)
-                self._sentences.append(sentence._replace(vector=None))
-                vectors.append(np.asarray(sentence.vector, dtype=np.float32))
-        self._matrix = np.vstack(vectors) if vectors else np.zeros((0, 0), dtype=np.float32)
+            start = len(self.ids)
+            if kept is None:
+                assert previous is not None
+                a, b = previous._span[doc_id]
+                self.ids += previous.ids[a:b]
+                self._sentences += previous._sentences[a:b]
+                self._words += previous._words[a:b]
+                blocks.append(previous._matrix[a:b])
+            elif kept:
+                self.ids += [unit_id(doc_id, s.i) for s in kept]
+                self._sentences += [s._replace(vector=None) for s in kept]
+                self._words += [_term_numbers(s.text, self._terms) for s in kept]
+                blocks.append(np.vstack([np.asarray(s.vector, dtype=np.float32) for s in kept]))
+            self._span[doc_id] = (start, len(self.ids))
+        self._row_of = {id_: row for row, id_ in enumerate(self.ids)}
+        self._matrix: np.ndarray = np.vstack(blocks) if blocks else np.zeros((0, 0), dtype=np.float32)
         self._squares = np.einsum("ij,ij->i", self._matrix, self._matrix)
         self._norms = np.sqrt(self._squares)
         self._norms[self._norms == 0] = 1.0
-        self.bm25 = Bm25([s.text for s in self._sentences], self._hit)
+        self.bm25 = Bm25(self._words, self._terms, self._hit)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -89,6 +107,8 @@ class Snapshot:
     def scores(self, vector: Sequence[float]) -> Scores:
         """Every sentence scored against the query ``vector``: one pass over the matrix a query."""
         query = np.asarray(vector, dtype=np.float32)
+        if not self.ids:
+            return Scores(self, np.zeros(0), np.zeros(0))
         # einsum, not BLAS: on 2 cores OpenBLAS's threads wait on the embedding model's, at 1-10x the cost
         dots = np.einsum("ij,j->i", self._matrix, query)
         cosines = dots / (self._norms * (float(np.linalg.norm(query)) or 1.0))
@@ -173,30 +193,31 @@ class Bm25:
     K1 = 1.2
     B = 0.75
 
-    def __init__(self, texts: Sequence[str], hit: Callable[[int, int], LexicalHit]) -> None:
-        """Index ``texts`` (row ``j`` is ``texts[j]``); ``hit(row, rank)`` names a row found.
+    def __init__(
+        self, words: Sequence[np.ndarray], terms: dict[str, int], hit: Callable[[int, int], LexicalHit]
+    ) -> None:
+        """Index rows whose words are ``words[row]`` (numbers in ``terms``); ``hit(row, rank)`` names a row found.
 
         The postings are one array of rows and one of counts, sorted by term then row; a term's
         are the slice between its two offsets.
         """
-        n = len(texts)
-        self._terms: dict[str, int] = {}
-        term_ids: list[int] = []
-        lengths = np.zeros(n)
-        for row, text in enumerate(texts):
-            tokens = words(text)
-            lengths[row] = len(tokens)
-            term_ids += [self._terms.setdefault(t, len(self._terms)) for t in tokens]
-        occurrences = np.asarray(term_ids, dtype=np.int64) * max(n, 1) + np.repeat(
-            np.arange(n), lengths.astype(np.int64)
-        )
-        keys, counts = np.unique(occurrences, return_counts=True)  # sorted: by term, then row
-        self._rows = keys % max(n, 1)
+        n = len(words)
+        lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=n)
+        flat = np.concatenate(words) if n else np.zeros(0, dtype=np.int64)
+        keys, counts = np.unique(flat * max(n, 1) + np.repeat(np.arange(n), lengths), return_counts=True)
+        self._terms = terms
+        self._rows = keys % max(n, 1)  # sorted: by term, then row
         self._counts = counts.astype(np.float64)
-        self._offsets = np.searchsorted(keys // max(n, 1), np.arange(len(self._terms) + 1))
+        self._offsets = np.searchsorted(keys // max(n, 1), np.arange(len(terms) + 1))
         average = float(lengths.mean()) if n else 1.0
         self._length_norm = self.K1 * (1.0 - self.B + self.B * lengths / (average or 1.0))
         self._hit = hit
+
+    @classmethod
+    def of(cls, texts: Sequence[str], hit: Callable[[int, int], LexicalHit]) -> Bm25:
+        """BM25 over ``texts`` (row ``j`` is ``texts[j]``)."""
+        terms: dict[str, int] = {}
+        return cls([_term_numbers(t, terms) for t in texts], terms, hit)
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """The ``k`` sentences that best match the query's words by BM25, best first."""
@@ -219,38 +240,61 @@ class Bm25:
         return [self._hit(int(row), rank) for rank, row in enumerate(best)]
 
 
-def build(store: StoreAdapter, lexical: LexicalIndex, mark: str, limit: int) -> Snapshot | None:
+def _term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:
+    """The text's words (:func:`~langchain_expand.lexical.words`) as numbers in ``terms``, which learns new ones."""
+    return np.asarray([terms.setdefault(w, len(terms)) for w in words(text)], dtype=np.int64)
+
+
+def build(
+    store: StoreAdapter, lexical: LexicalIndex, mark: str, limit: int, previous: Snapshot | None = None
+) -> Snapshot | None:
     """The snapshot of what ``store`` has committed, from ``lexical``'s copies; None when they do not cover it.
 
     None too when the copies number more than ``limit``, or the store cannot list its heads.
     The caller reads ``mark`` before this, so a writer finishing meanwhile only makes the
     snapshot newer than its mark: the next query's mark differs, and builds again.
+
+    With ``previous`` (an earlier snapshot of the same store), a document whose head still has
+    the revision ``previous`` holds it at is taken from there: only the documents written since
+    are read from the lexical index, and only their heads' vectors from the store.
     """
     if store.space is None or lexical.count() > limit:
         return None
-    heads = store.where({STORED_INDEX: 0})
+    heads = store.where({STORED_INDEX: 0}, vectors=previous is None)
     if heads is None:
         return None
-    committed: dict[str, tuple[object, int, Vector]] = {}
+    committed: dict[str, tuple[object, int, Vector | None]] = {}
     records: dict[str, Document] = {}
     for record, vector in heads:
         meta = record.metadata
         if STORED_DOC in meta:
             committed[str(meta[STORED_DOC])] = (meta.get(STORED_REV), int(meta[STORED_COUNT]), vector)
             records[str(meta[STORED_DOC])] = record
-    sentences: dict[str, tuple[str, list[LocalSentence]]] = {}
-    for doc_id, rev, sentence in lexical.copies():
-        if doc_id in committed and committed[doc_id][0] == rev:
-            sentences.setdefault(doc_id, (rev, []))[1].append(sentence)
-    if len(sentences) != len(committed):
+    same = {} if previous is None else {d: h[0] for d, h in committed.items() if previous.revs.get(d) == h[0]}
+    written: dict[str, tuple[str, list[LocalSentence]]] = {}
+    for doc_id, rev, sentence in lexical.copies(None if previous is None else set(committed) - set(same)):
+        if doc_id in committed and doc_id not in same and committed[doc_id][0] == rev:
+            written.setdefault(doc_id, (rev, []))[1].append(sentence)
+    if len(same) + len(written) != len(committed):
         return None  # a document not copied at its head's revision: the store answers
-    for doc_id, (head_rev, n, head_vector) in committed.items():
-        kept = sorted(sentences[doc_id][1], key=lambda s: s.i)
-        if [s.i for s in kept] != list(range(n)):
+    for doc_id, (_, kept) in written.items():
+        kept.sort(key=lambda s: s.i)
+        if [s.i for s in kept] != list(range(committed[doc_id][1])):
             return None  # not copied whole
+    unread = [d for d, (_, kept) in written.items() if kept[0].vector is None and committed[d][2] is None]
+    head_vectors = store.vectors([unit_id(d, 0) for d in unread])
+    for doc_id, (_, kept) in written.items():
+        head_vector = committed[doc_id][2]
         if kept[0].vector is None:  # the head is written after its copy: its vector comes from the store
-            kept[0] = kept[0]._replace(vector=head_vector)
+            kept[0] = kept[0]._replace(
+                vector=head_vector if head_vector is not None else head_vectors.get(unit_id(doc_id, 0))
+            )
         if any(s.vector is None for s in kept):
             return None
-        sentences[doc_id] = (str(head_rev), kept)
-    return Snapshot(mark, store.space, store.relevance, sentences, records)
+    # The order a full build gives: documents by their first copy's place in the lexical index
+    # (those unchanged keep theirs; one written since was copied after all of them).
+    ordered: dict[str, tuple[str, list[LocalSentence] | None]] = {}
+    if previous is not None:
+        ordered.update((d, (str(same[d]), None)) for d in previous.revs if d in same)
+    ordered.update((d, (str(rev), kept)) for d, (rev, kept) in written.items())
+    return Snapshot(mark, store.space, store.relevance, ordered, records, previous)
