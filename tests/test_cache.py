@@ -336,3 +336,11 @@ def test_a_snapshot_built_on_the_last_one_equals_a_snapshot_built_whole(
     for text in [query, "baby cigars waiting room", "mucus plug water broke", "one more line"]:
         assert grown.bm25.search(text, 30) == whole.bm25.search(text, 30) == lexical.search(text, 30)
     assert all(d.metadata["doc_id"] != "scene-1" for d in found)
+
+
+def test_an_empty_store_with_a_lexical_index_answers_nothing(tmp_path: Path, minilm: Embeddings) -> None:
+    store = chroma_store("empty", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
+    assert retriever.invoke("anything at all", max_tokens=300) == []
+    assert retriever.invoke("anything at all", k=2, before=1, after=1) == []
+    assert snapshot_of(retriever).ids == []
