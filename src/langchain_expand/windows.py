@@ -840,7 +840,7 @@ class _HybridSearch:
         self.reads = reads
 
     def __call__(self, k: int) -> list[tuple[Document, float]]:
-        if isinstance(self.lexical, Bm25):  # in memory: about a millisecond
+        if isinstance(self.lexical, Bm25):  # in memory: half a millisecond
             found = self.lexical.search(self.dense.query, k)
             scored = self.ranking(k, lambda: (hit.doc_id for hit in found))
         else:
