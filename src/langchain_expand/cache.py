@@ -28,7 +28,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
 from typing import Protocol
 
 import numpy as np
@@ -147,8 +146,8 @@ class Reads:
         """
         self.store = store
         self.snapshot = snapshot
-        if snapshot is not None:
-            local = snapshot
+        if snapshot is not None:  # it holds every record the cache could: the cache is not used
+            local, size = snapshot, 0
         self.cache = cache
         self.size = size
         self.counter = counter
@@ -175,7 +174,7 @@ class Reads:
         doc_ids = [d for d in dict.fromkeys(doc_ids) if unit_id(d, 0) not in self._read]
         if self.snapshot is not None:
             self._learn(self.snapshot.heads(doc_ids))
-        self._learn(self.store.with_vectors([i for i in map(unit_id, doc_ids, repeat(0)) if i not in self._read]))
+        self._learn(self.store.with_vectors([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read]))
 
     def records(self, ids: Sequence[str]) -> list[Document]:
         """The records ``ids`` name (unknown ids left out), each read from the store at most once."""
@@ -310,8 +309,7 @@ class Reads:
                 continue
             self._read[doc.id] = (doc, vector)
             self.revs.setdefault(meta[STORED_DOC], meta.get(STORED_REV))
-            # Heads are never served from the cache; nor is what a snapshot holds kept there.
-            if self.size and self.snapshot is None and int(meta.get(STORED_INDEX, 0)) != 0:
+            if self.size and int(meta.get(STORED_INDEX, 0)) != 0:  # heads are never served from the cache
                 kept.append(_Entry(doc, None if vector is None else _own(vector), self._counts.get(doc.id)))
         if kept:
             self.cache.keep(kept, self.size)

@@ -169,11 +169,6 @@ class Scores:
         relevance = self.snapshot.relevance
         return [(self.snapshot.ids[j], relevance(float(self.distances[j]))) for j in top]
 
-    def similarities(self, ids: Iterable[str]) -> dict[str, float]:
-        """The cosine similarity to the query of each of the sentences ``ids`` held here; others left out."""
-        rows = self.snapshot._row_of
-        return {i: float(self.cosines[rows[i]]) for i in ids if i in rows}
-
     def similar(self, ids: Iterable[str]) -> list[tuple[str, LocalSentence, float]]:
         """The sentences ``ids`` held here, each (without its vector) with its cosine similarity to the query."""
         rows = self.snapshot._row_of

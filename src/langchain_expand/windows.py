@@ -871,7 +871,7 @@ class _HybridSearch:
         if vector is None:
             return [(doc, floor) for doc in self.reads.records(ids)]
         scores = self.reads.scores(vector)
-        held = {} if scores is None else scores.similarities(ids)  # a snapshot has scored all it holds
+        held = {} if scores is None else {i: c for i, _, c in scores.similar(ids)}  # a snapshot scored all it holds
         scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
         read = self.reads.with_vectors([i for i in ids if i not in held])
         scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
