@@ -93,6 +93,26 @@ def test_given_counts_spare_the_counting_and_cannot_break_the_budget(
     assert joined_tokens(kept) == report.used <= budget
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, len(SENTENCES) - 1), st.integers(0, 4), st.integers(0, 4)), max_size=10),
+    st.integers(1, 800),
+)
+def test_packing_on_the_parts_counts_decides_as_packing_on_exact_counts(
+    hits: list[tuple[int, int, int]], budget: int
+) -> None:
+    """With tiktoken, each separator counted with the unit's last word makes the parts' sum the joined count."""
+    docs = [window(h, b, a) for h, b, a in hits]
+
+    def joined(units: list[Document]) -> str:  # a formatter: every decision on an exact count
+        return "\n\n".join(d.page_content for d in units)
+
+    fast, fast_report = fit_to_budget(docs, budget)
+    exact, exact_report = fit_to_budget(docs, budget, formatter=joined)
+    assert [d.page_content for d in fast] == [d.page_content for d in exact]
+    assert fast_report == exact_report
+
+
 def test_counts_must_match_the_units() -> None:
     with pytest.raises(ValueError, match=r"`counts` must give one count per unit \(2\), got 1"):
         fit_to_budget([Document("a"), Document("b")], 10, counts=[1])

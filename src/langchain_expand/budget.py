@@ -264,33 +264,58 @@ def _pack_by_parts(
 
     Counting every unit once (and each shrunk candidate alone) is linear in the context,
     where the exact policy counts the joined context for every unit and every shrink step.
-    The joined count is close to the sum of the units' counts: the separator mostly merges
-    with a unit's edge (measured at 4,000 tokens: the sum with one token per separator was
-    9-59 over). Separators are counted one token less than alone, so the sum is a close
-    guess either way; the caller checks the result exactly and settles any excess with the
-    exact policy, over these few units only.
+    A separator is counted with the end of the unit before it (:func:`_joint`): a tokenizer
+    that splits text into words before merging (tiktoken's encodings) mostly makes the
+    separator one token with a closing mark, or a token of its own, and starts the next unit
+    afresh, so the sum is the joined count (measured equal on every context of the four dev
+    corpora at 500 and 8,000 tokens, where one token less per separator than alone was up
+    to 10 short). The caller still checks the result exactly and settles any excess with
+    the exact policy, over these few units only.
     """
-    gap = max(0, counter(separator) - 1)
     kept: Packed = []
     used = 0
-
-    def cost(tokens: int) -> int:
-        return tokens + (gap if kept else 0)
+    joint = 0  # what the separator after the last unit kept adds, once another unit follows
 
     for rank, (doc, tokens) in enumerate(zip(documents, sizes, strict=True)):
-        if used + cost(tokens) <= limit:
-            kept.append((rank, doc))
-            used += cost(tokens)
-            continue
-        smaller = _shrink(doc, partial(_fits_in, limit - used, cost, counter), counter, splitter)
-        if smaller is not None:
-            used += cost(counter(smaller.page_content))
-            kept.append((rank, smaller))
+        gap = joint if kept else 0
+        room = limit - used - gap
+        unit = doc
+        if tokens > room:
+            smaller = _shrink(doc, partial(_fits_in, room, counter), counter, splitter)
+            if smaller is None:
+                continue
+            unit, tokens = smaller, _counted(smaller, counter)
+        used += gap + tokens
+        kept.append((rank, unit))
+        joint = _joint(unit.page_content, separator, counter)
     return kept
 
 
-def _fits_in(room: int, cost: Callable[[int], int], counter: Callable[[str], int], doc: Document) -> bool:
-    return cost(counter(doc.page_content)) <= room
+def _joint(text: str, separator: str, counter: Callable[[str], int]) -> int:
+    """What ``separator`` adds to the count of ``text`` ending a context: counted on its last word alone.
+
+    A space before a word starts a token in tiktoken's encodings, so the last word (its space
+    included) holds every token the separator can merge with. A last run of over 64
+    characters without a space is cut to 64: the guess is then approximate, never unsafe.
+    """
+    if not separator:
+        return 0
+    tail = text[max(text.rfind(" "), len(text) - _TAIL, 0) :]
+    return counter(tail + separator) - counter(tail)
+
+
+_TAIL = 64
+"""The most characters :func:`_joint` counts a unit's end on."""
+
+
+def _counted(doc: Document, counter: Callable[[str], int]) -> int:
+    """A unit's count: its ``tokens`` where :func:`trim` just counted them, else counted now."""
+    tokens = doc.metadata.get(TOKENS)
+    return tokens if isinstance(tokens, int) else counter(doc.page_content)
+
+
+def _fits_in(room: int, counter: Callable[[str], int], doc: Document) -> bool:
+    return _counted(doc, counter) <= room
 
 
 def _fitting_prefix(documents: Sequence[Document], fits: Callable[[Sequence[Document]], bool]) -> int:
