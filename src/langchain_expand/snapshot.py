@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from langchain_core.documents import Document
@@ -41,7 +41,16 @@ from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORE
 if TYPE_CHECKING:
     from langchain_expand.adapters import StoreAdapter, Vector
 
-__all__ = ["Bm25", "Scores", "Snapshot", "build"]
+__all__ = ["Bm25", "Run", "Scores", "Snapshot", "build"]
+
+
+class Run(NamedTuple):
+    """Consecutive sentences of one document, all at one revision: what a window is built from."""
+
+    rev: str
+    head: Document
+    """The document's head record: its metadata is what every record of the document carries."""
+    sentences: Sequence[LocalSentence]
 
 
 class Snapshot:
@@ -132,6 +141,13 @@ class Snapshot:
             if head is not None:
                 found.append((head, self._matrix[self._row_of[unit_id(doc_id, 0)]]))
         return found
+
+    def run(self, doc_id: str, first: int, last: int) -> Run | None:
+        """Sentences ``first`` to ``last - 1`` of a document held here: a slice (its rows are its sentences)."""
+        span = self._span.get(doc_id)
+        if span is None or not 0 <= first < last <= span[1] - span[0]:
+            return None
+        return Run(self.revs[doc_id], self._heads[doc_id], self._sentences[span[0] + first : span[0] + last])
 
     def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
         """The copies of sentences ``indices`` of the document at ``rev``, as :meth:`LexicalIndex.sentences`."""

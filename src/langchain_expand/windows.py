@@ -44,7 +44,7 @@ from langchain_expand.records import (
     unit_owner,
 )
 from langchain_expand.sentences import SentenceSplitter, Span
-from langchain_expand.snapshot import Bm25, Snapshot
+from langchain_expand.snapshot import Bm25, Run, Snapshot
 from langchain_expand.tokens import TokenCounter, count_many, count_spans, counter_key
 from langchain_expand.units import (
     CARRIED,
@@ -73,6 +73,10 @@ logger = logging.getLogger(__name__)
 
 Search = Callable[[int], list[tuple[Document, float]]]
 """Asked for ``k``, gives the best matches with their relevance, best first."""
+
+Runs = Callable[[str, int, int], "Run | None"]
+"""Asked for a document's sentences ``first`` to ``last - 1``, gives them at one revision; None where the store
+holds no complete run of them at one revision."""
 
 _BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
 """Runs the lexical search beside the dense one."""
@@ -557,7 +561,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         units = units[: plan.k]
         records = reads.records(_needed_ids(units))  # the hits among them from the search, unread
-        return self._budgeted(self._assemble(units, records, plan.skipped), plan.max_tokens)
+        return self._budgeted(self._assemble(units, _record_runs(records), plan.skipped), plan.max_tokens)
 
     def _fill(self, search: Search, plan: _Plan, reads: Reads) -> list[Document]:
         """Windows of the best hits, as many as it takes to hold the budget.
@@ -587,7 +591,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             units = plan.units(taken[:needed])
             if len(taken) < len(hits) or needed < len(taken):
                 break
-        return self._assemble(units, list(records.values()), plan.skipped)
+        return self._assemble(units, _record_runs(records.values()), plan.skipped)
 
     def _grown(self, search: Search, dense: VectorSearch, plan: _Plan, reads: Reads) -> list[Document]:
         """Windows grown from the best hits toward the evidence until they hold the budget.
@@ -649,7 +653,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         units = plan.joined(regions)
         _absorb(units, hits)
-        return self._assemble(units, reads.records(_needed_ids(units)), plan.skipped)
+        return self._assemble(units, _runs(reads, units), plan.skipped)
 
     def expand_hits(
         self,
@@ -669,7 +673,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         plan = self._plan(k=len(hits) or 1, before=before, after=after, expand=True, merge=merge, max_tokens=max_tokens)
         units = plan.units([_from_match(doc) for doc in hits])
         records = self._vectors.get_by_ids(_needed_ids(units))
-        return self._budgeted(self._assemble(units, records), plan.max_tokens)
+        return self._budgeted(self._assemble(units, _record_runs(records)), plan.max_tokens)
 
     def source_text(self, doc_id: str) -> str:
         """A document's text rebuilt from the store, at the offsets the units carry.
@@ -684,7 +688,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         n = int(heads[0].metadata[STORED_COUNT])
         records = self._vectors.get_by_ids([unit_id(doc_id, i) for i in range(n)])
         ordered = sorted(records, key=lambda r: int(r.metadata[STORED_INDEX]))
-        return " " * int(ordered[0].metadata[STORED_START]) + _joined(ordered)
+        return " " * int(ordered[0].metadata[STORED_START]) + _text([_copy_of(r) for r in ordered])
 
     def _plan(self, **given: Any) -> _Plan:
         """This call's settings: what the call gives, else the instance's fields; checked."""
@@ -745,19 +749,15 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter, counts=counts)
         return kept
 
-    def _assemble(self, units: list[_Unit], records: list[Document], skipped: set[str] | None = None) -> list[Document]:
-        """Build each unit's text from the fetched records; skip uncommitted documents.
+    def _assemble(self, units: list[_Unit], runs: Runs, skipped: set[str] | None = None) -> list[Document]:
+        """Build each unit's text from its run of sentences; skip uncommitted documents.
 
         The ids of documents skipped are added to ``skipped``, so the caller can refill.
         """
-        by_id = {r.id: r for r in records if r.id is not None}
         out: list[Document] = []
         for unit in units:
-            head = by_id.get(unit_id(unit.doc_id, 0))
-            parts = [by_id.get(unit_id(unit.doc_id, i)) for i in range(unit.first, unit.last)]
-            rev = head.metadata.get(STORED_REV) if head is not None else None
-            present = [p for p in parts if p is not None and p.metadata.get(STORED_REV) == rev]
-            if rev is None or len(present) != len(parts) or any(h.rev not in (None, rev) for h in unit.hits):
+            run = runs(unit.doc_id, unit.first, unit.last)
+            if run is None or any(h.rev not in (None, run.rev) for h in unit.hits):
                 logger.warning(
                     "Skipping a hit in document %r: the store holds an incomplete or "
                     "superseded version of it (an interrupted or running add_documents). "
@@ -767,7 +767,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 if skipped is not None:
                     skipped.add(unit.doc_id)
                 continue
-            out.append(_window(unit, present))
+            out.append(_window(unit, run))
         texts = [d.page_content for d in out]
         for doc, tokens in zip(out, count_many(self.token_counter, texts), strict=True):
             doc.metadata[TOKENS] = tokens
@@ -1067,28 +1067,67 @@ def _needed_ids(units: list[_Unit]) -> list[str]:
     return list(ids)
 
 
-def _joined(records: list[Document]) -> str:
-    """Consecutive sentence records as they stand in the source, gaps included."""
+def _runs(reads: Reads, units: list[_Unit]) -> Runs:
+    """The units' sentences: sliced from the query's snapshot where it holds their document, else read."""
+    held = reads.snapshot
+    rest = [u for u in units if held is None or u.doc_id not in held.revs]
+    read = _record_runs(reads.records(_needed_ids(rest)) if rest else [])
+    if held is None:
+        return read
+
+    def run(doc_id: str, first: int, last: int) -> Run | None:
+        return held.run(doc_id, first, last) if doc_id in held.revs else read(doc_id, first, last)
+
+    return run
+
+
+def _record_runs(records: Iterable[Document]) -> Runs:
+    """Runs of the sentence records given; one with a record missing, or of another revision than its head, is None."""
+    by_id = {r.id: r for r in records if r.id is not None}
+
+    def run(doc_id: str, first: int, last: int) -> Run | None:
+        head = by_id.get(unit_id(doc_id, 0))
+        rev = None if head is None else head.metadata.get(STORED_REV)
+        parts = [by_id.get(unit_id(doc_id, i)) for i in range(first, last)]
+        present = [p for p in parts if p is not None and p.metadata.get(STORED_REV) == rev]
+        if head is None or not isinstance(rev, str) or len(present) != len(parts):
+            return None
+        return Run(rev, head, [_copy_of(p) for p in present])
+
+    return run
+
+
+def _copy_of(record: Document) -> LocalSentence:
+    """A sentence record as its local copy holds it."""
+    m = record.metadata
+    return LocalSentence(
+        int(m[STORED_INDEX]), record.page_content, int(m[STORED_START]), int(m[STORED_END]), m[STORED_GAP]
+    )
+
+
+def _text(sentences: Sequence[LocalSentence]) -> str:
+    """Consecutive sentences as they stand in the source, gaps included."""
     parts = []
-    for r in records[:-1]:
-        parts += [r.page_content, r.metadata[STORED_GAP]]
-    parts.append(records[-1].page_content)
+    for s in sentences[:-1]:
+        parts += [s.text, s.gap]
+    parts.append(sentences[-1].text)
     return "".join(parts)
 
 
-def _window(unit: _Unit, records: list[Document]) -> Document:
+def _window(unit: _Unit, run: Run) -> Document:
     best = unit.hits[0]
+    sentences = run.sentences
     metadata: dict[str, Any] = {
-        **decode_metadata(records[0].metadata),
+        **decode_metadata(run.head.metadata),
         **best.extra,
         DOC_ID: unit.doc_id,
         HIT: best.index,
         HITS: [h.index for h in unit.hits],
         SPAN: [unit.first, unit.last],
-        START: records[0].metadata[STORED_START],
-        END: records[-1].metadata[STORED_END],
+        START: sentences[0].start,
+        END: sentences[-1].end,
         SCORE: best.score,
         N_SENTENCES: unit.n,
-        SENTENCES: [[r.metadata[STORED_START], r.metadata[STORED_END]] for r in records],
+        SENTENCES: [[s.start, s.end] for s in sentences],
     }
-    return Document(page_content=_joined(records), metadata=metadata, id=f"{unit.doc_id}::{unit.first}-{unit.last}")
+    return Document(page_content=_text(sentences), metadata=metadata, id=f"{unit.doc_id}::{unit.first}-{unit.last}")
