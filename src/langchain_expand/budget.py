@@ -26,7 +26,7 @@ from pydantic import ConfigDict, model_validator
 
 from langchain_expand.ranges import grow, largest_fitting
 from langchain_expand.sentences import SentenceSplitter, Span, Splitter
-from langchain_expand.tokens import TokenCounter, count_many
+from langchain_expand.tokens import TokenCounter, count_many, separator_cost, starts_token
 from langchain_expand.units import (
     BUDGET,
     CHILDREN,
@@ -112,6 +112,7 @@ def fit_to_budget(
     order: Order = "rank",
     measure: Callable[[str], int] | None = None,
     counts: Sequence[int] | None = None,
+    counts_exact: bool = False,
 ) -> tuple[list[Document], BudgetReport]:
     """Keep the best-ranked units whose joined context fits ``max_tokens - reserve``.
 
@@ -137,6 +138,11 @@ def fit_to_budget(
         counts: Each unit's token count by ``token_counter``, where the caller has them
             (a retriever's own ``tokens``), so they are not counted again. They guide the
             packing only: what is kept is checked on an exact count of the joined context.
+        counts_exact: The ``counts`` are ``token_counter``'s exact counts of these units (a
+            retriever's own, counted with the same counter). The joined context is then not
+            counted again where its count follows from theirs (:func:`separator_cost`: tiktoken's
+            cl100k_base and o200k_base, a separator of line breaks); wrong counts given as exact
+            can break the budget.
 
     Returns:
         The kept units and a :class:`BudgetReport`.
@@ -173,7 +179,9 @@ def fit_to_budget(
         raise ValueError(msg)
     if formatter is None and measure is None:
         sizes = count_many(counter, [d.page_content for d in documents]) if counts is None else counts
-        kept = _pack_by_parts(documents, sizes, limit, counter, separator, splitter)
+        kept, total = _pack_by_parts(documents, sizes, limit, counter, separator, splitter)
+        if total is not None and (counts is None or counts_exact):
+            counted[render([d for _, d in kept])] = total  # the joined count, exactly: no need to count it
         if not fits([d for _, d in kept]):  # the parts' sum fell short: settle the last units exactly
             ranks = [rank for rank, _ in kept]
             settled = _pack_exactly([d for _, d in kept], fits, fits_after, counter, splitter)
@@ -259,22 +267,22 @@ def _pack_by_parts(
     counter: Callable[[str], int],
     separator: str,
     splitter: Splitter,
-) -> Packed:
+) -> tuple[Packed, int | None]:
     """The same policy, each decision taken on the sum of the parts' counts.
 
     Counting every unit once (and each shrunk candidate alone) is linear in the context,
     where the exact policy counts the joined context for every unit and every shrink step.
-    A separator is counted with the end of the unit before it (:func:`_joint`): a tokenizer
-    that splits text into words before merging (tiktoken's encodings) mostly makes the
-    separator one token with a closing mark, or a token of its own, and starts the next unit
-    afresh, so the sum is the joined count (measured equal on every context of the four dev
-    corpora at 500 and 8,000 tokens, where one token less per separator than alone was up
-    to 10 short). The caller still checks the result exactly and settles any excess with
-    the exact policy, over these few units only.
+    A separator is counted with the end of the unit before it (:func:`separator_cost`): with
+    tiktoken's encodings the sum is then the joined count, provably so for cl100k_base and
+    o200k_base with a line-break separator (one token less per separator than alone was up
+    to 10 short on the dev corpora). Returns the kept units and, where the sum is proven to
+    be the joined count (given exact ``sizes``), that sum; else None, and the caller counts
+    the result and settles any excess with the exact policy, over these few units only.
     """
     kept: Packed = []
     used = 0
-    joint = 0  # what the separator after the last unit kept adds, once another unit follows
+    proven = True
+    joint, joint_exact = 0, True  # what the separator after the last unit kept adds, once another follows
 
     for rank, (doc, tokens) in enumerate(zip(documents, sizes, strict=True)):
         gap = joint if kept else 0
@@ -285,27 +293,12 @@ def _pack_by_parts(
             if smaller is None:
                 continue
             unit, tokens = smaller, _counted(smaller, counter)
+        if kept:
+            proven = proven and joint_exact and starts_token(unit.page_content)
         used += gap + tokens
         kept.append((rank, unit))
-        joint = _joint(unit.page_content, separator, counter)
-    return kept
-
-
-def _joint(text: str, separator: str, counter: Callable[[str], int]) -> int:
-    """What ``separator`` adds to the count of ``text`` ending a context: counted on its last word alone.
-
-    A space before a word starts a token in tiktoken's encodings, so the last word (its space
-    included) holds every token the separator can merge with. A last run of over 64
-    characters without a space is cut to 64: the guess is then approximate, never unsafe.
-    """
-    if not separator:
-        return 0
-    tail = text[max(text.rfind(" "), len(text) - _TAIL, 0) :]
-    return counter(tail + separator) - counter(tail)
-
-
-_TAIL = 64
-"""The most characters :func:`_joint` counts a unit's end on."""
+        joint, joint_exact = separator_cost(counter, unit.page_content, separator)
+    return kept, used if proven else None
 
 
 def _counted(doc: Document, counter: Callable[[str], int]) -> int:

