@@ -109,7 +109,7 @@ class SentenceCache:
 
 
 class Copies(Protocol):
-    """Where local copies of sentence records are read: a lexical index, or its snapshot in memory."""
+    """Where local copies of sentence records are read: a lexical index."""
 
     def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
         """The copies of sentences ``indices`` of the document held at revision ``rev``; others left out."""
@@ -146,8 +146,8 @@ class Reads:
         """
         self.store = store
         self.snapshot = snapshot
-        if snapshot is not None:  # it holds every record the cache could: the cache is not used
-            local, size = snapshot, 0
+        if snapshot is not None:  # it holds every record the cache and the copies could
+            local, size = None, 0
         self.cache = cache
         self.size = size
         self.counter = counter
@@ -275,9 +275,15 @@ class Reads:
     def _read_local(self, ids: Sequence[str]) -> None:
         """Read the local copies of ``ids`` at the revisions of their documents' heads (read first, fresh)."""
         ids = [i for i in ids if i not in self._asked]
+        self._asked.update(ids)
+        if self.snapshot is not None:  # whole documents, each at one revision: no head to check against
+            for id_ in ids:
+                found = self.snapshot.copy(id_)
+                if found is not None and found[1].i > 0:  # heads come from :meth:`heads`
+                    self._rows[id_] = found
+            return
         if self.local is None or not ids:
             return
-        self._asked.update(ids)
         wanted: dict[str, list[int]] = {}
         for position in map(unit_position, ids):
             if position is not None and position[1] > 0:  # heads come from the store

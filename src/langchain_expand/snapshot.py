@@ -83,6 +83,7 @@ class Snapshot:
         self._heads = heads
         self.ids: list[str] = []
         """Every sentence's id, in the order the lexical index wrote them (a row of the matrix each)."""
+        self._doc_of: list[str] = []  # each row's document
         self._sentences: list[LocalSentence] = []
         self._words: list[np.ndarray] = []  # each row's words, as term numbers (the BM25 postings' source)
         self._terms: dict[str, int] = {} if previous is None else dict(previous._terms)
@@ -94,11 +95,13 @@ class Snapshot:
                 assert previous is not None
                 a, b = previous._span[doc_id]
                 self.ids += previous.ids[a:b]
+                self._doc_of += previous._doc_of[a:b]
                 self._sentences += previous._sentences[a:b]
                 self._words += previous._words[a:b]
                 blocks.append(previous._matrix[a:b])
             elif kept:
                 self.ids += [unit_id(doc_id, s.i) for s in kept]
+                self._doc_of += [doc_id] * len(kept)
                 self._sentences += [s._replace(vector=None) for s in kept]
                 self._words += [_term_numbers(s.text, self._terms) for s in kept]
                 blocks.append(np.vstack([np.asarray(s.vector, dtype=np.float32) for s in kept]))
@@ -149,16 +152,13 @@ class Snapshot:
             return None
         return Run(self.revs[doc_id], self._heads[doc_id], self._sentences[span[0] + first : span[0] + last])
 
-    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
-        """The copies of sentences ``indices`` of the document at ``rev``, as :meth:`LexicalIndex.sentences`."""
-        if self.revs.get(doc_id) != rev:
-            return []
-        found: list[LocalSentence] = []
-        for i in indices:
-            row = self._row_of.get(unit_id(doc_id, i))
-            if row is not None:
-                found.append(self._sentences[row]._replace(vector=self._matrix[row]))
-        return found
+    def copy(self, id_: str) -> tuple[Document, LocalSentence] | None:
+        """The copy of the sentence ``id_`` names, with its document's head; None if not held here.
+
+        Without its vector: a query scores every sentence at once (:meth:`scores`).
+        """
+        row = self._row_of.get(id_)
+        return None if row is None else (self._heads[self._doc_of[row]], self._sentences[row])
 
 
 class Scores:
