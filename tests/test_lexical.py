@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import time
 from pathlib import Path
 
@@ -160,9 +161,29 @@ def test_local_copies_hold_what_the_store_holds_and_the_counters_counts(tmp_path
         assert copy.text == record["text"] == TEXT[copy.start : copy.end]
         assert (copy.start, copy.end, copy.gap) == (meta["lcx_start"], meta["lcx_end"], meta["lcx_gap"])
         assert (copy.tokens, copy.counter) == (counter(copy.text), "tiktoken/cl100k_base")
+        after = store.store.get(f"a::{copy.i + 1}")
+        if after is None:
+            assert copy.joined is None  # the last sentence
+        else:
+            assert copy.joined == counter(TEXT[copy.start : after["metadata"]["lcx_end"]])
         assert copy.vector is not None
         assert copy.vector.tolist() == pytest.approx(record["vector"], abs=1e-6)  # kept as float32
     assert lexical.sentences("a", rev, [0])[0].vector is None  # the head is written after: read from the store
+
+
+def test_an_index_written_before_joined_counts_were_kept_opens_and_keeps_them_from_then_on(tmp_path: Path) -> None:
+    path = tmp_path / "lexical.sqlite"
+    with sqlite3.connect(path) as db:  # the table as the previous version created it
+        db.execute(
+            "CREATE TABLE sentences_records (doc_id TEXT NOT NULL, i INTEGER NOT NULL, "
+            "rev TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, gap TEXT NOT NULL, "
+            "text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BLOB, PRIMARY KEY (doc_id, i))"
+        )
+        db.execute("INSERT INTO sentences_records VALUES ('a', 1, 'r1', 0, 5, ' ', 'Hello', 1, 'c', NULL)")
+    lexical = LexicalIndex(path)
+    assert [(d, s.text, s.tokens, s.joined) for d, _, s in lexical.copies()] == [("a", "Hello", 1, None)]
+    lexical.replace([("b", "r1", [LocalSentence(1, "Two.", 0, 4, " ", 1, "c", None, 3)])])
+    assert LexicalIndex(path).sentences("b", "r1", [1])[0].joined == 3
 
 
 def test_a_custom_counters_counts_are_not_kept() -> None:

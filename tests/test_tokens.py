@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from langchain_expand import TokenCounter
-from langchain_expand.tokens import separator_cost, starts_token
+from langchain_expand.tokens import chained_count, separator_cost, starts_token
 
 SAMPLES = [
     "Hello world",
@@ -85,6 +85,31 @@ def test_a_separator_cost_is_exact_only_where_it_is_proven() -> None:
     assert not starts_token("")
 
 
+_PARTS = st.lists(
+    st.tuples(
+        st.lists(_TRICKY, min_size=1, max_size=12).map(lambda parts: "".join(parts).strip()).filter(bool),
+        st.sampled_from([" ", "\n", "\n\n", "", "  ", " \n", "\t"]),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@example([("' the.", " "), ("!!", "\n\n"), ("/ the", "")], "cl100k_base")  # "!!" holds no space: joins overlap
+@settings(max_examples=300, deadline=None)
+@given(_PARTS, st.sampled_from(["cl100k_base", "o200k_base"]))
+def test_a_chained_count_is_the_count_of_the_whole(parts: list[tuple[str, str]], encoding: str) -> None:
+    counter = TokenCounter(encoding)
+    texts = [t for t, _ in parts]
+    sources = [t + gap for t, gap in parts[:-1]] + [texts[-1]]  # each text with what follows it
+    joined = [counter(sources[j] + texts[j + 1]) for j in range(len(texts) - 1)]
+    chained = chained_count(counter, texts, [counter(t) for t in texts], joined)
+    if chained is not None:
+        assert chained == counter("".join(sources))
+    if len(texts) > 1:
+        assert chained_count(TokenCounter(count=len), texts, [len(t) for t in texts], joined) is None
+
+
 def test_model_name_picks_its_encoding() -> None:
     assert TokenCounter(model="gpt-4o").encoding_name == "o200k_base"
     assert TokenCounter(model="gpt-4").encoding_name == "cl100k_base"
@@ -109,7 +134,7 @@ def test_two_ways_of_choosing_is_an_error() -> None:
 _OFFLINE = """
 import sys
 from langchain_expand import TokenCounter
-from langchain_expand.tokens import separator_cost, starts_token
+from langchain_expand.tokens import chained_count, separator_cost, starts_token
 c = TokenCounter(sys.argv[1])
 print(type(c._encoder).__module__, c("Offline counting works, even air-gapped."))
 """

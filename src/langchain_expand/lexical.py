@@ -24,7 +24,7 @@ import unicodedata
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,8 +48,10 @@ class LexicalHit:
 class LocalSentence(NamedTuple):
     """A sentence record's local copy: what a query needs to read it without the vector store.
 
-    ``tokens`` were counted by the counter ``counter`` names (None: not counted); ``vector`` is
-    the vector the store holds, as float32 (None: not known). A tuple: a query builds hundreds.
+    ``tokens`` were counted by the counter ``counter`` names (None: not counted), and so was
+    ``joined``: this sentence, its gap and the next sentence as one text (None: the last
+    sentence, or not counted); ``vector`` is the vector the store holds, as float32 (None: not
+    known). A tuple: a query builds hundreds.
     """
 
     i: int
@@ -60,6 +62,18 @@ class LocalSentence(NamedTuple):
     tokens: int | None = None
     counter: str | None = None
     vector: Sequence[float] | np.ndarray | None = None
+    joined: int | None = None
+
+
+_RECORD_COLUMNS = "doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined"
+_COPY_COLUMNS = "i, text, start, end, gap, tokens, counter, vector, joined"
+"""A local copy's columns, in :class:`LocalSentence`'s order."""
+
+
+def _copy(row: Sequence[Any]) -> LocalSentence:
+    """A local copy from its row (:data:`_COPY_COLUMNS`)."""
+    i, text, start, end, gap, tokens, counter, blob, joined = row
+    return LocalSentence(i, text, start, end, gap, tokens, counter, _vector(blob), joined)
 
 
 class LexicalIndex:
@@ -103,8 +117,12 @@ class LexicalIndex:
             self._db.execute(
                 f"CREATE TABLE IF NOT EXISTS {table}_records (doc_id TEXT NOT NULL, i INTEGER NOT NULL, "
                 "rev TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, gap TEXT NOT NULL, "
-                "text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BLOB, PRIMARY KEY (doc_id, i))"
+                "text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BLOB, joined INTEGER, "
+                "PRIMARY KEY (doc_id, i))"
             )
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table}_records)")}
+            if "joined" not in columns:  # an index written before joined counts were kept: its rows have none
+                self._db.execute(f"ALTER TABLE {table}_records ADD COLUMN joined INTEGER")
 
     def __repr__(self) -> str:
         return f"LexicalIndex({str(self.path) if self.path else None!r}, table={self.table!r})"
@@ -127,10 +145,12 @@ class LexicalIndex:
                         continue
                     ranked.append((doc_id, sentence.i, rev, sentence.text))
                     vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
-                    i, text, start, end, gap, tokens, counter, _ = sentence
-                    kept.append((doc_id, i, rev, start, end, gap, text, tokens, counter, vector))
+                    i, text, start, end, gap, tokens, counter, _, joined = sentence
+                    kept.append((doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined))
                 self._db.executemany(f"INSERT INTO {self.table} (doc_id, i, rev, text) VALUES (?, ?, ?, ?)", ranked)
-                self._db.executemany(f"INSERT INTO {self.table}_records VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", kept)
+                self._db.executemany(
+                    f"INSERT INTO {self.table}_records ({_RECORD_COLUMNS}) VALUES ({', '.join('?' * 11)})", kept
+                )
 
     def delete(self, doc_ids: Iterable[str]) -> None:
         """Remove every row of these documents; unknown ids are ignored."""
@@ -155,19 +175,16 @@ class LexicalIndex:
             for at in range(0, len(indices), _MAX_VARIABLES):
                 chunk = indices[at : at + _MAX_VARIABLES]
                 rows = self._db.execute(
-                    f"SELECT i, text, start, end, gap, tokens, counter, vector FROM {self.table}_records "
+                    f"SELECT {_COPY_COLUMNS} FROM {self.table}_records "
                     f"WHERE doc_id = ? AND rev = ? AND i IN ({', '.join('?' * len(chunk))})",
                     (doc_id, rev, *chunk),
                 ).fetchall()
-                found += [
-                    LocalSentence(i, text, start, end, gap, tokens, counter, _vector(blob))
-                    for i, text, start, end, gap, tokens, counter, blob in rows
-                ]
+                found += [_copy(row) for row in rows]
         return found
 
     def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
         """Every local copy (of ``doc_ids`` only, when given) as ``(doc_id, rev, sentence)``, in the order written."""
-        columns = "rowid, doc_id, rev, i, text, start, end, gap, tokens, counter, vector"
+        columns = f"rowid, doc_id, rev, {_COPY_COLUMNS}"
         with self._lock:
             if doc_ids is None:
                 rows = self._db.execute(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid").fetchall()
@@ -180,8 +197,8 @@ class LexicalIndex:
                         chunk,
                     ).fetchall()
                 rows.sort()
-        for _, doc_id, rev, i, text, start, end, gap, tokens, counter, blob in rows:
-            yield doc_id, rev, LocalSentence(i, text, start, end, gap, tokens, counter, _vector(blob))
+        for _, doc_id, rev, *copy in rows:
+            yield doc_id, rev, _copy(copy)
 
     def count(self) -> int:
         """How many local copies are kept."""

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import tiktoken
 
-__all__ = ["TokenCounter", "count_many", "count_spans", "counter_key", "separator_cost"]
+__all__ = ["TokenCounter", "chained_count", "count_many", "count_spans", "counter_key", "separator_cost"]
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -249,6 +249,37 @@ def starts_token(text: str) -> bool:
 
 _TAIL = 64
 """The most characters :func:`separator_cost` counts a text's end on."""
+
+
+def chained_count(
+    counter: Callable[[str], int], texts: Sequence[str], counts: Sequence[int], joined: Sequence[int | None]
+) -> int | None:
+    """The count of consecutive texts of one source, as they stand there, from counts of their parts; else None.
+
+    ``counts[j]`` is the count of ``texts[j]``, ``joined[j]`` that of texts ``j`` and ``j + 1``
+    with what stands between them in the source. The whole counts
+    ``sum(joined) - sum(counts[1:-1])``: exact for the patterns of :func:`separator_cost` where
+    every inner text holds a space after a non-space, since a piece starts there whatever
+    surrounds it (property 2), so what one join changes cannot reach the next. None where an
+    inner text holds no such space, a joined count is missing, or the split is not known.
+    """
+    if len(texts) == 1:
+        return counts[0]
+    if not (isinstance(counter, TokenCounter) and counter._seamed) or None in joined:
+        return None
+    if not all(_splits(text) for text in texts[1:-1]):
+        return None
+    return sum(n for n in joined if n is not None) - sum(counts[1:-1])
+
+
+def _splits(text: str) -> bool:
+    """Whether a piece starts inside ``text`` whatever surrounds it: it holds a space after a non-space."""
+    space = text.find(" ", 1)
+    while space > 0:
+        if not text[space - 1].isspace():
+            return True
+        space = text.find(" ", space + 1)
+    return False
 
 
 SPAN_BATCH = 4096

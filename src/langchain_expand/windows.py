@@ -9,6 +9,7 @@ sentences, fewer only at the ends of a document.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import math
 import os
@@ -45,7 +46,7 @@ from langchain_expand.records import (
 )
 from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.snapshot import Bm25, Run, Snapshot
-from langchain_expand.tokens import TokenCounter, count_many, count_spans, counter_key
+from langchain_expand.tokens import TokenCounter, chained_count, count_many, count_spans, counter_key
 from langchain_expand.units import (
     CARRIED,
     DOC_ID,
@@ -102,8 +103,15 @@ class _Sentences:
     """
 
     def __init__(
-        self, doc_id: str, text: str, spans: list[Span], metadata: dict[str, Any], rev: str, counts: array[int] | None
+        self,
+        doc_id: str,
+        text: str,
+        spans: list[Span],
+        metadata: dict[str, Any],
+        rev: str,
+        counts: tuple[array[int], array[int]] | None,
     ) -> None:
+        """``counts``: each sentence's token count, and each one's joined with the next (for the local copies)."""
         self.doc_id = doc_id
         self.text = text
         self.starts = array("q", (s for s, _ in spans))
@@ -142,9 +150,11 @@ class _Sentences:
         """Every sentence as the lexical index keeps it, with the vector the store holds (when read)."""
         for i in range(self.n):
             start, end, gap = self.place(i)
-            tokens = None if self.counts is None or counter is None else self.counts[i]
+            tokens = joined = None
+            if self.counts is not None and counter is not None:
+                tokens, joined = self.counts[0][i], self.counts[1][i] if i + 1 < self.n else None
             vector = vectors.get(unit_id(self.doc_id, i)) if i else None  # the head is not written yet
-            yield LocalSentence(i, self.text[start:end], start, end, gap, tokens, counter, vector)
+            yield LocalSentence(i, self.text[start:end], start, end, gap, tokens, counter, vector, joined)
 
 
 @dataclass(frozen=True)
@@ -460,9 +470,16 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             raise ValueError(msg)
         spans = _checked_spans(self.splitter(text), len(text), doc_id)
         kept = self.lexical is not None and counter_key(self.token_counter) is not None
-        counts = array("q", count_spans(self.token_counter, text, spans)) if kept else None
+        counts = None
+        if kept:  # each sentence's count, and each one's joined with the next: a window's count is their sum
+            pairs = [(start, end) for (start, _), (_, end) in itertools.pairwise(spans)]
+            counts = (
+                array("q", count_spans(self.token_counter, text, spans)),
+                array("q", count_spans(self.token_counter, text, pairs)),
+            )
         if self.max_sentence_tokens is not None:
-            self._check_sentence_sizes(counts or count_spans(self.token_counter, text, spans), spans, doc_id)
+            own = counts[0] if counts is not None else count_spans(self.token_counter, text, spans)
+            self._check_sentence_sizes(own, spans, doc_id)
         base = encode_metadata(doc.metadata, doc_id)
         rev = revision(text, self.splitter, metadata_fingerprint(base))
         body = _Sentences(doc_id, text, spans, base, rev, counts)
@@ -755,6 +772,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         The ids of documents skipped are added to ``skipped``, so the caller can refill.
         """
         out: list[Document] = []
+        derived: list[int | None] = []  # each window's count from its sentences', where exact
+        key = counter_key(self.token_counter)
         for unit in units:
             run = runs(unit.doc_id, unit.first, unit.last)
             if run is None or any(h.rev not in (None, run.rev) for h in unit.hits):
@@ -768,9 +787,12 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                     skipped.add(unit.doc_id)
                 continue
             out.append(_window(unit, run))
-        texts = [d.page_content for d in out]
-        for doc, tokens in zip(out, count_many(self.token_counter, texts), strict=True):
-            doc.metadata[TOKENS] = tokens
+            derived.append(None if key is None else _run_tokens(self.token_counter, key, run.sentences))
+        counted = iter(
+            count_many(self.token_counter, [d.page_content for d, n in zip(out, derived, strict=True) if n is None])
+        )
+        for doc, tokens in zip(out, derived, strict=True):
+            doc.metadata[TOKENS] = next(counted) if tokens is None else tokens
         return out
 
 
@@ -1103,6 +1125,14 @@ def _copy_of(record: Document) -> LocalSentence:
     return LocalSentence(
         int(m[STORED_INDEX]), record.page_content, int(m[STORED_START]), int(m[STORED_END]), m[STORED_GAP]
     )
+
+
+def _run_tokens(counter: Callable[[str], int], key: str, sentences: Sequence[LocalSentence]) -> int | None:
+    """A run's token count from its sentences' own and their joined counts (as the local copies keep them)."""
+    counts = [s.tokens for s in sentences if s.counter == key and s.tokens is not None]
+    if len(counts) != len(sentences):
+        return None
+    return chained_count(counter, [s.text for s in sentences], counts, [s.joined for s in sentences[:-1]])
 
 
 def _text(sentences: Sequence[LocalSentence]) -> str:
