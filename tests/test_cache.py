@@ -201,9 +201,9 @@ def exact_search(retriever: SentenceWindowRetriever, written: list[str]) -> Sent
 
 def snapshot_of(retriever: SentenceWindowRetriever) -> Snapshot:
     assert retriever.lexical is not None
-    snapshot = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"))
-    assert snapshot is not None
-    return snapshot
+    current = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"), 1)
+    assert current is not None
+    return current[0]
 
 
 def test_the_snapshot_finds_the_exact_nearest_sentences_and_bm25s_ranking(reader: Make, minilm: Embeddings) -> None:
@@ -289,6 +289,33 @@ def test_a_document_written_without_the_lexical_index_is_found_until_the_copies_
     opened(True).add_documents([Document(mars, id="mars")])  # the copies, read back without embedding
     assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
     assert reader._snapshot[1] is not None
+
+
+def test_bm25_ranked_while_the_query_is_embedded_counts_only_where_its_snapshot_is_still_current(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    """The last snapshot's BM25 runs beside the embedding; after a write its ranking is stale and is not used."""
+    store = chroma_store("ahead", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lex.sqlite"))
+    retriever.add_documents([Document("Rivers carry water to the sea. Fish swim in rivers.", id="rivers")])
+    query = "the zorblat code"
+
+    def current() -> Any:
+        assert retriever.lexical is not None
+        found = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, query), 4)
+        assert found is not None
+        return found[1]
+
+    retriever.invoke(query, max_tokens=200)  # builds the snapshot
+    unchanged = current()
+    assert unchanged.started is not None
+    assert unchanged.search(query, 4) == unchanged.bm25.search(query, 4)
+
+    retriever.add_documents([Document("The zorblat code opens the door. Nobody knows it.", id="zorblat")])
+    moved = current()
+    assert moved.started is None  # searched in the snapshot before the write: not used
+    assert moved.search(query, 4)[0].doc_id == "zorblat"
+    assert any(d.metadata["doc_id"] == "zorblat" for d in retriever.invoke(query, max_tokens=200))
 
 
 def test_over_its_limit_the_snapshot_is_not_built_and_the_store_answers(reader: Make) -> None:
