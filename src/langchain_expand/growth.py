@@ -166,24 +166,27 @@ def grow(
     decay = decay_for(target) if decay is None else decay
     weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
     order = itertools.count()
-    # (-priority, tiebreak, seed number, index, distance, similarity of the sentence it grew from)
-    heap: list[tuple[float, int, int, int, int, float]] = []
-    for number, seed in enumerate(seeds):
-        heapq.heappush(heap, (-seed.relevance, next(order), number, seed.index, 0, seed.relevance))
+    # (-priority, tiebreak, seed number, index, distance, similarity of the sentence it grew from):
+    # the tiebreaks are unique, so the order entries leave the heap does not depend on its layout.
+    heap = [(-seed.relevance, next(order), number, seed.index, 0, seed.relevance) for number, seed in enumerate(seeds)]
+    heapq.heapify(heap)
     # Per seed, what a neighbour's priority needs of it; the closeness prior's powers, once.
     # (The same products in the same order as written out: priorities are bit-identical.)
     prior = [(1 - weight) * seed.relevance for seed in seeds]
     powers = [decay**d for d in range(max_radius + 2)]
+    docs = [seed.doc_id for seed in seeds]
+    lows = [max(0, seed.index - max_radius) for seed in seeds]  # a region's reach: its document and radius
+    highs = [min(seed.n - 1, seed.index + max_radius) for seed in seeds]
     owner: dict[Position, int] = {}
-    regions: dict[int, Region] = {}
-    growth = Growth(regions=[])
+    firsts: dict[int, int] = {}  # each region's sentences, [first, last), by seed number
+    lasts: dict[int, int] = {}
+    wanted: dict[Position, int] = {}
     known_get = sentences.get
     push, pop = heapq.heappush, heapq.heappop
     used = 0
     while heap and used < target:
         _, _, number, index, distance, previous = pop(heap)
-        seed = seeds[number]
-        doc_id = seed.doc_id
+        doc_id = docs[number]
         position = (doc_id, index)
         if position in owner:
             continue
@@ -192,23 +195,28 @@ def grow(
         if used + cost > target:
             continue
         if distance == 0:
-            if max_units is not None and len(regions) >= max_units:
+            if max_units is not None and len(firsts) >= max_units:
                 continue
-            regions[number] = Region(seed, index, index + 1)
+            firsts[number], lasts[number] = index, index + 1
+        elif index < firsts[number]:  # a region grows one sentence at a time, at one of its ends
+            firsts[number] = index
         else:
-            region = regions[number]
-            region.first, region.last = min(region.first, index), max(region.last, index + 1)
+            lasts[number] = index + 1
         if known is None:
-            growth.wanted[position] = -1 if index < seed.index else 1
-        similarity = known.similarity if known is not None else previous
+            wanted[position] = -1 if index < seeds[number].index else 1
+            similarity = previous
+        else:
+            similarity = known.similarity
         owner[position] = number
         used += cost
         weighted_prior = prior[number] * powers[distance + 1]
         for nearby in (index - 1, index + 1):
-            if 0 <= nearby < seed.n and abs(nearby - seed.index) <= max_radius and (doc_id, nearby) not in owner:
+            if lows[number] <= nearby <= highs[number] and (doc_id, nearby) not in owner:
                 ahead = known_get((doc_id, nearby))
                 guess = ahead.similarity if ahead is not None else similarity
                 push(heap, (-(weight * guess + weighted_prior), next(order), number, nearby, distance + 1, similarity))
-    growth.exhausted = not heap and used < FULL * target
-    growth.regions = [regions[number] for number in sorted(regions)]
-    return growth
+    return Growth(
+        regions=[Region(seeds[number], firsts[number], lasts[number]) for number in sorted(firsts)],
+        wanted=wanted,
+        exhausted=not heap and used < FULL * target,
+    )
