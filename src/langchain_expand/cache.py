@@ -36,7 +36,7 @@ from langchain_core.documents import Document
 from langchain_expand.adapters import StoreAdapter, Vector
 from langchain_expand.growth import Position
 from langchain_expand.lexical import LocalSentence
-from langchain_expand.records import unit_id, unit_owner, unit_position
+from langchain_expand.records import unit_id, unit_position
 from langchain_expand.snapshot import Scores, Snapshot
 from langchain_expand.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
@@ -222,20 +222,20 @@ class Reads:
         found += [(_position(d), n, v) for (d, v), n in zip(read, counts, strict=True)]
         return found
 
-    def similar(self, ids: Sequence[str], vector: Sequence[float]) -> list[tuple[Position, int, float]]:
-        """Each record's position, token count and cosine similarity to ``vector``: what growth scores a sentence by.
+    def similar(self, positions: Sequence[Position], vector: Sequence[float]) -> list[tuple[Position, int, float]]:
+        """Each sentence's position, token count and cosine similarity to ``vector``: what growth scores it by.
 
-        From the snapshot's scores where it holds the record (nothing is read or made), else as
-        :meth:`sentences` reads it.
+        From the snapshot's scores where it holds the sentence (nothing is read or made), else as
+        :meth:`sentences` reads it. Sentences of other writers are left out.
         """
         found: list[tuple[Position, int, float]] = []
         scores = self.scores(vector)
         if scores is not None:
-            held = scores.similar(ids)
-            found = [((unit_owner(i), s.i), self._row_tokens(i, s), c) for i, s, c in held]
-            taken = {i for i, _, _ in held}
-            ids = [i for i in ids if i not in taken]
-        fetched = self.sentences(ids)
+            held = scores.at(positions)
+            found = [(p, self._copy_tokens(p, s), c) for p, s, c in held]
+            taken = {p for p, _, _ in held}
+            positions = [p for p in positions if p not in taken]
+        fetched = self.sentences([unit_id(doc_id, i) for doc_id, i in positions])
         similarities = cosines([v for _, _, v in fetched], vector)
         found += [(p, n, c) for (p, n, _), c in zip(fetched, similarities, strict=True)]
         return found
@@ -298,6 +298,12 @@ class Reads:
                 continue  # not committed: the store answers for it
             for sentence in self.local.sentences(doc_id, rev, indices):
                 self._rows[unit_id(doc_id, sentence.i)] = (head, sentence)
+
+    def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
+        """A snapshot's copy's token count: as kept, when this query's counter made it; else as :meth:`_row_tokens`."""
+        if sentence.tokens is not None and self._key is not None and sentence.counter == self._key:
+            return sentence.tokens
+        return self._row_tokens(unit_id(*position), sentence)
 
     def _row_tokens(self, id_: str, sentence: LocalSentence) -> int:
         """A local copy's token count: as kept, when this query's counter made it; else counted now."""

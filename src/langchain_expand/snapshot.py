@@ -185,6 +185,19 @@ class Scores:
         relevance = self.snapshot.relevance
         return [(self.snapshot.ids[j], relevance(float(self.distances[j]))) for j in top]
 
+    def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float]]:
+        """The sentences at ``positions`` (document, index) held here, each with its cosine similarity to the query."""
+        spans = self.snapshot._span
+        held: list[tuple[str, int]] = []
+        rows: list[int] = []
+        for doc_id, i in positions:
+            span = spans.get(doc_id)
+            if span is not None and 0 <= i < span[1] - span[0]:
+                held.append((doc_id, i))
+                rows.append(span[0] + i)
+        sentences = self.snapshot._sentences
+        return [(p, sentences[row], c) for p, row, c in zip(held, rows, self.cosines[rows].tolist(), strict=True)]
+
     def similar(self, ids: Iterable[str]) -> list[tuple[str, LocalSentence, float]]:
         """The sentences ``ids`` held here, each (without its vector) with its cosine similarity to the query."""
         rows = self.snapshot._row_of

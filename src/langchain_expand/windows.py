@@ -634,10 +634,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         assert vector is not None  # _shape chose "fixed" for a store without embeddings
         target = math.ceil(GUIDED_OVERFILL * budget)
         known: dict[Position, Sentence] = {}
-        asked: set[str] = set()
+        asked: set[Position] = set()
 
-        def fetch(ids: list[str]) -> None:
-            fresh = list(dict.fromkeys(i for i in ids if i not in asked))
+        def fetch(positions: list[Position]) -> None:
+            fresh = list(dict.fromkeys(p for p in positions if p not in asked))
             asked.update(fresh)
             for position, tokens, similarity in reads.similar(fresh, vector):
                 known[position] = Sentence(tokens, similarity)
@@ -650,12 +650,12 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             above = {(h.doc_id, h.index) for h in hits}
             taken = [(d, h) for (d, _), h in zip(scored, found, strict=True) if (h.doc_id, h.index) in above]
             counts = reads.tokens([d for d, _ in taken])
-            for (doc, hit), tokens in zip(taken, counts, strict=True):
-                asked.add(doc.id or "")
+            for (_, hit), tokens in zip(taken, counts, strict=True):
+                asked.add((hit.doc_id, hit.index))
                 known.setdefault((hit.doc_id, hit.index), Sentence(tokens, hit.score))
             seeds = _seeds(hits)
             sizes = {s.doc_id: s.n for s in seeds}
-            heads = [unit_id(h.doc_id, 0) for h in hits]
+            heads = [(h.doc_id, 0) for h in hits]
             for attempt in range(1, _GROWTH_ROUNDS + 1):
                 growth = grow(
                     list(seeds),
@@ -668,7 +668,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 if not growth.wanted or attempt == _GROWTH_ROUNDS:
                     break  # what is still wanted comes with the units' text
                 ahead = [
-                    unit_id(doc, j)
+                    (doc, j)
                     for (doc, i), way in growth.wanted.items()
                     for j in range(i, i + way * _RING, way)
                     if 0 <= j < sizes[doc]
