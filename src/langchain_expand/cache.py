@@ -273,7 +273,7 @@ class Reads:
         return {doc.id or "": (doc, vector) for doc, vector in copied}
 
     def _read_local(self, ids: Sequence[str]) -> None:
-        """Read the local copies of ``ids`` at the revisions of their documents' heads (read first, fresh)."""
+        """Read the local copies of ``ids``: from the snapshot, else at the revisions of their heads (read first)."""
         ids = [i for i in ids if i not in self._asked]
         self._asked.update(ids)
         if self.snapshot is not None:  # whole documents, each at one revision: no head to check against
