@@ -66,6 +66,7 @@ class LocalSentence(NamedTuple):
 
 
 _RECORD_COLUMNS = "doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined"
+_RECORD_SLOTS = ", ".join("?" * len(_RECORD_COLUMNS.split(",")))
 _COPY_COLUMNS = "i, text, start, end, gap, tokens, counter, vector, joined"
 """A local copy's columns, in :class:`LocalSentence`'s order."""
 
@@ -149,7 +150,7 @@ class LexicalIndex:
                     kept.append((doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined))
                 self._db.executemany(f"INSERT INTO {self.table} (doc_id, i, rev, text) VALUES (?, ?, ?, ?)", ranked)
                 self._db.executemany(
-                    f"INSERT INTO {self.table}_records ({_RECORD_COLUMNS}) VALUES ({', '.join('?' * 11)})", kept
+                    f"INSERT INTO {self.table}_records ({_RECORD_COLUMNS}) VALUES ({_RECORD_SLOTS})", kept
                 )
 
     def delete(self, doc_ids: Iterable[str]) -> None:

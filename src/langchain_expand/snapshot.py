@@ -198,12 +198,6 @@ class Scores:
         sentences = self.snapshot._sentences
         return [(p, sentences[row], c) for p, row, c in zip(held, rows, self.cosines[rows].tolist(), strict=True)]
 
-    def similar(self, ids: Iterable[str]) -> list[tuple[str, LocalSentence, float]]:
-        """The sentences ``ids`` held here, each (without its vector) with its cosine similarity to the query."""
-        rows = self.snapshot._row_of
-        sentences = self.snapshot._sentences
-        return [(i, sentences[rows[i]], float(self.cosines[rows[i]])) for i in ids if i in rows]
-
 
 class Bm25:
     """BM25 over the snapshot's sentences, ranked as the lexical index's FTS5 table ranks them.

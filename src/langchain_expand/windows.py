@@ -528,7 +528,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         stored = _DenseSearch(dense, reads, ids_first=plan.shape == "guided")
         search: Search = stored
         if current is not None:
-            search = _HybridSearch(_SnapshotSearch(current[0], dense, reads), dense, current[1], reads)
+            search = _HybridSearch(_SnapshotSearch(dense, reads), dense, current[1], reads)
         elif lexical is not None:
             search = _HybridSearch(stored, dense, lexical, reads)
         found = self._answer(plan, search, dense, reads)
@@ -834,10 +834,9 @@ class _DenseSearch:
 
 
 class _SnapshotSearch:
-    """The dense ranking, searched exactly in the snapshot; heads and records read from it too."""
+    """The dense ranking, searched exactly in the query's snapshot (``reads``'); heads and records read from it too."""
 
-    def __init__(self, snapshot: Snapshot, dense: VectorSearch, reads: Reads) -> None:
-        self.snapshot = snapshot
+    def __init__(self, dense: VectorSearch, reads: Reads) -> None:
         self.dense = dense
         self.reads = reads
 
@@ -903,7 +902,7 @@ class _HybridSearch:
         for hit in found:
             self.reads.expect(hit.doc_id, hit.rev)
         by_key = {(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])): (d, s) for d, s in scored}
-        extra = [unit_id(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
+        extra = [(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
         floor = min((s for _, s in scored), default=0.0)
         for doc, score in self._scored(extra, floor):
             by_key[(doc.metadata[STORED_DOC], int(doc.metadata[STORED_INDEX]))] = (doc, score)
@@ -913,15 +912,16 @@ class _HybridSearch:
         )
         return [by_key[key] for key in order if key in by_key]
 
-    def _scored(self, ids: list[str], floor: float) -> list[tuple[Document, float]]:
-        """The records ``ids`` name, each with its relevance to the query."""
-        if not ids:
+    def _scored(self, positions: list[Position], floor: float) -> list[tuple[Document, float]]:
+        """The records at ``positions``, each with its relevance to the query."""
+        if not positions:
             return []
+        ids = [unit_id(doc_id, i) for doc_id, i in positions]
         vector = self.dense.vector()
         if vector is None:
             return [(doc, floor) for doc in self.reads.records(ids)]
         scores = self.reads.scores(vector)
-        held = {} if scores is None else {i: c for i, _, c in scores.similar(ids)}  # a snapshot scored all it holds
+        held = {} if scores is None else {unit_id(*p): c for p, _, c in scores.at(positions)}  # a snapshot scored all
         scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
         read = self.reads.with_vectors([i for i in ids if i not in held])
         scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
