@@ -21,6 +21,7 @@ from langchain_expand import (
 )
 from langchain_expand.adapters import StoreAdapter
 from langchain_expand.core import VectorSearch
+from langchain_expand.records import unit_id
 from langchain_expand.snapshot import Snapshot
 from langchain_expand.snapshot import build as build_snapshot
 
@@ -215,7 +216,7 @@ def test_the_snapshot_finds_the_exact_nearest_sentences_and_bm25s_ranking(reader
         vector = minilm.embed_query(query)
         found = snapshot.scores(vector).nearest(30)
         expected = exact.search_ids(vector, 30)
-        assert [i for i, _ in found] == [i for i, _ in expected]
+        assert [unit_id(*p) for p, _ in found] == [i for i, _ in expected]
         assert [s for _, s in found] == pytest.approx([s for _, s in expected], abs=1e-6)
         assert snapshot.bm25.search(query, 45) == retriever.lexical.search(query, 45)  # type: ignore[union-attr]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import difflib
 import itertools
 import logging
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -65,6 +65,7 @@ query otherwise took 79 s and 1.9 GB in the tokenizer before the model cut it an
 
 Scored = list[tuple[Document, float]]
 T = TypeVar("T")
+R = TypeVar("R", bound=Sized)
 logger = logging.getLogger(__name__)
 
 
@@ -194,7 +195,7 @@ class VectorSearch:
         return self.store.search(self.query, self.vector(), k, **self.where)
 
 
-def overfetch(search: Callable[[int], Scored], first: int, need: int) -> Iterator[Scored]:
+def overfetch(search: Callable[[int], R], first: int, need: int) -> Iterator[R]:
     """Ever larger result lists, doubling from ``first``; the caller stops when it has enough.
 
     Stops by itself when the store has no more matches, or at ``OVERFETCH_LIMIT x need``.

@@ -136,6 +136,15 @@ class Snapshot:
         doc_id, i = unit_position(self.ids[row]) or ("", 0)
         return LexicalHit(doc_id, i, self.revs[doc_id], rank)
 
+    def position(self, row: int) -> tuple[str, int]:
+        """The sentence in ``row``: its document and index."""
+        return self._doc_of[row], self._sentences[row].i
+
+    def size(self, doc_id: str) -> int:
+        """The number of sentences of a document held here."""
+        start, end = self._span[doc_id]
+        return end - start
+
     def heads(self, doc_ids: Iterable[str]) -> list[tuple[Document, np.ndarray]]:
         """The head records of the documents held here, each with its vector; others left out."""
         found: list[tuple[Document, np.ndarray]] = []
@@ -169,8 +178,8 @@ class Scores:
         self.cosines = cosines
         self.distances = distances
 
-    def nearest(self, k: int) -> list[tuple[str, float]]:
-        """The ids of the ``k`` sentences nearest the query, exactly, with the store's relevance, best first.
+    def nearest(self, k: int) -> list[tuple[tuple[str, int], float]]:
+        """The ``k`` sentences nearest the query (document, index), exactly, with the store's relevance, best first.
 
         Ties (equal to 6 decimals: a repeated sentence's copies differ in the last bits of a
         float32 sum) go to the sentence written first, so a query always gets the same hits.
@@ -182,8 +191,8 @@ class Scores:
         cut = rounded[np.argpartition(rounded, k - 1)[k - 1]]
         pool = np.flatnonzero(rounded <= cut)
         top = pool[np.lexsort((pool, rounded[pool]))][:k]
-        relevance = self.snapshot.relevance
-        return [(self.snapshot.ids[j], relevance(float(self.distances[j]))) for j in top]
+        relevance, position = self.snapshot.relevance, self.snapshot.position
+        return [(position(j), relevance(d)) for j, d in zip(top.tolist(), self.distances[top].tolist(), strict=True)]
 
     def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float]]:
         """The sentences at ``positions`` (document, index) held here, each with its cosine similarity to the query."""
