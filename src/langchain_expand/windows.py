@@ -221,24 +221,25 @@ class _Plan:
     def joined(self, spans: list[tuple[_Hit, int, int]]) -> list[_Unit]:
         """Each hit's sentences ``[first, last)`` as a unit; merged, when merging, where they touch."""
         units: list[_Unit] = []
+        by_doc: dict[str, list[_Unit]] = {}  # each document's units, in the order of ``units``
+        gone: set[int] = set()  # units absorbed by another, by id()
+        gap = self.merge_gap
         for hit, first, last in spans:
-            joined = [
-                u
-                for u in units
-                if self.merge
-                and u.doc_id == hit.doc_id
-                and first <= u.last + self.merge_gap
-                and u.first <= last + self.merge_gap
-            ]
+            same = by_doc.setdefault(hit.doc_id, [])
+            joined = [u for u in same if first <= u.last + gap and u.first <= last + gap] if self.merge else []
             if not joined:
-                units.append(_Unit(hit.doc_id, first, last, hit.n, [hit]))
+                unit = _Unit(hit.doc_id, first, last, hit.n, [hit])
+                units.append(unit)
+                same.append(unit)
                 continue
             keep = joined[0]  # the best-ranked unit absorbs the others
             keep.first = min([first] + [u.first for u in joined])
             keep.last = max([last] + [u.last for u in joined])
             keep.hits = sorted([*keep.hits, *(h for u in joined[1:] for h in u.hits), hit], key=lambda h: -h.score)
-            units = [u for u in units if not any(u is j for j in joined[1:])]
-        return units
+            if len(joined) > 1:
+                gone.update(id(u) for u in joined[1:])
+                same[:] = [u for u in same if id(u) not in gone]
+        return [u for u in units if id(u) not in gone]
 
     def first_fetch(self) -> int:
         """Hits asked of the first search: ``k`` (2k when merging), or what the budget may hold."""
@@ -1110,8 +1111,11 @@ def _hits_for(budget: int, taken: list[_Hit], plan: _Plan, sizes: dict[str, int]
 
 def _absorb(units: list[_Unit], hits: list[_Hit]) -> None:
     """List in each unit every hit inside it, also those another hit's growth reached first."""
+    by_doc: dict[str, list[_Hit]] = {}
+    for hit in hits:
+        by_doc.setdefault(hit.doc_id, []).append(hit)
     for unit in units:
-        inside = [h for h in hits if h.doc_id == unit.doc_id and unit.first <= h.index < unit.last]
+        inside = [h for h in by_doc.get(unit.doc_id, ()) if unit.first <= h.index < unit.last]
         listed = {h.index for h in unit.hits}
         unit.hits = sorted([*unit.hits, *(h for h in inside if h.index not in listed)], key=lambda h: -h.score)
 
