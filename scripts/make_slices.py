@@ -20,6 +20,7 @@ LICENSES = {
     "fastapi-docs": "fastapi/fastapi docs/en/docs, MIT",
     "loghub": "loghub (He et al., ISSRE 2023), for research use; cite it",
     "friendsqa": "FriendsQA (Yang and Choi, SIGDIAL 2019), Apache-2.0",
+    "tatqa": "TAT-QA (Zhu et al., ACL 2021), MIT",
 }
 
 
@@ -86,6 +87,13 @@ def main() -> None:
     write(ROOT / "tests" / "data" / "friendsqa" / "docs.jsonl", friends)
     usable = [q for q in read("friendsqa", "queries.jsonl.gz") if q["doc_id"] in kept and None not in q["gold_spans"]]
     write(ROOT / "tests" / "data" / "friendsqa" / "queries.jsonl", usable)
+    passages = read("tatqa", "docs.jsonl.gz")[:40]  # financial text with tables: long rows, exact figures
+    kept = {d["doc_id"] for d in passages}
+    write(ROOT / "tests" / "data" / "tatqa" / "docs.jsonl", passages)
+    write(
+        ROOT / "tests" / "data" / "tatqa" / "queries.jsonl",
+        [q for q in read("tatqa", "queries.jsonl.gz") if q["doc_id"] in kept],
+    )
     slice_into(ROOT / "tests" / "data", ["ES2005a", "IS1004a", "ES2013a"], "smart_tv_remote", 40)
     slice_into(ROOT / "src" / "langchain_expand" / "data", ["IS1001a", "TS3012a", "IS1009a"], "galaxy_s10", 60)
 

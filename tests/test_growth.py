@@ -58,6 +58,42 @@ def test_regions_are_disjoint_runs_around_their_seeds_within_the_target(
     assert list(growth.regions) == sorted(growth.regions, key=lambda r: seeds.index(r.seed))
 
 
+@settings(max_examples=300, deadline=None)
+@given(layouts(), st.data())
+def test_growth_goes_on_from_regions_taken_into_the_room_left(
+    layout: tuple[list[Seed], dict[Position, Sentence], int, int | None, int], data: st.DataObject
+) -> None:
+    """The top-up after fitting: regions kept stay (and may grow); the rest of the target is spent as before."""
+    seeds, sentences, target, max_units, radius = layout
+    first = grow(seeds, sentences, target, max_units=max_units, max_radius=radius, unknown_tokens=15)
+    kept = data.draw(st.lists(st.sampled_from(first.regions), unique_by=id)) if first.regions else []
+    taken = {seeds.index(r.seed): (r.first, r.last) for r in kept}
+    spent = cost(kept, sentences, 15)
+    room = data.draw(st.integers(min_value=0, max_value=500))
+    growth = grow(seeds, sentences, spent + room, max_units=max_units, max_radius=radius, taken=taken, spent=spent)
+    assert cost(growth.regions, sentences, 15) <= spent + room
+    grown = {seeds.index(r.seed): r for r in growth.regions}
+    for number, (a, b) in taken.items():
+        assert grown[number].first <= a  # kept whole
+        assert b <= grown[number].last
+    for region in growth.regions:
+        seed = region.seed
+        assert region.first <= seed.index < region.last <= seed.n
+        assert max(seed.index - region.first, region.last - 1 - seed.index) <= radius
+    for a, b in itertools.combinations(growth.regions, 2):
+        assert a.seed.doc_id != b.seed.doc_id or a.last <= b.first or b.last <= a.first
+    if not taken:  # nothing taken, nothing spent: the same growth as from the start
+        assert growth.regions == grow(seeds, sentences, room, max_units=max_units, max_radius=radius).regions
+
+
+def test_a_taken_region_grows_on_toward_its_relevant_side() -> None:
+    sentences = {("d", i): Sentence(10, 0.9 if i < 10 else 0.0) for i in range(21)}
+    seed = Seed("d", 10, 21, 0.6)
+    (region,) = grow([seed], sentences, target=9 * 11, taken={0: (9, 12)}, spent=3 * 11).regions
+    assert (region.first, region.last) == (4, 13)  # 5 of the 6 sentences' room on the relevant side
+    assert grow([seed], sentences, target=9 * 11).regions == [region]  # as growth from the seed alone
+
+
 def test_a_window_grows_toward_its_relevant_side() -> None:
     sentences = {("d", i): Sentence(10, 0.9 if i < 10 else 0.0) for i in range(21)}
     (region,) = grow([Seed("d", 10, 21, 0.6)], sentences, target=77).regions

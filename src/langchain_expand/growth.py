@@ -139,6 +139,8 @@ def grow(
     decay: float | None = None,
     similarity_weight: float | None = None,
     unknown_tokens: int = 15,
+    taken: Mapping[int, tuple[int, int]] | None = None,
+    spent: int = 0,
 ) -> Growth:
     """Grow regions from ``seeds`` until their sentences hold ``target`` tokens.
 
@@ -162,14 +164,21 @@ def grow(
         similarity_weight: The weight of a neighbour's own similarity in its priority;
             ``SIMILARITY_WEIGHT`` if None.
         unknown_tokens: The size assumed for a sentence not known yet.
+        taken: Regions already taken, ``[first, last)`` by seed number (their seeds' hits
+            inside): growth goes on from their ends. Other seeds inside them are passed over.
+        spent: Tokens the ``taken`` regions already hold, counted against ``target``.
     """
     decay = decay_for(target) if decay is None else decay
     weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
     order = itertools.count()
     # (-priority, tiebreak, seed number, index, distance, similarity of the sentence it grew from):
     # the tiebreaks are unique, so the order entries leave the heap does not depend on its layout.
-    heap = [(-seed.relevance, next(order), number, seed.index, 0, seed.relevance) for number, seed in enumerate(seeds)]
-    heapq.heapify(heap)
+    taken = taken or {}
+    heap = [
+        (-seed.relevance, next(order), number, seed.index, 0, seed.relevance)
+        for number, seed in enumerate(seeds)
+        if number not in taken
+    ]
     # Per seed, what a neighbour's priority needs of it; the closeness prior's powers, once.
     # (The same products in the same order as written out: priorities are bit-identical.)
     prior = [(1 - weight) * seed.relevance for seed in seeds]
@@ -182,8 +191,24 @@ def grow(
     lasts: dict[int, int] = {}
     wanted: dict[Position, int] = {}
     known_get = sentences.get
+    for number, (first, last) in taken.items():
+        firsts[number], lasts[number] = first, last
+        owner.update(((docs[number], i), number) for i in range(first, last))
+    for number, (first, last) in taken.items():  # a taken region grows on from its ends
+        doc_id, seed = docs[number], seeds[number]
+        for nearby, edge in ((first - 1, first), (last, last - 1)):
+            if not lows[number] <= nearby <= highs[number] or (doc_id, nearby) in owner:
+                continue
+            known = known_get((doc_id, edge))
+            similarity = seed.relevance if known is None else known.similarity
+            ahead = known_get((doc_id, nearby))
+            guess = ahead.similarity if ahead is not None else similarity
+            distance = abs(nearby - seed.index)
+            priority = weight * guess + prior[number] * powers[distance]
+            heap.append((-priority, next(order), number, nearby, distance, similarity))
+    heapq.heapify(heap)
     push, pop = heapq.heappush, heapq.heappop
-    used = 0
+    used = spent
     while heap and used < target:
         _, _, number, index, distance, previous = pop(heap)
         doc_id = docs[number]

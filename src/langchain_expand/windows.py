@@ -31,7 +31,7 @@ from langchain_expand.adapters import StoreAdapter, Vector, adapt
 from langchain_expand.budget import fit_to_budget
 from langchain_expand.cache import Reads, SentenceCache, cosines
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
-from langchain_expand.growth import MAX_RADIUS, Position, Seed, Sentence, grow
+from langchain_expand.growth import MAX_RADIUS, Growth, Position, Seed, Sentence, decay_for, grow
 from langchain_expand.lexical import LexicalHit, LexicalIndex, LocalSentence, fuse
 from langchain_expand.ranges import largest_fitting, window_bounds
 from langchain_expand.records import (
@@ -48,6 +48,7 @@ from langchain_expand.sentences import SentenceSplitter, Span
 from langchain_expand.snapshot import Bm25, Run, Snapshot
 from langchain_expand.tokens import TokenCounter, chained_count, count_many, count_spans, counter_key
 from langchain_expand.units import (
+    BUDGET,
     CARRIED,
     DOC_ID,
     END,
@@ -263,6 +264,8 @@ TOKENS_PER_SENTENCE_GUESS = 15
 GUIDED_OVERFILL = 1.2
 """Guided growth gathers this much of the budget (sentence counts plus one each); the exact
 fit then trims the last unit by whole sentences around its hit."""
+TOP_UP = 0.95
+"""Guided windows that fill less of the budget than this, once fitted, grow on into the room left."""
 _RING = 2
 """Sentences fetched per neighbour guided growth asks for: it and the next in its direction."""
 _REFILLS = 2
@@ -581,8 +584,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     ) -> list[Document]:
         """The call's windows by its plan: guided (from ``seeds``, else ``search``'s), budget-driven or ``k`` fixed."""
         if plan.shape == "guided":
-            grown = self._grown(_RecordHits(search, reads) if seeds is None else seeds, dense, plan, reads)
-            return self._budgeted(grown, plan.max_tokens)
+            return self._grown(_RecordHits(search, reads) if seeds is None else seeds, dense, plan, reads)
         if plan.budget_decides:
             return self._budgeted(self._fill(search, plan, reads), plan.max_tokens)
         assert plan.k is not None
@@ -627,62 +629,44 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         return self._assemble(units, _record_runs(records.values()), plan.skipped)
 
     def _grown(self, search: _Hits, dense: VectorSearch, plan: _Plan, reads: Reads) -> list[Document]:
-        """Windows grown from the best hits toward the evidence until they hold the budget.
+        """Windows grown from the best hits toward the evidence, fitted to the budget.
 
         Hits are searched as in :meth:`_fill`; a hit's own relevance is its score in the ranking.
-        Growth runs on what is known and names the neighbours it wants next; those (and a
-        few beyond, in the direction it was growing) are fetched with their vectors, scored
-        against the query, and growth runs again, at most ``_GROWTH_ROUNDS`` times.
+        Growth gathers ``GUIDED_OVERFILL`` times the budget (:class:`_Growing`) and the windows
+        are fitted to it exactly. Where that leaves more than ``1 - TOP_UP`` of the budget free
+        (a hit or a window's last sentences too big for the room left: long table rows), growth
+        goes on from the windows kept into the room left, and the result is kept if it holds
+        more and all they held.
         """
         budget = plan.max_tokens
         assert budget is not None
         vector = dense.vector()
         assert vector is not None  # _shape chose "fixed" for a store without embeddings
-        target = math.ceil(GUIDED_OVERFILL * budget)
-        known: dict[Position, Sentence] = {}
-        asked: set[Position] = set()
+        growing = _Growing(reads, vector, plan, decay_for(math.ceil(GUIDED_OVERFILL * budget)))
 
-        def fetch(positions: list[Position]) -> None:
-            fresh = list(dict.fromkeys(p for p in positions if p not in asked))
-            asked.update(fresh)
-            for position, tokens, similarity in reads.similar(fresh, vector):
-                known[position] = Sentence(tokens, similarity)
+        def fitted(growth: Growth) -> list[Document]:
+            units = plan.joined([(by_seed[r.seed], r.first, r.last) for r in growth.regions])
+            _absorb(units, hits)
+            return self._budgeted(self._assemble(units, _runs(reads, units), plan.skipped), budget)
 
         first = plan.first_fetch()
-        regions: list[tuple[_Hit, int, int]] = []
         for found in core.overfetch(search, first, first):
-            hits = plan.taken(found)
-            for hit, tokens in zip(hits, search.tokens(hits), strict=True):
-                asked.add((hit.doc_id, hit.index))
-                known.setdefault((hit.doc_id, hit.index), Sentence(tokens, hit.score))
-            seeds = _seeds(hits)
-            sizes = {s.doc_id: s.n for s in seeds}
-            heads = [(h.doc_id, 0) for h in hits]
-            for attempt in range(1, _GROWTH_ROUNDS + 1):
-                growth = grow(
-                    list(seeds),
-                    known,
-                    target,
-                    max_units=plan.k,
-                    max_radius=plan.max_radius,
-                    unknown_tokens=TOKENS_PER_SENTENCE_GUESS,
-                )
-                if not growth.wanted or attempt == _GROWTH_ROUNDS:
-                    break  # what is still wanted comes with the units' text
-                ahead = [
-                    (doc, j)
-                    for (doc, i), way in growth.wanted.items()
-                    for j in range(i, i + way * _RING, way)
-                    if 0 <= j < sizes[doc]
-                ]
-                fetch(heads + ahead)  # the heads (for the version check) ride along with the first round
-                heads = []
-            regions = [(seeds[r.seed], r.first, r.last) for r in growth.regions]
-            if not growth.exhausted or len(hits) < len(found):
+            above = plan.taken(found)
+            hits = growing.seeded(above, search.tokens(above), budget)
+            by_seed = _seeds(hits)
+            seeds = list(by_seed)
+            growth = growing.rounds(seeds, math.ceil(GUIDED_OVERFILL * budget), heads=[h.doc_id for h in hits])
+            if not growth.exhausted or len(above) < len(found):
                 break
-        units = plan.joined(regions)
-        _absorb(units, hits)
-        return self._assemble(units, _runs(reads, units), plan.skipped)
+        windows = fitted(growth)
+        used = _used(windows)
+        if used < TOP_UP * budget and not plan.skipped:
+            numbers = {(s.doc_id, s.index): n for n, s in enumerate(seeds)}
+            taken = {numbers[w.metadata[DOC_ID], w.metadata[HIT]]: tuple(w.metadata[SPAN]) for w in windows}
+            more = fitted(growing.rounds(seeds, budget, taken=taken, spent=used))
+            if _used(more) > used and _covers(more, windows):
+                return more
+        return windows
 
     def expand_hits(
         self,
@@ -999,6 +983,78 @@ class _SnapshotHits:
         return [self._tokens[h.doc_id, h.index] for h in hits]
 
 
+class _Growing:
+    """One query's guided growth: what it knows of each sentence, and its fetch-and-grow rounds.
+
+    Growth runs on what is known and names the neighbours it wants next; those (and a few
+    beyond, in the direction it was growing) are fetched with their vectors, scored against
+    the query, and growth runs again, at most ``_GROWTH_ROUNDS`` times.
+    """
+
+    def __init__(self, reads: Reads, vector: Sequence[float], plan: _Plan, decay: float) -> None:
+        self.reads = reads
+        self.vector = vector
+        self.plan = plan
+        self.decay = decay
+        self.known: dict[Position, Sentence] = {}
+        self._asked: set[Position] = set()
+
+    def seeded(self, hits: list[_Hit], counts: list[int], budget: int) -> list[_Hit]:
+        """Learn the hits' sentences; the hits that fit ``budget`` (a window holds its hit whole)."""
+        fitting: list[_Hit] = []
+        for hit, tokens in zip(hits, counts, strict=True):
+            self._asked.add((hit.doc_id, hit.index))
+            self.known.setdefault((hit.doc_id, hit.index), Sentence(tokens, hit.score))
+            if tokens <= budget:
+                fitting.append(hit)
+        return fitting
+
+    def rounds(
+        self,
+        seeds: list[Seed],
+        target: int,
+        *,
+        heads: list[str] | None = None,
+        taken: dict[int, tuple[int, int]] | None = None,
+        spent: int = 0,
+    ) -> Growth:
+        """Grow ``seeds`` toward ``target`` (on from ``taken``, as :func:`grow`), fetching what it wants between rounds.
+
+        ``heads`` (documents) ride along with the first fetch, for the version check.
+        """
+        sizes = {s.doc_id: s.n for s in seeds}
+        riding = [(doc_id, 0) for doc_id in heads or ()]
+        for attempt in range(1, _GROWTH_ROUNDS + 1):
+            growth = grow(
+                seeds,
+                self.known,
+                target,
+                max_units=self.plan.k,
+                max_radius=self.plan.max_radius,
+                decay=self.decay,
+                unknown_tokens=TOKENS_PER_SENTENCE_GUESS,
+                taken=taken,
+                spent=spent,
+            )
+            if not growth.wanted or attempt == _GROWTH_ROUNDS:
+                break  # what is still wanted comes with the units' text
+            ahead = [
+                (doc, j)
+                for (doc, i), way in growth.wanted.items()
+                for j in range(i, i + way * _RING, way)
+                if 0 <= j < sizes[doc]
+            ]
+            self._fetch(riding + ahead)
+            riding = []
+        return growth
+
+    def _fetch(self, positions: list[Position]) -> None:
+        fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
+        self._asked.update(fresh)
+        for position, tokens, similarity in self.reads.similar(fresh, self.vector):
+            self.known[position] = Sentence(tokens, similarity)
+
+
 class _SentenceLayout:
     """Windows' storage: one vector-store record per sentence; sentence 0 is the head."""
 
@@ -1107,6 +1163,22 @@ def _hits_for(budget: int, taken: list[_Hit], plan: _Plan, sizes: dict[str, int]
     counts = list(range(1, len(taken) + 1))
     last_needed = largest_fitting(counts, lambda n: size(n - 1) < budget)
     return len(taken) if last_needed is None else counts[last_needed]
+
+
+def _used(windows: list[Document]) -> int:
+    """The tokens fitted windows use together, as their budget report counted them."""
+    return int(windows[0].metadata[BUDGET]["used"]) if windows else 0
+
+
+def _covers(windows: list[Document], others: list[Document]) -> bool:
+    """Every sentence of ``others`` is in one of ``windows``."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for w in windows:
+        spans.setdefault(w.metadata[DOC_ID], []).append(tuple(w.metadata[SPAN]))
+    return all(
+        any(a <= o.metadata[SPAN][0] and o.metadata[SPAN][1] <= b for a, b in spans.get(o.metadata[DOC_ID], ()))
+        for o in others
+    )
 
 
 def _absorb(units: list[_Unit], hits: list[_Hit]) -> None:
