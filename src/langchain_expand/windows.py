@@ -348,7 +348,9 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     the predictable shape. ``"guided"`` (needs a budget): each hit starts as its own sentence
     and the budget is spent one sentence at a time where evidence is most likely, next to a
     strong hit or similar to the query, up to ``max_radius`` each side (see
-    :mod:`langchain_expand.growth`); a weak hit may get its sentence alone. None (the default):
+    :mod:`langchain_expand.growth`); a weak hit may get its sentence alone. Where the fitted
+    windows leave more than 5% of the budget free, growth goes on from them into that room.
+    None (the default):
     guided when the call has a budget and neither ``before`` nor ``after`` was given (here or
     per call), fixed otherwise. Measured: guided holds more of the gold evidence than
     fixed radius-2 windows in the same budget in 23 of 24 corpus-budget cells, up to 68% more
@@ -642,7 +644,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         assert budget is not None
         vector = dense.vector()
         assert vector is not None  # _shape chose "fixed" for a store without embeddings
-        growing = _Growing(reads, vector, plan, decay_for(math.ceil(GUIDED_OVERFILL * budget)))
+        target = math.ceil(GUIDED_OVERFILL * budget)
+        growing = _Growing(reads, vector, plan, decay_for(target))
 
         def fitted(growth: Growth) -> list[Document]:
             units = plan.joined([(by_seed[r.seed], r.first, r.last) for r in growth.regions])
@@ -655,7 +658,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             hits = growing.seeded(above, search.tokens(above), budget)
             by_seed = _seeds(hits)
             seeds = list(by_seed)
-            growth = growing.rounds(seeds, math.ceil(GUIDED_OVERFILL * budget), heads=[h.doc_id for h in hits])
+            growth = growing.rounds(seeds, target, heads=[h.doc_id for h in hits])
             if not growth.exhausted or len(above) < len(found):
                 break
         windows = fitted(growth)
