@@ -12,13 +12,11 @@ import dataclasses
 import itertools
 import logging
 import math
-import os
 import threading
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -29,10 +27,24 @@ from pydantic import Field, PrivateAttr, model_validator
 from langchain_expand import core, snapshot
 from langchain_expand.adapters import StoreAdapter, Vector, adapt
 from langchain_expand.budget import fit_to_budget
-from langchain_expand.cache import Reads, SentenceCache, cosines
+from langchain_expand.cache import Reads, SentenceCache
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Growth, Position, Seed, Sentence, decay_for, grow
-from langchain_expand.lexical import LexicalHit, LexicalIndex, LocalSentence, fuse
+from langchain_expand.hits import (
+    DenseSearch,
+    Hit,
+    Hits,
+    HybridSearch,
+    RecordHits,
+    Search,
+    SearchedAhead,
+    SnapshotHits,
+    SnapshotSearch,
+    beside,
+    from_match,
+    to_hit,
+)
+from langchain_expand.lexical import LexicalIndex, LocalSentence
 from langchain_expand.ranges import largest_fitting, window_bounds
 from langchain_expand.records import (
     UnitIds,
@@ -42,14 +54,12 @@ from langchain_expand.records import (
     metadata_fingerprint,
     revision,
     unit_id,
-    unit_owner,
 )
 from langchain_expand.sentences import SentenceSplitter, Span
-from langchain_expand.snapshot import Bm25, Run, Snapshot
+from langchain_expand.snapshot import Run, Snapshot
 from langchain_expand.tokens import TokenCounter, chained_count, count_many, count_spans, counter_key
 from langchain_expand.units import (
     BUDGET,
-    CARRIED,
     DOC_ID,
     END,
     HIT,
@@ -73,25 +83,10 @@ __all__ = ["SentenceWindowRetriever", "window_bounds"]
 
 logger = logging.getLogger(__name__)
 
-Search = Callable[[int], list[tuple[Document, float]]]
-"""Asked for ``k``, gives the best matches with their relevance, best first."""
-
 Runs = Callable[[str, int, int], "Run | None"]
 """Asked for a document's sentences ``first`` to ``last - 1``, gives them at one revision; None where the store
 holds no complete run of them at one revision."""
 
-_BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
-"""Runs the lexical search beside the dense one."""
-
-
-def _renew_after_fork() -> None:
-    """A forked child has none of its parent's threads: a pool inherited from it would never run a task."""
-    global _BESIDE
-    _BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_renew_after_fork)
 _PROBE = 64  # ids probed per step when looking for units left by an interrupted run
 _DELETE_BATCH = 5_000  # ids per delete call
 
@@ -158,16 +153,6 @@ class _Sentences:
             yield LocalSentence(i, self.text[start:end], start, end, gap, tokens, counter, vector, joined)
 
 
-@dataclass(frozen=True)
-class _Hit:
-    doc_id: str
-    index: int
-    n: int
-    rev: str | None  # None: take whatever version the document's head has
-    score: float
-    extra: dict[str, Any]
-
-
 @dataclass
 class _Unit:
     """A window: sentences ``[first, last)`` of one document, and the hits inside it."""
@@ -176,7 +161,7 @@ class _Unit:
     first: int
     last: int
     n: int
-    hits: list[_Hit]
+    hits: list[Hit]
 
 
 @dataclass(frozen=True)
@@ -205,7 +190,7 @@ class _Plan:
         """No ``k``: hits are taken in rank order until the budget is full or evidence runs out."""
         return self.k is None
 
-    def taken(self, hits: list[_Hit]) -> list[_Hit]:
+    def taken(self, hits: list[Hit]) -> list[Hit]:
         """The hits above the relevance floor: where the evidence runs out, the rest stop."""
         if not hits:
             return hits
@@ -215,11 +200,11 @@ class _Plan:
         )
         return [h for h in hits if h.score >= floor and h.doc_id not in self.excluded]
 
-    def units(self, hits: list[_Hit]) -> list[_Unit]:
+    def units(self, hits: list[Hit]) -> list[_Unit]:
         """One unit per hit, or, when merging, one per group of overlapping windows."""
         return self.joined([(hit, *window_bounds(hit.index, hit.n, self.before, self.after)) for hit in hits])
 
-    def joined(self, spans: list[tuple[_Hit, int, int]]) -> list[_Unit]:
+    def joined(self, spans: list[tuple[Hit, int, int]]) -> list[_Unit]:
         """Each hit's sentences ``[first, last)`` as a unit; merged, when merging, where they touch."""
         units: list[_Unit] = []
         by_doc: dict[str, list[_Unit]] = {}  # each document's units, in the order of ``units``
@@ -531,14 +516,14 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         current = None if lexical is None else self._current_snapshot(lexical, dense, plan.first_fetch())
         held = None if current is None else current[0]
         reads = Reads(self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, held)
-        stored = _DenseSearch(dense, reads, ids_first=plan.shape == "guided")
+        stored = DenseSearch(dense, reads, ids_first=plan.shape == "guided")
         search: Search = stored
-        seeds: _Hits | None = None
+        seeds: Hits | None = None
         if current is not None:
-            search = _HybridSearch(_SnapshotSearch(dense, reads), dense, current[1], reads)
-            seeds = _SnapshotHits(dense, current[1], reads)
+            search = HybridSearch(SnapshotSearch(dense, reads), dense, current[1], reads)
+            seeds = SnapshotHits(dense, current[1], reads)
         elif lexical is not None:
-            search = _HybridSearch(stored, dense, lexical, reads)
+            search = HybridSearch(stored, dense, lexical, reads)
         found = self._answer(plan, search, dense, reads, seeds)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
@@ -556,7 +541,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     def _current_snapshot(
         self, lexical: LexicalIndex, dense: VectorSearch, k: int
-    ) -> tuple[Snapshot, _SearchedAhead] | None:
+    ) -> tuple[Snapshot, SearchedAhead] | None:
         """The snapshot of the store at its current change mark (built when the mark has moved), and its BM25.
 
         While the query is embedded, the mark is read and the last snapshot's BM25 ranks the
@@ -566,8 +551,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         if not self.snapshot_limit or self._vectors.kind != "chroma":
             return None
         last = None if self._snapshot is None else self._snapshot[1]
-        reading = _BESIDE.submit(self._vectors.marked)
-        ahead = None if last is None else _BESIDE.submit(last.bm25.search, dense.query, k)
+        reading = beside(self._vectors.marked)
+        ahead = None if last is None else beside(last.bm25.search, dense.query, k)
         vector = dense.vector()
         mark = reading.result()
         if mark is None or vector is None:
@@ -579,20 +564,20 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             current = self._snapshot[1]
         if current is None:
             return None
-        return current, _SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None)
+        return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None)
 
     def _answer(
-        self, plan: _Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: _Hits | None = None
+        self, plan: _Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: Hits | None = None
     ) -> list[Document]:
         """The call's windows by its plan: guided (from ``seeds``, else ``search``'s), budget-driven or ``k`` fixed."""
         if plan.shape == "guided":
-            return self._grown(_RecordHits(search, reads) if seeds is None else seeds, dense, plan, reads)
+            return self._grown(RecordHits(search, reads) if seeds is None else seeds, dense, plan, reads)
         if plan.budget_decides:
             return self._budgeted(self._fill(search, plan, reads), plan.max_tokens)
         assert plan.k is not None
         units: list[_Unit] = []
         for scored in core.overfetch(search, plan.first_fetch(), plan.k):
-            hits = [_to_hit(doc, score) for doc, score in scored]
+            hits = [to_hit(doc, score) for doc, score in scored]
             units = plan.units(plan.taken(hits))
             if len(units) >= plan.k:
                 break
@@ -616,7 +601,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         units: list[_Unit] = []
         first = plan.first_fetch()
         for scored in core.overfetch(search, first, first):
-            hits = [_to_hit(doc, score) for doc, score in scored]
+            hits = [to_hit(doc, score) for doc, score in scored]
             taken = plan.taken(hits)
             records.update((d.id, d) for d, _ in scored if d.id is not None)
             wanted = _needed_ids(plan.units(taken))
@@ -630,7 +615,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 break
         return self._assemble(units, _record_runs(records.values()), plan.skipped)
 
-    def _grown(self, search: _Hits, dense: VectorSearch, plan: _Plan, reads: Reads) -> list[Document]:
+    def _grown(self, search: Hits, dense: VectorSearch, plan: _Plan, reads: Reads) -> list[Document]:
         """Windows grown from the best hits toward the evidence, fitted to the budget.
 
         Hits are searched as in :meth:`_fill`; a hit's own relevance is its score in the ranking.
@@ -687,7 +672,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval.
         """
         plan = self._plan(k=len(hits) or 1, before=before, after=after, expand=True, merge=merge, max_tokens=max_tokens)
-        units = plan.units([_from_match(doc) for doc in hits])
+        units = plan.units([from_match(doc) for doc in hits])
         records = self._vectors.get_by_ids(_needed_ids(units))
         return self._budgeted(self._assemble(units, _record_runs(records)), plan.max_tokens)
 
@@ -795,197 +780,6 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         return out
 
 
-class _DenseSearch:
-    """The dense ranking, its records read through the query's :class:`Reads`.
-
-    With ``ids_first``, where the store returns ids alone (Chroma), the hits' heads are read
-    fresh (their revisions: guided growth reads them anyway) and the hits themselves come from
-    the cache where it holds them at that revision. Otherwise the store returns the records,
-    which teach ``reads`` their revisions (fixed windows then read every neighbour in one call).
-    """
-
-    def __init__(self, dense: VectorSearch, reads: Reads, *, ids_first: bool) -> None:
-        self.dense = dense
-        self.reads = reads
-        self.ids_first = ids_first
-
-    def __call__(self, k: int, more_heads: Callable[[], Iterable[str]] = tuple) -> list[tuple[Document, float]]:
-        """The best ``k``; ``more_heads`` names documents whose heads are read with the hits' (one store call)."""
-        vector = self.dense.vector() if self.ids_first else None
-        found = None if vector is None else self.dense.store.search_ids(vector, k, **self.dense.where)
-        if found is None:
-            scored = self.dense(k)
-            self.reads.saw(doc for doc, _ in scored)
-            return scored
-        self.reads.heads([*(unit_owner(i) for i, _ in found), *more_heads()])
-        records = {d.id: d for d in self.reads.records([i for i, _ in found])}
-        return [(records[i], score) for i, score in found if i in records]
-
-
-class _SnapshotSearch:
-    """The dense ranking, searched exactly in the query's snapshot (``reads``'); heads and records read from it too."""
-
-    def __init__(self, dense: VectorSearch, reads: Reads) -> None:
-        self.dense = dense
-        self.reads = reads
-
-    def __call__(self, k: int, more_heads: Callable[[], Iterable[str]] = tuple) -> list[tuple[Document, float]]:
-        """The best ``k``; ``more_heads`` names documents whose heads are read with the hits'."""
-        vector = self.dense.vector()
-        assert vector is not None  # a snapshot is only built of a store that keeps vectors
-        scores = self.reads.scores(vector)
-        assert scores is not None
-        found = [(unit_id(*position), score) for position, score in scores.nearest(k)]
-        self.reads.heads([*(unit_owner(i) for i, _ in found), *more_heads()])
-        records = {d.id: d for d in self.reads.records([i for i, _ in found])}
-        return [(records[i], score) for i, score in found if i in records]
-
-
-_Ranking = _DenseSearch | _SnapshotSearch
-
-
-class _SearchedAhead:
-    """A snapshot's BM25, its first search (for ``query`` and ``k``) maybe started beforehand."""
-
-    def __init__(self, bm25: Bm25, query: str, k: int, started: Future[list[LexicalHit]] | None) -> None:
-        self.bm25 = bm25
-        self.query = query
-        self.k = k
-        self.started = started
-
-    def search(self, query: str, k: int) -> list[LexicalHit]:
-        """The ``k`` best by BM25: the search started beforehand where it was for these."""
-        if self.started is not None and (query, k) == (self.query, self.k):
-            return self.started.result()
-        return self.bm25.search(query, k)
-
-
-class _HybridSearch:
-    """Dense hits fused with the lexical ranking's (reciprocal rank fusion), best first.
-
-    Each call asks both rankings for ``k`` and returns the fused list of up to ``2k``
-    records. A sentence only the lexical ranking found is fetched from the vector store and
-    scored like a dense hit: the cosine similarity of its stored vector to the query's,
-    where the store returns vectors (Chroma), else the lowest dense score of the list.
-    """
-
-    def __init__(
-        self, ranking: _Ranking, dense: VectorSearch, lexical: LexicalIndex | _SearchedAhead, reads: Reads
-    ) -> None:
-        self.ranking = ranking
-        self.dense = dense
-        self.lexical = lexical
-        self.reads = reads
-
-    def __call__(self, k: int) -> list[tuple[Document, float]]:
-        if isinstance(self.lexical, _SearchedAhead):  # in memory: half a millisecond, often done already
-            found = self.lexical.search(self.dense.query, k)
-            scored = self.ranking(k, lambda: (hit.doc_id for hit in found))
-        else:
-            # SQLite's BM25 runs beside the dense search (both release the GIL), after the
-            # embedding, which keeps every core busy on its own (measured: 3 of 7 ms saved).
-            self.dense.vector()
-            lexical = _BESIDE.submit(self.lexical.search, self.dense.query, k)
-            scored = self.ranking(k, lambda: (hit.doc_id for hit in lexical.result()))
-            found = lexical.result()
-        for hit in found:
-            self.reads.expect(hit.doc_id, hit.rev)
-        by_key = {(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])): (d, s) for d, s in scored}
-        extra = [(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
-        floor = min((s for _, s in scored), default=0.0)
-        for doc, score in self._scored(extra, floor):
-            by_key[(doc.metadata[STORED_DOC], int(doc.metadata[STORED_INDEX]))] = (doc, score)
-        order = fuse(
-            [(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])) for d, _ in scored],
-            [(h.doc_id, h.index) for h in found],
-        )
-        return [by_key[key] for key in order if key in by_key]
-
-    def _scored(self, positions: list[Position], floor: float) -> list[tuple[Document, float]]:
-        """The records at ``positions``, each with its relevance to the query."""
-        if not positions:
-            return []
-        ids = [unit_id(doc_id, i) for doc_id, i in positions]
-        vector = self.dense.vector()
-        if vector is None:
-            return [(doc, floor) for doc in self.reads.records(ids)]
-        scores = self.reads.scores(vector)
-        held = {} if scores is None else {unit_id(*p): c for p, _, c in scores.at(positions)}  # a snapshot scored all
-        scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
-        read = self.reads.with_vectors([i for i in ids if i not in held])
-        scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
-        return [(doc, min(1.0, max(0.0, c))) for doc, c in scored]
-
-
-class _Hits(Protocol):
-    """The ranked hits guided growth starts from, and their sentences' token counts."""
-
-    def __call__(self, k: int) -> list[_Hit]:
-        """The best ``k`` (more where a ranking fuses two), best first."""
-        ...
-
-    def tokens(self, hits: Sequence[_Hit]) -> list[int]:
-        """The token count of each hit's sentence; ``hits`` are of the last call."""
-        ...
-
-
-class _RecordHits:
-    """Hits made of a search's records; their counts read from the records through the query's ``reads``."""
-
-    def __init__(self, search: Search, reads: Reads) -> None:
-        self.search = search
-        self.reads = reads
-        self._records: dict[Position, Document] = {}
-
-    def __call__(self, k: int) -> list[_Hit]:
-        scored = self.search(k)
-        hits = [_to_hit(doc, score) for doc, score in scored]
-        self._records = {(h.doc_id, h.index): doc for h, (doc, _) in zip(hits, scored, strict=True)}
-        return hits
-
-    def tokens(self, hits: Sequence[_Hit]) -> list[int]:
-        return self.reads.tokens([self._records[h.doc_id, h.index] for h in hits])
-
-
-class _SnapshotHits:
-    """The hybrid ranking's hits found, fused and scored in the query's snapshot, with no record made.
-
-    The hits :class:`_HybridSearch` over :class:`_SnapshotSearch` returns, in the same order
-    with the same scores: the dense hits with the store's relevance, BM25's others with their
-    cosine similarity. A hit's revision, document size and token count come from the snapshot;
-    records are made only for the windows built (about 80 fewer a query at 2,000 tokens).
-    """
-
-    def __init__(self, dense: VectorSearch, lexical: _SearchedAhead, reads: Reads) -> None:
-        self.dense = dense
-        self.lexical = lexical
-        self.reads = reads
-        self._tokens: dict[Position, int] = {}
-
-    def __call__(self, k: int) -> list[_Hit]:
-        vector = self.dense.vector()
-        assert vector is not None  # a snapshot is only built of a store that keeps vectors
-        scores = self.reads.scores(vector)
-        assert scores is not None
-        dense = dict(scores.nearest(k))
-        order = fuse(list(dense), [(h.doc_id, h.index) for h in self.lexical.search(self.dense.query, k)])
-        held = {position: (tokens, cosine) for position, tokens, cosine in self.reads.similar(order, vector)}
-        snapshot = scores.snapshot
-        hits: list[_Hit] = []
-        for position in order:
-            if position not in held:
-                continue
-            tokens, cosine = held[position]
-            self._tokens[position] = tokens
-            score = dense[position] if position in dense else min(1.0, max(0.0, cosine))
-            doc_id, index = position
-            hits.append(_Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}))
-        return hits
-
-    def tokens(self, hits: Sequence[_Hit]) -> list[int]:
-        return [self._tokens[h.doc_id, h.index] for h in hits]
-
-
 class _Growing:
     """One query's guided growth: what it knows of each sentence, and its fetch-and-grow rounds.
 
@@ -1002,9 +796,9 @@ class _Growing:
         self.known: dict[Position, Sentence] = {}
         self._asked: set[Position] = set()
 
-    def seeded(self, hits: list[_Hit], counts: list[int], budget: int) -> list[_Hit]:
+    def seeded(self, hits: list[Hit], counts: list[int], budget: int) -> list[Hit]:
         """Learn the hits' sentences; the hits that fit ``budget`` (a window holds its hit whole)."""
-        fitting: list[_Hit] = []
+        fitting: list[Hit] = []
         for hit, tokens in zip(hits, counts, strict=True):
             self._asked.add((hit.doc_id, hit.index))
             self.known.setdefault((hit.doc_id, hit.index), Sentence(tokens, hit.score))
@@ -1152,7 +946,7 @@ class _SentenceLayout:
             self.store.delete(chunk)
 
 
-def _hits_for(budget: int, taken: list[_Hit], plan: _Plan, sizes: dict[str, int]) -> int:
+def _hits_for(budget: int, taken: list[Hit], plan: _Plan, sizes: dict[str, int]) -> int:
     """How many of the ranked hits it takes for their windows to reach ``budget`` tokens.
 
     Sizes are the sentences' own token counts (the gaps between them are left out), so the
@@ -1184,9 +978,9 @@ def _covers(windows: list[Document], others: list[Document]) -> bool:
     )
 
 
-def _absorb(units: list[_Unit], hits: list[_Hit]) -> None:
+def _absorb(units: list[_Unit], hits: list[Hit]) -> None:
     """List in each unit every hit inside it, also those another hit's growth reached first."""
-    by_doc: dict[str, list[_Hit]] = {}
+    by_doc: dict[str, list[Hit]] = {}
     for hit in hits:
         by_doc.setdefault(hit.doc_id, []).append(hit)
     for unit in units:
@@ -1195,7 +989,7 @@ def _absorb(units: list[_Unit], hits: list[_Hit]) -> None:
         unit.hits = sorted([*unit.hits, *(h for h in inside if h.index not in listed)], key=lambda h: -h.score)
 
 
-def _seeds(hits: list[_Hit]) -> dict[Seed, _Hit]:
+def _seeds(hits: list[Hit]) -> dict[Seed, Hit]:
     """Growth's seeds, in rank order.
 
     A seed's relevance is a hit's score, reassigned in rank order (the best score to the
@@ -1228,32 +1022,6 @@ def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
         msg = f"Document {doc_id!r}: the splitter found no sentences. Check the splitter or the text."
         raise ValueError(msg)
     return spans
-
-
-def _to_hit(doc: Document, score: float) -> _Hit:
-    meta = doc.metadata
-    try:
-        return _Hit(meta[STORED_DOC], int(meta[STORED_INDEX]), int(meta[STORED_COUNT]), meta[STORED_REV], score, {})
-    except KeyError:
-        msg = (
-            f"The vector store returned a record without sentence positions ({doc.id!r}). "
-            "Give SentenceWindowRetriever a collection that only it writes to."
-        )
-        raise ValueError(msg) from None
-
-
-def _from_match(doc: Document) -> _Hit:
-    """A hit rebuilt from a match-only result (or any unit with the same metadata)."""
-    m = doc.metadata
-    try:
-        extra = {key: m[key] for key in CARRIED if key in m}
-        return _Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra)
-    except KeyError as exc:
-        msg = (
-            f"expand_hits needs the metadata of a match-only result ({DOC_ID}, {HIT}, {N_SENTENCES}, "
-            f"{SCORE}); document {doc.id!r} lacks {exc}. Retrieve it with expand=False."
-        )
-        raise ValueError(msg) from None
 
 
 def _needed_ids(units: list[_Unit]) -> list[str]:

@@ -1,0 +1,309 @@
+"""A query's hits: the dense ranking (from the store, or exactly from a snapshot), BM25 beside it, fused.
+
+Windows are built around hits; guided growth starts from them. A search gives the best ``k``
+as records with their relevance (:data:`Search`); guided growth asks for :class:`Hits`, which
+on a snapshot are found, fused and scored by position without a record made for each.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+from langchain_core.documents import Document
+
+from langchain_expand.cache import Reads, cosines
+from langchain_expand.core import VectorSearch
+from langchain_expand.growth import Position
+from langchain_expand.lexical import LexicalHit, LexicalIndex, fuse
+from langchain_expand.records import unit_id, unit_owner
+from langchain_expand.snapshot import Bm25
+from langchain_expand.units import (
+    CARRIED,
+    DOC_ID,
+    HIT,
+    N_SENTENCES,
+    SCORE,
+    STORED_COUNT,
+    STORED_DOC,
+    STORED_INDEX,
+    STORED_REV,
+)
+
+__all__ = [
+    "DenseSearch",
+    "Hit",
+    "Hits",
+    "HybridSearch",
+    "RecordHits",
+    "Search",
+    "SearchedAhead",
+    "SnapshotHits",
+    "SnapshotSearch",
+    "beside",
+    "from_match",
+    "to_hit",
+]
+
+Search = Callable[[int], list[tuple[Document, float]]]
+"""Asked for ``k``, gives the best matches with their relevance, best first."""
+
+_BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
+"""Runs the lexical search beside the dense one."""
+
+
+def _renew_after_fork() -> None:
+    """A forked child has none of its parent's threads: a pool inherited from it would never run a task."""
+    global _BESIDE
+    _BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_after_fork)
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def beside(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+    """Run ``fn`` on the pool beside the query's thread (the lexical search, the store's change mark)."""
+    return _BESIDE.submit(fn, *args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A matched sentence: where it stands, the version it was matched in, and its relevance."""
+
+    doc_id: str
+    index: int
+    n: int
+    rev: str | None  # None: take whatever version the document's head has
+    score: float
+    extra: dict[str, Any]
+
+
+def to_hit(doc: Document, score: float) -> Hit:
+    """The hit a search record stands for; a record without sentence positions is an error naming it."""
+    meta = doc.metadata
+    try:
+        return Hit(meta[STORED_DOC], int(meta[STORED_INDEX]), int(meta[STORED_COUNT]), meta[STORED_REV], score, {})
+    except KeyError:
+        msg = (
+            f"The vector store returned a record without sentence positions ({doc.id!r}). "
+            "Give SentenceWindowRetriever a collection that only it writes to."
+        )
+        raise ValueError(msg) from None
+
+
+def from_match(doc: Document) -> Hit:
+    """A hit rebuilt from a match-only result (or any unit with the same metadata)."""
+    m = doc.metadata
+    try:
+        extra = {key: m[key] for key in CARRIED if key in m}
+        return Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra)
+    except KeyError as exc:
+        msg = (
+            f"expand_hits needs the metadata of a match-only result ({DOC_ID}, {HIT}, {N_SENTENCES}, "
+            f"{SCORE}); document {doc.id!r} lacks {exc}. Retrieve it with expand=False."
+        )
+        raise ValueError(msg) from None
+
+
+class DenseSearch:
+    """The dense ranking, its records read through the query's :class:`Reads`.
+
+    With ``ids_first``, where the store returns ids alone (Chroma), the hits' heads are read
+    fresh (their revisions: guided growth reads them anyway) and the hits themselves come from
+    the cache where it holds them at that revision. Otherwise the store returns the records,
+    which teach ``reads`` their revisions (fixed windows then read every neighbour in one call).
+    """
+
+    def __init__(self, dense: VectorSearch, reads: Reads, *, ids_first: bool) -> None:
+        self.dense = dense
+        self.reads = reads
+        self.ids_first = ids_first
+
+    def __call__(self, k: int, more_heads: Callable[[], Iterable[str]] = tuple) -> list[tuple[Document, float]]:
+        """The best ``k``; ``more_heads`` names documents whose heads are read with the hits' (one store call)."""
+        vector = self.dense.vector() if self.ids_first else None
+        found = None if vector is None else self.dense.store.search_ids(vector, k, **self.dense.where)
+        if found is None:
+            scored = self.dense(k)
+            self.reads.saw(doc for doc, _ in scored)
+            return scored
+        self.reads.heads([*(unit_owner(i) for i, _ in found), *more_heads()])
+        records = {d.id: d for d in self.reads.records([i for i, _ in found])}
+        return [(records[i], score) for i, score in found if i in records]
+
+
+class SnapshotSearch:
+    """The dense ranking, searched exactly in the query's snapshot (``reads``'); heads and records read from it too."""
+
+    def __init__(self, dense: VectorSearch, reads: Reads) -> None:
+        self.dense = dense
+        self.reads = reads
+
+    def __call__(self, k: int, more_heads: Callable[[], Iterable[str]] = tuple) -> list[tuple[Document, float]]:
+        """The best ``k``; ``more_heads`` names documents whose heads are read with the hits'."""
+        vector = self.dense.vector()
+        assert vector is not None  # a snapshot is only built of a store that keeps vectors
+        scores = self.reads.scores(vector)
+        assert scores is not None
+        found = [(unit_id(*position), score) for position, score in scores.nearest(k)]
+        self.reads.heads([*(unit_owner(i) for i, _ in found), *more_heads()])
+        records = {d.id: d for d in self.reads.records([i for i, _ in found])}
+        return [(records[i], score) for i, score in found if i in records]
+
+
+Ranking = DenseSearch | SnapshotSearch
+
+
+class SearchedAhead:
+    """A snapshot's BM25, its first search (for ``query`` and ``k``) maybe started beforehand."""
+
+    def __init__(self, bm25: Bm25, query: str, k: int, started: Future[list[LexicalHit]] | None) -> None:
+        self.bm25 = bm25
+        self.query = query
+        self.k = k
+        self.started = started
+
+    def search(self, query: str, k: int) -> list[LexicalHit]:
+        """The ``k`` best by BM25: the search started beforehand where it was for these."""
+        if self.started is not None and (query, k) == (self.query, self.k):
+            return self.started.result()
+        return self.bm25.search(query, k)
+
+
+class HybridSearch:
+    """Dense hits fused with the lexical ranking's (reciprocal rank fusion), best first.
+
+    Each call asks both rankings for ``k`` and returns the fused list of up to ``2k``
+    records. A sentence only the lexical ranking found is fetched from the vector store and
+    scored like a dense hit: the cosine similarity of its stored vector to the query's,
+    where the store returns vectors (Chroma), else the lowest dense score of the list.
+    """
+
+    def __init__(
+        self, ranking: Ranking, dense: VectorSearch, lexical: LexicalIndex | SearchedAhead, reads: Reads
+    ) -> None:
+        self.ranking = ranking
+        self.dense = dense
+        self.lexical = lexical
+        self.reads = reads
+
+    def __call__(self, k: int) -> list[tuple[Document, float]]:
+        """Both rankings' best ``k``, fused: up to ``2k`` records, best first."""
+        if isinstance(self.lexical, SearchedAhead):  # in memory: half a millisecond, often done already
+            found = self.lexical.search(self.dense.query, k)
+            scored = self.ranking(k, lambda: (hit.doc_id for hit in found))
+        else:
+            # SQLite's BM25 runs beside the dense search (both release the GIL), after the
+            # embedding, which keeps every core busy on its own (measured: 3 of 7 ms saved).
+            self.dense.vector()
+            lexical = beside(self.lexical.search, self.dense.query, k)
+            scored = self.ranking(k, lambda: (hit.doc_id for hit in lexical.result()))
+            found = lexical.result()
+        for hit in found:
+            self.reads.expect(hit.doc_id, hit.rev)
+        by_key = {(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])): (d, s) for d, s in scored}
+        extra = [(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
+        floor = min((s for _, s in scored), default=0.0)
+        for doc, score in self._scored(extra, floor):
+            by_key[(doc.metadata[STORED_DOC], int(doc.metadata[STORED_INDEX]))] = (doc, score)
+        order = fuse(
+            [(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])) for d, _ in scored],
+            [(h.doc_id, h.index) for h in found],
+        )
+        return [by_key[key] for key in order if key in by_key]
+
+    def _scored(self, positions: list[Position], floor: float) -> list[tuple[Document, float]]:
+        """The records at ``positions``, each with its relevance to the query."""
+        if not positions:
+            return []
+        ids = [unit_id(doc_id, i) for doc_id, i in positions]
+        vector = self.dense.vector()
+        if vector is None:
+            return [(doc, floor) for doc in self.reads.records(ids)]
+        scores = self.reads.scores(vector)
+        held = {} if scores is None else {unit_id(*p): c for p, _, c in scores.at(positions)}  # a snapshot scored all
+        scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
+        read = self.reads.with_vectors([i for i in ids if i not in held])
+        scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
+        return [(doc, min(1.0, max(0.0, c))) for doc, c in scored]
+
+
+class Hits(Protocol):
+    """The ranked hits guided growth starts from, and their sentences' token counts."""
+
+    def __call__(self, k: int) -> list[Hit]:
+        """The best ``k`` (more where a ranking fuses two), best first."""
+        ...
+
+    def tokens(self, hits: Sequence[Hit]) -> list[int]:
+        """The token count of each hit's sentence; ``hits`` are of the last call."""
+        ...
+
+
+class RecordHits:
+    """Hits made of a search's records; their counts read from the records through the query's ``reads``."""
+
+    def __init__(self, search: Search, reads: Reads) -> None:
+        self.search = search
+        self.reads = reads
+        self._records: dict[Position, Document] = {}
+
+    def __call__(self, k: int) -> list[Hit]:
+        """The search's best ``k`` as hits."""
+        scored = self.search(k)
+        hits = [to_hit(doc, score) for doc, score in scored]
+        self._records = {(h.doc_id, h.index): doc for h, (doc, _) in zip(hits, scored, strict=True)}
+        return hits
+
+    def tokens(self, hits: Sequence[Hit]) -> list[int]:
+        """The token count of each hit's sentence, from its record."""
+        return self.reads.tokens([self._records[h.doc_id, h.index] for h in hits])
+
+
+class SnapshotHits:
+    """The hybrid ranking's hits found, fused and scored in the query's snapshot, with no record made.
+
+    The hits :class:`HybridSearch` over :class:`SnapshotSearch` returns, in the same order
+    with the same scores: the dense hits with the store's relevance, BM25's others with their
+    cosine similarity. A hit's revision, document size and token count come from the snapshot;
+    records are made only for the windows built (about 80 fewer a query at 2,000 tokens).
+    """
+
+    def __init__(self, dense: VectorSearch, lexical: SearchedAhead, reads: Reads) -> None:
+        self.dense = dense
+        self.lexical = lexical
+        self.reads = reads
+        self._tokens: dict[Position, int] = {}
+
+    def __call__(self, k: int) -> list[Hit]:
+        """The fused ranking's best ``k`` as hits (up to ``2k``), best first."""
+        vector = self.dense.vector()
+        assert vector is not None  # a snapshot is only built of a store that keeps vectors
+        scores = self.reads.scores(vector)
+        assert scores is not None
+        dense = dict(scores.nearest(k))
+        order = fuse(list(dense), [(h.doc_id, h.index) for h in self.lexical.search(self.dense.query, k)])
+        held = {position: (tokens, cosine) for position, tokens, cosine in self.reads.similar(order, vector)}
+        snapshot = scores.snapshot
+        hits: list[Hit] = []
+        for position in order:
+            if position not in held:
+                continue
+            tokens, cosine = held[position]
+            self._tokens[position] = tokens
+            score = dense[position] if position in dense else min(1.0, max(0.0, cosine))
+            doc_id, index = position
+            hits.append(Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}))
+        return hits
+
+    def tokens(self, hits: Sequence[Hit]) -> list[int]:
+        """The token count of each hit's sentence, from the snapshot's copy."""
+        return [self._tokens[h.doc_id, h.index] for h in hits]
