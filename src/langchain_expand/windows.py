@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 from array import array
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,10 +25,10 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, model_validator
 
 from langchain_expand import core, snapshot
-from langchain_expand.adapters import StoreAdapter, Vector, adapt
+from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.budget import fit_to_budget
 from langchain_expand.cache import Reads, SentenceCache
-from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
+from langchain_expand.core import AsyncByThread, Indexed, Prepared, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Growth, Position, Seed, Sentence, decay_for, grow
 from langchain_expand.hits import (
     DenseSearch,
@@ -44,6 +44,7 @@ from langchain_expand.hits import (
     from_match,
     to_hit,
 )
+from langchain_expand.layout import SentenceLayout, SentenceRecords
 from langchain_expand.lexical import LexicalIndex, LocalSentence
 from langchain_expand.ranges import largest_fitting, window_bounds
 from langchain_expand.records import (
@@ -70,7 +71,6 @@ from langchain_expand.units import (
     SPAN,
     START,
     STORED_COUNT,
-    STORED_DOC,
     STORED_END,
     STORED_GAP,
     STORED_INDEX,
@@ -86,71 +86,6 @@ logger = logging.getLogger(__name__)
 Runs = Callable[[str, int, int], "Run | None"]
 """Asked for a document's sentences ``first`` to ``last - 1``, gives them at one revision; None where the store
 holds no complete run of them at one revision."""
-
-_PROBE = 64  # ids probed per step when looking for units left by an interrupted run
-_DELETE_BATCH = 5_000  # ids per delete call
-
-
-class _Sentences:
-    """One document's sentence records, kept as offsets and built one at a time when written.
-
-    Prepared records would hold every sentence's text and metadata at once: about 1.2 KB a
-    sentence, twenty times the text. Offsets cost 16 bytes a sentence.
-    """
-
-    def __init__(
-        self,
-        doc_id: str,
-        text: str,
-        spans: list[Span],
-        metadata: dict[str, Any],
-        rev: str,
-        counts: tuple[array[int], array[int]] | None,
-    ) -> None:
-        """``counts``: each sentence's token count, and each one's joined with the next (for the local copies)."""
-        self.doc_id = doc_id
-        self.text = text
-        self.starts = array("q", (s for s, _ in spans))
-        self.ends = array("q", (e for _, e in spans))
-        self.metadata = metadata
-        self.rev = rev
-        self.counts = counts
-
-    @property
-    def n(self) -> int:
-        """The number of sentences."""
-        return len(self.starts)
-
-    def place(self, i: int) -> tuple[int, int, str]:
-        """Sentence ``i``'s start and end offsets, and the text between it and the next one."""
-        start, end = self.starts[i], self.ends[i]
-        gap_end = self.starts[i + 1] if i + 1 < self.n else end
-        return start, end, self.text[end:gap_end]
-
-    def record(self, i: int) -> Document:
-        """Sentence ``i`` as stored: its text, position, the gap to the next one, the version."""
-        start, end, gap = self.place(i)
-        meta = {
-            **self.metadata,
-            STORED_DOC: self.doc_id,
-            STORED_INDEX: i,
-            STORED_COUNT: self.n,
-            STORED_START: start,
-            STORED_END: end,
-            STORED_GAP: gap,
-            STORED_REV: self.rev,
-        }
-        return Document(page_content=self.text[start:end], metadata=meta)
-
-    def local(self, vectors: dict[str, Vector], counter: str | None) -> Iterator[LocalSentence]:
-        """Every sentence as the lexical index keeps it, with the vector the store holds (when read)."""
-        for i in range(self.n):
-            start, end, gap = self.place(i)
-            tokens = joined = None
-            if self.counts is not None and counter is not None:
-                tokens, joined = self.counts[0][i], self.counts[1][i] if i + 1 < self.n else None
-            vector = vectors.get(unit_id(self.doc_id, i)) if i else None  # the head is not written yet
-            yield LocalSentence(i, self.text[start:end], start, end, gap, tokens, counter, vector, joined)
 
 
 @dataclass
@@ -450,8 +385,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             self.lexical.delete(ids)
         self._vectors.mark()
 
-    def _layout(self) -> _SentenceLayout:
-        return _SentenceLayout(self._vectors, self.batch_size, self.lexical, counter_key(self.token_counter))
+    def _layout(self) -> SentenceLayout:
+        return SentenceLayout(self._vectors, self.batch_size, self.lexical, counter_key(self.token_counter))
 
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its records, before anything is written."""
@@ -473,7 +408,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             self._check_sentence_sizes(own, spans, doc_id)
         base = encode_metadata(doc.metadata, doc_id)
         rev = revision(text, self.splitter, metadata_fingerprint(base))
-        body = _Sentences(doc_id, text, spans, base, rev, counts)
+        body = SentenceRecords(doc_id, text, spans, base, rev, counts)
         return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
 
     def _check_sentence_sizes(self, counts: Iterable[int], spans: list[Span], doc_id: str) -> None:
@@ -850,100 +785,6 @@ class _Growing:
         self._asked.update(fresh)
         for position, tokens, similarity in self.reads.similar(fresh, self.vector):
             self.known[position] = Sentence(tokens, similarity)
-
-
-class _SentenceLayout:
-    """Windows' storage: one vector-store record per sentence; sentence 0 is the head."""
-
-    def __init__(self, store: StoreAdapter, batch_size: int, lexical: LexicalIndex | None, counter: str | None) -> None:
-        self.store = store
-        self.batch_size = batch_size
-        self.lexical = lexical
-        self.counter = counter
-
-    def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
-        found = self.store.get_by_ids([unit_id(d, 0) for d in doc_ids])
-        return {
-            h.metadata[STORED_DOC]: (h.metadata.get(STORED_REV), int(h.metadata[STORED_COUNT]))
-            for h in found
-            if STORED_DOC in h.metadata
-        }
-
-    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> dict[str, Stored]:
-        known = {d: int(head[1]) for d, head in heads.items() if isinstance(head, tuple)}
-        left = self._probe(doc_ids, known)
-        committed = {d: UnitIds(d, known.get(d, 0)) for d in doc_ids}
-        # Units left past the end exist only after an interrupted run: listing them all is fine then.
-        return {d: Stored(vector_ids=[*committed[d], *left[d]] if d in left else committed[d]) for d in doc_ids}
-
-    def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
-        """Documents with a sentence missing, of another version than their head, or past its count.
-
-        Reads the sentences' metadata, in batches; embeds nothing.
-        """
-        committed: dict[str, tuple[object, int]] = {}
-        for d in doc_ids:
-            head = heads.get(d)
-            if isinstance(head, tuple):
-                committed[d] = (head[0], int(head[1]))
-        ids = ((d, unit_id(d, i)) for d, (_, n) in committed.items() for i in range(1, n))
-        bad: set[str] = set()
-        for chunk in core.batched(ids, self.batch_size):
-            revs = {r.id: r.metadata.get(STORED_REV) for r in self.store.get_by_ids([i for _, i in chunk])}
-            bad.update(d for d, i in chunk if revs.get(i) != committed[d][0])
-        rest = [d for d in committed if d not in bad]
-        return bad | set(self._probe(rest, {d: committed[d][1] for d in rest}))
-
-    def _probe(self, doc_ids: list[str], start: dict[str, int]) -> dict[str, list[str]]:
-        """Per document, the ids past its committed end that an interrupted run left behind."""
-
-        def lookup(asked: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
-            ids = {unit_id(d, i): (d, i) for d, i in asked}
-            return {ids[doc.id]: doc.id for doc in self.store.get_by_ids(list(ids)) if doc.id in ids}
-
-        left: dict[str, list[str]] = {}
-        for (d, _), found in core.probe_past({d: start.get(d, 0) for d in doc_ids}, lookup, _PROBE).items():
-            left.setdefault(d, []).append(found)
-        return left
-
-    def write_body(self, todo: list[Prepared]) -> None:
-        """Every sentence but the heads, built and written one batch at a time."""
-        self._write((p.doc_id, i, p.payload.record(i)) for p in todo for i in range(1, p.payload.n))
-        if self.lexical is not None:  # before the heads: it never holds a version not yet written
-            self.lexical.replace(self.local_rows(todo))
-
-    def local_rows(self, todo: list[Prepared]) -> Iterator[tuple[str, str, Iterator[LocalSentence]]]:
-        """The documents' rows for the lexical index, with the vectors their body has in the store.
-
-        The vectors are read back a batch of documents at a time (about 70 us a sentence from
-        Chroma, against 4 ms to embed it), so a query can read its neighbours from the index.
-        """
-        group: list[Prepared] = []
-        size = 0
-        for p in [*todo, None]:
-            if p is not None:
-                group.append(p)
-                size += p.payload.n - 1
-            if group and (p is None or size >= self.batch_size):
-                ids = (unit_id(q.doc_id, i) for q in group for i in range(1, q.payload.n))
-                vectors: dict[str, Vector] = {}
-                for chunk in core.batched(ids, self.batch_size):
-                    vectors.update(self.store.vectors(chunk))
-                for q in group:
-                    yield q.doc_id, q.payload.rev, q.payload.local(vectors, self.counter)
-                group, size = [], 0
-
-    def write_heads(self, todo: list[Prepared]) -> None:
-        self._write((p.doc_id, 0, p.payload.record(0)) for p in todo)
-
-    def _write(self, units: Iterable[tuple[str, int, Document]]) -> None:
-        for chunk in core.batched(units, self.batch_size):
-            self.store.add_documents([r for _, _, r in chunk], ids=[unit_id(d, i) for d, i, _ in chunk])
-
-    def remove(self, stale: Iterable[Stored]) -> None:
-        ids = (i for s in stale for i in s.vector_ids)
-        for chunk in core.batched(ids, _DELETE_BATCH):
-            self.store.delete(chunk)
 
 
 def _hits_for(budget: int, taken: list[Hit], plan: _Plan, sizes: dict[str, int]) -> int:
