@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from langchain_expand import (
     chroma_store,
 )
 
-from .conftest import load_docs
+from .conftest import load_docs, load_queries
 
 COUNTER = TokenCounter()
 Make = Callable[..., BudgetedParentDocumentRetriever]
@@ -448,6 +449,37 @@ def test_the_budget_decides_how_many_parents(make_parents: Make) -> None:
         assert scores == sorted(scores, reverse=True)
     assert len(retriever.invoke(QUERY, max_tokens=2500)) > 4
     assert len(retriever.invoke(QUERY, k=2, max_tokens=2500)) <= 2  # k only caps
+
+
+def test_budget_driven_parents_gather_more_than_the_budget_so_the_fit_fills_it(
+    make_parents: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 13: contexts use at least 95% of the budget. Gathering only the budget's worth left the
+    room of a cut or dropped last parent empty; lower-ranked, smaller ones now fill it, and only add."""
+    from langchain_expand import parents as module
+
+    retriever = make_parents()
+    retriever.add_documents(manual())
+    queries = [q["query"] for q in load_queries("emanual")][:20]
+    budget = 500
+
+    def answers() -> list[list[Document]]:
+        return [retriever.invoke(q, max_tokens=budget) for q in queries]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "OVERFILL", 1.0)
+        just_enough = answers()
+    gathered = answers()
+
+    def used(found: list[Document]) -> int:
+        return COUNTER("\n\n".join(p.page_content for p in found))
+
+    assert statistics.mean(used(a) for a in just_enough) < statistics.mean(used(a) for a in gathered)
+    assert statistics.mean(used(a) for a in gathered) >= 0.95 * budget
+    for before, after in zip(just_enough, gathered, strict=True):
+        assert used(after) <= budget
+        kept = {(p.metadata["doc_id"], p.metadata["start_index"], p.metadata["end_index"]) for p in after}
+        assert {(p.metadata["doc_id"], p.metadata["start_index"], p.metadata["end_index"]) for p in before} <= kept
 
 
 def test_rerank_then_expand_lets_the_budget_decide(make_parents: Make, minilm: Embeddings) -> None:

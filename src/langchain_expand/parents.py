@@ -77,6 +77,12 @@ class _Parent:
 
 DEFAULT_K = 4
 """Parents returned when neither ``k`` nor a budget says how many."""
+OVERFILL = 1.5
+"""With the budget deciding (``k=None``), parents are gathered until their capped sizes reach
+this much of it. The fit keeps them in rank order; where the last ones are cut or dropped,
+smaller ones further down fill the room (on the test slices at 500 and 1,000 tokens: TAT-QA
+94% and 95% of the budget used on average with 1.0x, 95% and 97% with 1.5x; the E-Manual 96%
+and 98% against 97% and 99%)."""
 MMR_FETCH_K = 20
 """Children MMR chooses among at least, as LangChain's ``fetch_k`` default."""
 _MAPPED_SEARCH_KWARGS = ("k", "score_threshold", "fetch_k", "lambda_mult")
@@ -353,7 +359,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
             if k is None and expand:  # the budget decides: enough parents to hold it
                 assert max_tokens is not None
-                if sum(d.metadata[TOKENS] for d in self._expand(ranked, None, stored, None)) >= max_tokens:
+                if sum(d.metadata[TOKENS] for d in self._expand(ranked, None, stored, None)) >= OVERFILL * max_tokens:
                     break
                 continue
             have = len(self._servable(ranked, stored)) if expand else len(ranked)
