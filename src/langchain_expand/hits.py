@@ -233,7 +233,7 @@ class HybridSearch:
         scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
         read = self.reads.with_vectors([i for i in ids if i not in held])
         scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
-        return [(doc, min(1.0, max(0.0, c))) for doc, c in scored]
+        return [(doc, _relevance(c)) for doc, c in scored]
 
 
 class Hits(Protocol):
@@ -299,7 +299,7 @@ class SnapshotHits:
                 continue
             tokens, cosine = held[position]
             self._tokens[position] = tokens
-            score = dense[position] if position in dense else min(1.0, max(0.0, cosine))
+            score = dense[position] if position in dense else _relevance(cosine)
             doc_id, index = position
             hits.append(Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}))
         return hits
@@ -307,3 +307,8 @@ class SnapshotHits:
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
         """The token count of each hit's sentence, from the snapshot's copy."""
         return [self._tokens[h.doc_id, h.index] for h in hits]
+
+
+def _relevance(cosine: float) -> float:
+    """A lexical-only hit's cosine as a relevance in [0, 1], on the dense hits' scale."""
+    return min(1.0, max(0.0, cosine))

@@ -35,7 +35,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.lexical import LexicalHit, LexicalIndex, LocalSentence, words
-from langchain_expand.records import unit_id, unit_position
+from langchain_expand.records import unit_id
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 
 if TYPE_CHECKING:
@@ -133,7 +133,7 @@ class Snapshot:
         return Scores(self, cosines, distances)
 
     def _hit(self, row: int, rank: int) -> LexicalHit:
-        doc_id, i = unit_position(self.ids[row]) or ("", 0)
+        doc_id, i = self.position(row)
         return LexicalHit(doc_id, i, self.revs[doc_id], rank)
 
     def position(self, row: int) -> tuple[str, int]:
