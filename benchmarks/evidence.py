@@ -58,6 +58,8 @@ HERE = Path(__file__).resolve().parent
 BUDGETS = [250, 500, 1000, 2000, 4000, 8000]
 COUNTER = TokenCounter()
 BEST = "ours: hybrid, guided (default)"
+ALONE = "ours: hybrid, guided, sentences embedded alone"
+"""The default but with ``sentence_context=None``: what embedding each sentence's context adds."""
 PEERS = ("LlamaIndex", "Haystack")
 
 Unit = tuple[str, int, int, str]  # doc_id, start, end, text
@@ -101,9 +103,21 @@ def build_ours(
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
     retriever = hybrid.model_copy(update={"lexical": None})  # the same index, dense ranking only
     merge = MergeOverlaps()
+    apart = tempfile.mkdtemp()  # a second index: each sentence embedded alone, without its context
+    alone = SentenceWindowRetriever(
+        vectorstore=chroma_store("alone", persist_directory=apart),
+        k=None,
+        merge=True,
+        lexical=LexicalIndex(Path(apart) / "lexical.sqlite"),
+        sentence_context=None,
+    )
+    alone.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
 
     def guided_hybrid(q: str, budget: int) -> list[Unit]:
         return as_units(hybrid.invoke(q, max_tokens=budget))
+
+    def guided_alone(q: str, budget: int) -> list[Unit]:
+        return as_units(alone.invoke(q, max_tokens=budget))
 
     def fixed_hybrid(q: str, budget: int) -> list[Unit]:
         return as_units(hybrid.invoke(q, max_tokens=budget, window="fixed"))
@@ -123,6 +137,7 @@ def build_ours(
 
     systems = {
         BEST: guided_hybrid,
+        ALONE: guided_alone,
         "ours: hybrid, fixed windows": fixed_hybrid,
         "ours: dense, guided": guided_dense,
         "ours: dense, fixed windows": fixed_dense,

@@ -89,7 +89,8 @@ def windows(folder: Path, minilm: Embeddings, killer: Killer) -> SentenceWindowR
         lexical=LexicalIndex(folder / f"lexical-{n}.sqlite"),
         batch_size=2,
     )
-    killer.arm(retriever.vectorstore, "add_documents", "delete")
+    # the adapter: sentences embedded with their context are written past the store's add_documents
+    killer.arm(retriever._vectors, "add_documents", "delete")
     killer.arm(retriever.lexical, "replace", "delete")
     killer.arm(retriever._vectors, "mark")  # the change mark, written last: readers' snapshots follow it
     return retriever

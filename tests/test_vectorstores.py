@@ -2,7 +2,7 @@
 Qdrant's embedded local mode (two), and LangChain's ``InMemoryVectorStore``.
 
 Each store is real; the claims are the same on each: relevance in [0, 1] and equal to the
-cosine similarity of the query and the matched text, re-adding replaces (no duplicate,
+cosine similarity of the query and the matched text as embedded (with its context), re-adding replaces (no duplicate,
 metadata updated), delete removes, and the results are the same windows and parents on
 every store.
 """
@@ -19,7 +19,14 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryStore
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SentenceWindowRetriever
+from langchain_expand import (
+    BudgetedParentDocumentRetriever,
+    MarkdownSectionSplitter,
+    SentenceSplitter,
+    SentenceWindowRetriever,
+    StructuralContext,
+    TokenCounter,
+)
 from langchain_expand.adapters import adapt
 
 from .conftest import load_docs
@@ -53,6 +60,13 @@ def reference(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> d
     }
 
 
+def embedded_texts(text: str) -> dict[int, str]:
+    """What the window retriever embeds for each sentence of ``text`` (its context, then it), by start offset."""
+    spans = SentenceSplitter(token_counter=TokenCounter())(text)
+    prefixes = StructuralContext()(text, spans)
+    return {start: prefix + text[start:end] for prefix, (start, end) in zip(prefixes, spans, strict=True)}
+
+
 def texts(docs: list[Document]) -> list[str]:
     return [d.page_content for d in docs]
 
@@ -64,9 +78,12 @@ def test_windows_on_every_store(kind: str, tmp_path: Path, minilm: Embeddings, r
 
     matches = retriever.invoke(QUERY, expand=False, k=6)
     assert texts(matches) == reference["hits"]
+    embedded = embedded_texts(manual()[0].page_content)
     for m in matches:
-        assert 0.0 <= m.metadata["score"] <= 1.0
-        assert m.metadata["score"] == pytest.approx(cosine(minilm, QUERY, m.page_content), abs=2e-3)
+        as_embedded = embedded[m.metadata["start_index"]]
+        assert as_embedded.endswith(m.page_content)
+        assert 0.0 <= m.metadata["score"] <= 1.0  # the cosine of the query and the sentence as embedded
+        assert m.metadata["score"] == pytest.approx(cosine(minilm, QUERY, as_embedded), abs=2e-3)
     guided = retriever.invoke(QUERY, max_tokens=400)
     assert texts(guided) == reference["guided"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
+from langchain_expand.context import SentenceContext, StructuralContext
 from langchain_expand.docstore import SQLDocStore
 from langchain_expand.lexical import LexicalIndex
 from langchain_expand.parents import BudgetedParentDocumentRetriever
@@ -33,10 +34,12 @@ __all__ = [
     "RerankThenExpand",
     "SQLDocStore",
     "SectionSplitter",
+    "SentenceContext",
     "SentenceSplitter",
     "SentenceWindowRetriever",
     "Span",
     "Splitter",
+    "StructuralContext",
     "TokenCounter",
     "chroma_store",
     "count_prompt_tokens",

@@ -174,9 +174,24 @@ class StoreAdapter:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def add_documents(self, documents: Sequence[Document], *, ids: Sequence[str], **kwargs: Any) -> None:
-        """Write ``documents`` under ``ids``, replacing records whose id exists."""
+    def add_documents(
+        self,
+        documents: Sequence[Document],
+        *,
+        ids: Sequence[str],
+        embedded: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Write ``documents`` under ``ids``, replacing records whose id exists.
+
+        ``embedded``: the text to embed for each record, where it is not its ``page_content``
+        (a sentence with its context). Chroma, FAISS, Qdrant (dense) and ``InMemoryVectorStore``
+        store each record's own text with that text's vector; any other store embeds
+        ``page_content`` (and embeds it again when a query asks for vectors, so the two agree).
+        """
         docs = list(documents)
+        if embedded is not None and self._add_embedded(docs, ids, embedded):
+            return
         if self.kind == "qdrant":
             docs = [
                 Document(d.page_content, metadata={**d.metadata, ID_KEY: i}) for d, i in zip(docs, ids, strict=True)
@@ -184,6 +199,48 @@ class StoreAdapter:
         if self.kind == "faiss":
             self.delete(list(ids))
         self.store.add_documents(docs, ids=[self._out_id(i) for i in ids], **kwargs)
+
+    def _add_embedded(self, docs: list[Document], ids: Sequence[str], embedded: Sequence[str]) -> bool:
+        """Write ``docs`` with the vectors of ``embedded``; False where the store cannot take vectors."""
+        if len(embedded) != len(docs):
+            msg = f"`embedded` has {len(embedded)} texts for {len(docs)} documents; give one per document."
+            raise ValueError(msg)
+        if all(t == d.page_content for t, d in zip(embedded, docs, strict=True)):
+            return False
+        store: Any = self.store
+        if self.kind == "qdrant":
+            from langchain_qdrant import RetrievalMode
+
+            if getattr(store, "retrieval_mode", None) != RetrievalMode.DENSE:
+                return False
+        elif self.kind not in ("chroma", "memory", "faiss"):
+            return False
+        if self.embeddings is None:
+            return False
+        vectors = self.embeddings.embed_documents(list(embedded))
+        texts = [d.page_content for d in docs]
+        metadatas = [dict(d.metadata) for d in docs]
+        if self.kind == "chroma":
+            store._collection.upsert(ids=list(ids), embeddings=vectors, documents=texts, metadatas=metadatas)
+        elif self.kind == "memory":
+            for id_, text, meta, vector in zip(ids, texts, metadatas, vectors, strict=True):
+                store.store[id_] = {"id": id_, "vector": vector, "text": text, "metadata": meta}
+        elif self.kind == "faiss":
+            self.delete(list(ids))
+            store.add_embeddings(list(zip(texts, vectors, strict=True)), metadatas=metadatas, ids=list(ids))
+        else:
+            from qdrant_client import models
+
+            points = [
+                models.PointStruct(
+                    id=self._out_id(id_),
+                    vector={store.vector_name: vector},
+                    payload={store.content_payload_key: text, store.metadata_payload_key: {**meta, ID_KEY: id_}},
+                )
+                for id_, text, meta, vector in zip(ids, texts, metadatas, vectors, strict=True)
+            ]
+            store.client.upsert(collection_name=store.collection_name, points=points)
+        return True
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the records ``ids`` name; unknown ids are skipped."""

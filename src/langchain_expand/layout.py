@@ -52,8 +52,13 @@ class SentenceRecords:
         metadata: dict[str, Any],
         rev: str,
         counts: tuple[array[int], array[int]] | None,
+        prefixes: list[str] | None = None,
     ) -> None:
-        """``counts``: each sentence's token count, and each one's joined with the next (for the local copies)."""
+        """``counts``: each sentence's token count, and each one's joined with the next (for the local copies).
+
+        ``prefixes``: what is embedded before each sentence (its context; see
+        :mod:`langchain_expand.context`), None for nothing.
+        """
         self.doc_id = doc_id
         self.text = text
         self.starts = array("q", (s for s, _ in spans))
@@ -61,6 +66,7 @@ class SentenceRecords:
         self.metadata = metadata
         self.rev = rev
         self.counts = counts
+        self.prefixes = prefixes
 
     @property
     def n(self) -> int:
@@ -87,6 +93,11 @@ class SentenceRecords:
             STORED_REV: self.rev,
         }
         return Document(page_content=self.text[start:end], metadata=meta)
+
+    def embedded(self, i: int) -> str:
+        """What is embedded for sentence ``i``: its context's prefix, then its text."""
+        start, end = self.starts[i], self.ends[i]
+        return (self.prefixes[i] if self.prefixes is not None else "") + self.text[start:end]
 
     def local(self, vectors: dict[str, Vector], counter: str | None) -> Iterator[LocalSentence]:
         """Every sentence as the lexical index keeps it, with the vector the store holds (when read)."""
@@ -157,7 +168,7 @@ class SentenceLayout:
 
     def write_body(self, todo: list[Prepared]) -> None:
         """Every sentence but the heads, built and written one batch at a time."""
-        self._write((p.doc_id, i, p.payload.record(i)) for p in todo for i in range(1, p.payload.n))
+        self._write((p.doc_id, i, p.payload) for p in todo for i in range(1, p.payload.n))
         if self.lexical is not None:  # before the heads: it never holds a version not yet written
             self.lexical.replace(self.local_rows(todo))
 
@@ -184,11 +195,15 @@ class SentenceLayout:
 
     def write_heads(self, todo: list[Prepared]) -> None:
         """The heads, last: each commits its document's new revision."""
-        self._write((p.doc_id, 0, p.payload.record(0)) for p in todo)
+        self._write((p.doc_id, 0, p.payload) for p in todo)
 
-    def _write(self, units: Iterable[tuple[str, int, Document]]) -> None:
+    def _write(self, units: Iterable[tuple[str, int, SentenceRecords]]) -> None:
         for chunk in core.batched(units, self.batch_size):
-            self.store.add_documents([r for _, _, r in chunk], ids=[unit_id(d, i) for d, i, _ in chunk])
+            self.store.add_documents(
+                [body.record(i) for _, i, body in chunk],
+                ids=[unit_id(d, i) for d, i, _ in chunk],
+                embedded=[body.embedded(i) for _, i, body in chunk],
+            )
 
     def remove(self, stale: Iterable[Stored]) -> None:
         """Delete the records ``stale`` names, in batches."""

@@ -17,7 +17,7 @@ from typing import Literal
 
 from markdown_it import MarkdownIt
 
-__all__ = ["Block", "Heading", "blocks", "headings"]
+__all__ = ["Block", "Heading", "blocks", "headings", "tables"]
 
 _MAYBE = re.compile(r"`{3,}|~{3,}|\||^ {0,3}#", re.MULTILINE)
 """Text without any of these has no fence, table or heading: the parser is skipped."""
@@ -75,6 +75,13 @@ def blocks(text: str) -> list[Block]:
         if not kept or block.first > kept[-1].last:
             kept.append(block)
     return kept
+
+
+def tables(text: str) -> list[Block]:
+    """Tables (at any nesting), sorted by first line."""
+    if not _MAYBE.search(text):
+        return []
+    return [Block("atomic", t.map[0], t.map[1] - 1) for t in _tokens(text) if t.type == "table_open" and t.map]
 
 
 def headings(text: str, max_level: int = 6) -> list[Heading]:

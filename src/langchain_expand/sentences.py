@@ -35,7 +35,8 @@ ABBREVIATIONS = frozenset(
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
-_SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
+SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
+"""A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
 _TERMINATOR = re.compile(r"(?:[.!?\u2026\u3002\uff01\uff1f]+)[\"'\u201d\u2019)\]]*(?=\s)")
 _WORD = re.compile(r"\S+")
 _ADMONITION = re.compile(r"(?:/{3,}|:{3,}|!{3}|\?{3})[ \t]*\w")
@@ -151,7 +152,7 @@ class SentenceSplitter:
         content = [c for c in content if c]
         if len(content) < 2:
             return False
-        speakers = sum(1 for c in content if _SPEAKER.match(c))
+        speakers = sum(1 for c in content if SPEAKER.match(c))
         if speakers >= 0.5 * len(content):
             return True
         ended = sum(1 for c in content if c[-1] in ".!?:;\u2026")

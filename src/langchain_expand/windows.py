@@ -28,6 +28,7 @@ from langchain_expand import core, snapshot
 from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.budget import fit_to_budget
 from langchain_expand.cache import Reads, SentenceCache
+from langchain_expand.context import SentenceContext, StructuralContext
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Growth, Position, Seed, Sentence, decay_for, grow
 from langchain_expand.hits import (
@@ -306,6 +307,11 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     """A metadata filter in the vector store's own syntax, e.g. ``{"source": "a.md"}`` for Chroma."""
     splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
     """Turns a text into sentence spans; a ``SentenceSplitter`` by default."""
+    sentence_context: SentenceContext | None = Field(default_factory=StructuralContext)
+    """What is embedded before each sentence, never returned: by default its heading, its table's
+    column headings and its line's speaker label (:class:`StructuralContext`); None embeds each
+    sentence alone. Measured: more evidence in 18 of 24 corpus-budget cells, at most 1% less in
+    the others (README, benchmarks). Changing it re-embeds a document when it is next added."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
     """Counts the ``tokens`` of each returned unit."""
     max_sentence_tokens: int | None = 2048
@@ -406,10 +412,29 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         if self.max_sentence_tokens is not None:
             own = counts[0] if counts is not None else count_spans(self.token_counter, text, spans)
             self._check_sentence_sizes(own, spans, doc_id)
+        prefixes = self._prefixes(text, spans, doc_id)
         base = encode_metadata(doc.metadata, doc_id)
-        rev = revision(text, self.splitter, metadata_fingerprint(base))
-        body = SentenceRecords(doc_id, text, spans, base, rev, counts)
+        rev = revision(text, self.splitter, metadata_fingerprint(base), self.sentence_context)
+        body = SentenceRecords(doc_id, text, spans, base, rev, counts, prefixes)
         return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
+
+    def _prefixes(self, text: str, spans: list[Span], doc_id: str) -> list[str] | None:
+        """Each sentence's context to embed before it (``sentence_context``), checked."""
+        if self.sentence_context is None:
+            return None
+        prefixes = self.sentence_context(text, spans)
+        if (
+            not isinstance(prefixes, list)
+            or len(prefixes) != len(spans)
+            or not all(isinstance(p, str) for p in prefixes)
+        ):
+            got = f"{len(prefixes)} items" if isinstance(prefixes, list) else type(prefixes).__name__
+            msg = (
+                f"Document {doc_id!r}: `sentence_context` must return a list of {len(spans)} strings "
+                f"(one per sentence), got {got}. Fix the callable, or pass sentence_context=None."
+            )
+            raise ValueError(msg)
+        return None if not any(prefixes) else prefixes
 
     def _check_sentence_sizes(self, counts: Iterable[int], spans: list[Span], doc_id: str) -> None:
         limit = self.max_sentence_tokens
