@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -77,7 +78,8 @@ class StructuralContext:
 
         Equal prefixes are one string object, so a long document's list costs a pointer a sentence.
         """
-        lines = [0, *(m.end() for m in _NEWLINE.finditer(text))]
+        lines = array("q", [0])  # each line's first offset: 8 bytes a line, for a long log too
+        lines.extend(m.end() for m in _NEWLINE.finditer(text))
         headings = markdown.headings(text) if self.headings else []
         heading_lines = [h.line for h in headings]
         above = _parents(headings)
@@ -108,7 +110,7 @@ class StructuralContext:
 class _Tables:
     """The Markdown tables of one text, and the column headings each of their rows lacks."""
 
-    def __init__(self, text: str, lines: list[int]) -> None:
+    def __init__(self, text: str, lines: array[int]) -> None:
         self._text = text
         self._lines = lines
         self._tables = markdown.tables(text)
