@@ -75,6 +75,11 @@ def test_each_part_can_be_turned_off_and_is_cut_to_max_chars() -> None:
     assert [p for p, _ in prefixed(text, StructuralContext(max_chars=7))] == ["", "Pairing\n", "Pairing\nAnna: "]
 
 
+def test_a_headings_attribute_list_is_not_part_of_its_title() -> None:
+    text = "## Code snippets { #code-snippets }\nRun it twice.\n\n## {#only-an-anchor}\nThen stop.\n"
+    assert [p for p, _ in prefixed(text)] == ["", "Code snippets\n", "", "{#only-an-anchor}\n"]
+
+
 def test_plain_prose_has_no_context() -> None:
     text = "The cable goes in first. Then the power: press it once. Wait."
     assert [p for p, _ in prefixed(text)] == ["", "", ""]

@@ -40,6 +40,7 @@ SentenceContext = Callable[[str, Sequence[Span]], list[str]]
 
 _LABEL_WORDS = 5  # "Ross Geller", "PhD F", "Chair (Mark Reckless)"
 _TERMINATOR = re.compile(r"[.!?]\s")
+_ATTRIBUTES = re.compile(r"\s*\{[^{}]*\}\s*$")
 _HEADING_ROWS = 3  # a table's column headings are at most this many rows
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # line ends as the Markdown parser counts them
 _SEPARATOR = re.compile(r"\s*\|?(?:\s*:?-+:?\s*\|)+\s*:?-*:?\s*\|?\s*")
@@ -93,7 +94,7 @@ class StructuralContext:
             if at >= 0 and heading_lines[at] == line:  # a heading's own context is the heading it is under
                 at = above[at]
             if at >= 0:
-                parts.append(headings[at].title[: self.max_chars] + "\n")
+                parts.append(_title(headings[at].title)[: self.max_chars] + "\n")
             header = tables.header(line) if tables is not None else None
             if header is not None:
                 if header:
@@ -146,6 +147,11 @@ class _Tables:
     def _line(self, line: int) -> str:
         end = self._lines[line + 1] if line + 1 < len(self._lines) else len(self._text)
         return self._text[self._lines[line] : end]
+
+
+def _title(title: str) -> str:
+    """A heading's words, without an attribute list (``Quotes { #quotes }``: MkDocs, Pandoc)."""
+    return _ATTRIBUTES.sub("", title) or title
 
 
 def _label(text: str, line: int, start: int) -> str:
