@@ -315,7 +315,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     """What is embedded before each sentence, never returned: by default its heading, its table's
     column headings and its line's speaker label (:class:`StructuralContext`); None embeds each
     sentence alone. Measured against sentences embedded alone: more evidence in 18 of 24
-    corpus-budget cells, up to +33% (README, benchmarks). Changing it re-embeds a document when
+    corpus-budget cells, up to +35% (README, benchmarks). Changing it re-embeds a document when
     it is next added."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
     """Counts the ``tokens`` of each returned unit."""
