@@ -23,6 +23,7 @@ from langchain_expand import (
     fit_to_budget,
     format_docs,
 )
+from langchain_expand.budget import FINE_UNIT_TOKENS
 
 from .test_spans import SENTENCES, SOURCE, window
 
@@ -154,6 +155,52 @@ def test_a_unit_that_does_not_fit_is_shrunk_from_its_edges_keeping_the_hit() -> 
     assert m["span"][0] <= 60 < m["span"][1]
     assert m["span"][1] - m["span"][0] < 9
     assert kept.page_content == SOURCE[m["start_index"] : m["end_index"]]
+
+
+def parent_of(text: str, child: str) -> Document:
+    """A parent as the parent retriever returns it: the whole text, its best child located in it."""
+    start = text.index(child)
+    children = [{"id": "c", "start_index": start, "end_index": start + len(child), "score": 0.9}]
+    return Document(text, metadata={"start_index": 0, "end_index": len(text), "children": children})
+
+
+def test_a_parent_whose_child_does_not_fit_keeps_whole_sentences_of_the_child() -> None:
+    """Issue 13: a matched child wider than the room left no longer drops its parent."""
+    first = (
+        "The warranty covers the panel, the stand, the remote control, the power cable and every other part "
+        "that came in the box for two years from the date of purchase, provided that the set was bought new "
+        "from an authorised dealer and registered within ninety days."
+    )
+    second = "Damage from liquids, drops, power surges or unauthorised repairs is excluded from the warranty."
+    before = (
+        "Before you call the service centre, write down the model code and the serial number printed on the "
+        "label at the back of the set, next to the power socket, and keep your receipt or invoice at hand."
+    )
+    text = f"{before} {first} {second} Outro."
+    parent = parent_of(text, f"{first} {second}")
+    budget = COUNTER(first) + 12  # the child's first sentence fits, not both, nor the one before
+    assert COUNTER(f"{first} {second}") > budget
+    assert COUNTER(f"{before} {first}") > budget
+    assert COUNTER(first) > FINE_UNIT_TOKENS  # a sentence kept whole, not pieces of the one before
+    (kept,), report = fit_to_budget([parent], budget)
+    assert report.truncated == 1
+    assert report.used <= budget
+    assert kept.page_content == text[kept.metadata["start_index"] : kept.metadata["end_index"]]
+    assert kept.page_content == first
+
+
+def test_a_parent_whose_child_is_a_table_bigger_than_the_room_keeps_rows_of_it() -> None:
+    rows = "\n".join(f"| {year} | revenue {year} | {1000 + year} |" for year in range(2000, 2012))
+    table = f"| year | item | amount |\n|---|---|---|\n{rows}"
+    text = f"Results by year.\n\n{table}\n\nAll figures in thousands."
+    parent = parent_of(text, table)
+    budget = 60
+    assert COUNTER(table) > budget  # one unit of the splitter, too big for the budget
+    (kept,), report = fit_to_budget([parent], budget)
+    assert budget // 2 <= report.used <= budget
+    assert kept.page_content == text[kept.metadata["start_index"] : kept.metadata["end_index"]]
+    assert "| 2000 | revenue 2000 | 3000 |" in kept.page_content
+    assert set(kept.page_content.splitlines()) <= set(text.splitlines())  # whole rows and lines
 
 
 def test_skip_and_continue_keeps_smaller_lower_ranked_units() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -451,31 +450,34 @@ def test_the_budget_decides_how_many_parents(make_parents: Make) -> None:
     assert len(retriever.invoke(QUERY, k=2, max_tokens=2500)) <= 2  # k only caps
 
 
-def test_budget_driven_parents_gather_more_than_the_budget_so_the_fit_fills_it(
-    make_parents: Make, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("corpus", ["emanual", "tatqa"])
+def test_budget_driven_parents_gather_until_the_fit_fills_the_budget(
+    make_parents: Make, monkeypatch: pytest.MonkeyPatch, corpus: str
 ) -> None:
     """Issue 13: contexts use at least 95% of the budget. Gathering only the budget's worth left the
-    room of a cut or dropped last parent empty; lower-ranked, smaller ones now fill it, and only add."""
+    room of a cut or dropped last parent empty where nothing gathered fitted it; parents further
+    down now fill it, and only add."""
     from langchain_expand import parents as module
 
     retriever = make_parents()
-    retriever.add_documents(manual())
-    queries = [q["query"] for q in load_queries("emanual")][:20]
-    budget = 500
+    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in load_docs(corpus)])
+    queries = [q["query"] for q in load_queries(corpus)][:20]
+    budget = 250
 
     def answers() -> list[list[Document]]:
         return [retriever.invoke(q, max_tokens=budget) for q in queries]
 
     with monkeypatch.context() as patch:
         patch.setattr(module, "OVERFILL", 1.0)
+        patch.setattr(module, "FULL", 0.0)
         just_enough = answers()
     gathered = answers()
 
     def used(found: list[Document]) -> int:
         return COUNTER("\n\n".join(p.page_content for p in found))
 
-    assert statistics.mean(used(a) for a in just_enough) < statistics.mean(used(a) for a in gathered)
-    assert statistics.mean(used(a) for a in gathered) >= 0.95 * budget
+    assert min(used(a) for a in just_enough) < 0.95 * budget  # 226 and 211 of 250 on these queries
+    assert min(used(a) for a in gathered) >= 0.95 * budget
     for before, after in zip(just_enough, gathered, strict=True):
         assert used(after) <= budget
         kept = {(p.metadata["doc_id"], p.metadata["start_index"], p.metadata["end_index"]) for p in after}
