@@ -363,8 +363,13 @@ def latency(
     return out
 
 
+def ordered(results: dict) -> list[str]:
+    """The systems, ours first (a system run alone with ``--only`` is added last to the results)."""
+    return sorted(results, key=lambda s: not s.startswith("ours"))
+
+
 def table(name: str, data: dict) -> str:
-    systems = list(data["results"])
+    systems = ordered(data["results"])
     lines = [f"#### {name} ({data['documents']} documents, {data['queries']} queries): evidence recall", ""]
     lines.append("| system | " + " | ".join(str(b) for b in BUDGETS) + " |")
     lines.append("| --- |" + " --- |" * len(BUDGETS))
@@ -436,7 +441,8 @@ def plot(name: str, data: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for system, by_budget in data["results"].items():
+    for system in ordered(data["results"]):
+        by_budget = data["results"][system]
         style = "-" if system.startswith("ours") else "--"
         ax.plot(BUDGETS, [by_budget[b]["recall"] for b in BUDGETS], style, marker="o", label=system)
     ax.set_xscale("log")
