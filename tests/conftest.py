@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -96,28 +97,36 @@ class CountingEmbeddings(Embeddings):
         return self.inner.embed_query(text)
 
 
-class QueriesOnce(Embeddings):
-    """The real model, each distinct query embedded once a session: a pure function of its text.
+class EmbeddedOnce(Embeddings):
+    """The real model, each distinct text embedded once a session: a pure function of its text.
 
-    The suite asks the same few queries thousands of times (the crash harness alone, 320).
+    The suite asks the same few queries thousands of times (the crash harness alone, 320) and
+    indexes the same test slices in dozens of tests. Every vector is the model's own for that
+    text (kept as float32, as the model computes it); a text never seen is embedded as usual,
+    the new ones of a batch in one call.
     """
 
     def __init__(self, model: Embeddings) -> None:
         self.model = model
-        self.queries: dict[str, list[float]] = {}
+        self.queries: dict[str, np.ndarray] = {}
+        self.documents: dict[str, np.ndarray] = {}
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.model.embed_documents(texts)
+        new = [t for t in dict.fromkeys(texts) if t not in self.documents]
+        if new:
+            vectors = self.model.embed_documents(new)
+            self.documents.update(zip(new, np.asarray(vectors, dtype=np.float32), strict=True))
+        return [self.documents[t].tolist() for t in texts]
 
     def embed_query(self, text: str) -> list[float]:
         if text not in self.queries:
-            self.queries[text] = self.model.embed_query(text)
-        return list(self.queries[text])
+            self.queries[text] = np.asarray(self.model.embed_query(text), dtype=np.float32)
+        return self.queries[text].tolist()
 
 
 @pytest.fixture(scope="session")
 def minilm() -> Embeddings:
-    return QueriesOnce(default_embeddings())
+    return EmbeddedOnce(default_embeddings())
 
 
 @pytest.fixture
