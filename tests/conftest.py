@@ -129,6 +129,14 @@ def minilm() -> Embeddings:
     return EmbeddedOnce(default_embeddings())
 
 
+@pytest.fixture(scope="session")
+def uncached_minilm(minilm: Embeddings) -> Embeddings:
+    """The model itself, embedding every text it is given: for tests whose point needs a write to
+    take the time it really takes (queries running while documents are indexed)."""
+    assert isinstance(minilm, EmbeddedOnce)
+    return minilm.model
+
+
 @pytest.fixture
 def counting(minilm: Embeddings) -> CountingEmbeddings:
     return CountingEmbeddings(minilm)

@@ -138,8 +138,9 @@ def test_a_kill_in_the_middle_of_indexing_never_serves_a_half_document(tmp_path:
     assert stored == sum(len(splitter(e["text"])) for e in edited)  # no orphans, no duplicates
 
 
-def test_concurrent_queries_in_threads_and_asyncio_while_indexing(make_retriever: Make) -> None:
-    retriever = make_retriever(k=5)
+def test_concurrent_queries_in_threads_and_asyncio_while_indexing(tmp_path: Path, uncached_minilm: Embeddings) -> None:
+    store = chroma_store("concurrent", persist_directory=tmp_path / "chroma", embeddings=uncached_minilm)
+    retriever = SentenceWindowRetriever(vectorstore=store, k=5)  # embeds as slowly as in use: writes overlap queries
     rows = load_docs("qmsum")
     retriever.add_documents(as_documents(rows[:1]))
     sources = {r["doc_id"]: {r["text"]} for r in rows}
