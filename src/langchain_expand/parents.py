@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -27,6 +27,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from langchain_expand import core
 from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.budget import fit_to_budget, trim
+from langchain_expand.context import SentenceContext, StructuralContext
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.ranges import grow, largest_fitting
 from langchain_expand.records import (
@@ -178,6 +179,14 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
     """Cap on the joined context of all returned parents (``"\\n\\n"`` between them)."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
     """Counts tokens for ``tokens`` and both budgets."""
+    child_context: SentenceContext | None = Field(default_factory=StructuralContext)
+    """What is embedded before each child, never returned: by default the heading above it, its
+    table's column headings and its line's speaker label, read from the whole document
+    (:class:`StructuralContext`, called with the children's spans); None embeds each child
+    alone, as the stock class does. On the E-Manual with Markdown sections as parents (60
+    queries, 250 ... 8,000 tokens): 0.418 / 0.534 / 0.628 / 0.768 / 0.835 / 0.917 evidence recall
+    alone, 0.488 / 0.622 / 0.706 / 0.794 / 0.914 / 0.917 with it. Changing it re-embeds a
+    document when it is next added."""
     batch_size: int = 4096
     """Children embedded and written per call to the vector store."""
 
@@ -295,7 +304,13 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         if not isinstance(doc.page_content, str) or not doc.page_content.strip():
             msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
             raise ValueError(msg)
-        rev = revision(doc.page_content, self.parent_splitter, self.child_splitter, metadata_fingerprint(doc.metadata))
+        rev = revision(
+            doc.page_content,
+            self.parent_splitter,
+            self.child_splitter,
+            metadata_fingerprint(doc.metadata),
+            self.child_context,
+        )
         parents: list[tuple[str, Document]] = []
         children: list[_Children] = []
         doc_parents = self._parents_of(doc, doc_id)
@@ -309,6 +324,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             parent.id = parent_id
             parents.append((parent_id, parent))
             children.append(kids)
+        children = self._with_context(doc.page_content, children, doc_id)
         return Prepared(
             doc_id,
             rev,
@@ -329,6 +345,31 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         for parent in parents:
             parent.metadata[DOC_ID] = doc_id
         return parents
+
+    def _with_context(self, text: str, children: list[_Children], doc_id: str) -> list[_Children]:
+        """The children with what ``child_context`` embeds before each, checked; unchanged without it."""
+        if self.child_context is None:
+            return children
+        spans = [(kids.base + s, kids.base + e) for kids in children for s, e in kids.chunks]
+        prefixes = self.child_context(text, spans)
+        if (
+            not isinstance(prefixes, list)
+            or len(prefixes) != len(spans)
+            or not all(isinstance(p, str) for p in prefixes)
+        ):
+            got = f"{len(prefixes)} items" if isinstance(prefixes, list) else type(prefixes).__name__
+            msg = (
+                f"Document {doc_id!r}: `child_context` must return a list of {len(spans)} strings "
+                f"(one per child), got {got}. Fix the callable, or pass child_context=None."
+            )
+            raise ValueError(msg)
+        if not any(prefixes):
+            return children
+        out, at = [], 0
+        for kids in children:
+            out.append(replace(kids, prefixes=prefixes[at : at + kids.n]))
+            at += kids.n
+        return out
 
     def _children_of(self, parent: Document, parent_id: str, doc_id: str, rev: str) -> _Children:
         chunks = locate_chunks(parent.page_content, self.child_splitter.split_text(parent.page_content), doc_id)
@@ -573,6 +614,8 @@ class _Children:
     chunks: list[Span]
     metadata: dict[str, Any]
     """What every child carries besides its position."""
+    prefixes: list[str] | None = None
+    """What is embedded before each child (``child_context``); None: nothing."""
 
     @property
     def n(self) -> int:
@@ -583,11 +626,13 @@ class _Children:
         """The children's vector-store ids."""
         return (unit_id(self.parent_id, i) for i in range(self.n))
 
-    def records(self) -> Iterator[tuple[str, Document]]:
-        """Each child's id and record."""
+    def records(self) -> Iterator[tuple[str, Document, str]]:
+        """Each child's id, record and the text embedded for it (its context and its own text)."""
         for i, (s, e) in enumerate(self.chunks):
             meta = {**self.metadata, STORED_INDEX: i, STORED_START: self.base + s, STORED_END: self.base + e}
-            yield unit_id(self.parent_id, i), Document(self.text[s:e], metadata=meta)
+            own = self.text[s:e]
+            embedded = own if self.prefixes is None else self.prefixes[i] + own
+            yield unit_id(self.parent_id, i), Document(own, metadata=meta), embedded
 
 
 @dataclass
@@ -712,7 +757,12 @@ class _ParentLayout:
     def write_body(self, todo: list[Prepared]) -> None:
         children = (c for p in todo for kids in p.payload[1] for c in kids.records())
         for batch in core.batched(children, self.batch_size):
-            self.vectors.add_documents([c for _, c in batch], ids=[i for i, _ in batch], **self.add_kwargs)
+            self.vectors.add_documents(
+                [c for _, c, _ in batch],
+                ids=[i for i, _, _ in batch],
+                embedded=[t for _, _, t in batch],
+                **self.add_kwargs,
+            )
         body = [(i, parent) for p in todo for i, parent in p.payload[0][1:]]
         if body:
             self.docstore.mset(body)
