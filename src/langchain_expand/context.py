@@ -108,6 +108,27 @@ class StructuralContext:
         return out
 
 
+def checked_prefixes(
+    context: SentenceContext, text: str, spans: Sequence[Span], doc_id: str, *, setting: str, unit: str
+) -> list[str] | None:
+    """``context``'s prefix for each of ``spans``, checked; None where none has one.
+
+    ``setting`` and ``unit`` name the retriever's setting and what a span is, for the error.
+
+    Raises:
+        ValueError: Naming the document, when ``context`` does not return one string per span.
+    """
+    prefixes = context(text, spans)
+    if not isinstance(prefixes, list) or len(prefixes) != len(spans) or not all(isinstance(p, str) for p in prefixes):
+        got = f"{len(prefixes)} items" if isinstance(prefixes, list) else type(prefixes).__name__
+        msg = (
+            f"Document {doc_id!r}: `{setting}` must return a list of {len(spans)} strings "
+            f"(one per {unit}), got {got}. Fix the callable, or pass {setting}=None."
+        )
+        raise ValueError(msg)
+    return prefixes if any(prefixes) else None
+
+
 class _Tables:
     """The Markdown tables of one text, and the column headings each of their rows lacks."""
 

@@ -27,7 +27,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from langchain_expand import core
 from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.budget import fit_to_budget, trim
-from langchain_expand.context import SentenceContext, StructuralContext
+from langchain_expand.context import SentenceContext, StructuralContext, checked_prefixes
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
 from langchain_expand.ranges import grow, largest_fitting
 from langchain_expand.records import (
@@ -351,19 +351,8 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         if self.child_context is None:
             return children
         spans = [(kids.base + s, kids.base + e) for kids in children for s, e in kids.chunks]
-        prefixes = self.child_context(text, spans)
-        if (
-            not isinstance(prefixes, list)
-            or len(prefixes) != len(spans)
-            or not all(isinstance(p, str) for p in prefixes)
-        ):
-            got = f"{len(prefixes)} items" if isinstance(prefixes, list) else type(prefixes).__name__
-            msg = (
-                f"Document {doc_id!r}: `child_context` must return a list of {len(spans)} strings "
-                f"(one per child), got {got}. Fix the callable, or pass child_context=None."
-            )
-            raise ValueError(msg)
-        if not any(prefixes):
+        prefixes = checked_prefixes(self.child_context, text, spans, doc_id, setting="child_context", unit="child")
+        if prefixes is None:
             return children
         out, at = [], 0
         for kids in children:

@@ -28,7 +28,7 @@ from langchain_expand import core, snapshot
 from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.budget import fit_to_budget
 from langchain_expand.cache import Reads, SentenceCache
-from langchain_expand.context import SentenceContext, StructuralContext
+from langchain_expand.context import SentenceContext, StructuralContext, checked_prefixes
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Growth, Position, Seed, Sentence, decay_for, grow
 from langchain_expand.hits import (
@@ -427,19 +427,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """Each sentence's context to embed before it (``sentence_context``), checked."""
         if self.sentence_context is None:
             return None
-        prefixes = self.sentence_context(text, spans)
-        if (
-            not isinstance(prefixes, list)
-            or len(prefixes) != len(spans)
-            or not all(isinstance(p, str) for p in prefixes)
-        ):
-            got = f"{len(prefixes)} items" if isinstance(prefixes, list) else type(prefixes).__name__
-            msg = (
-                f"Document {doc_id!r}: `sentence_context` must return a list of {len(spans)} strings "
-                f"(one per sentence), got {got}. Fix the callable, or pass sentence_context=None."
-            )
-            raise ValueError(msg)
-        return None if not any(prefixes) else prefixes
+        return checked_prefixes(self.sentence_context, text, spans, doc_id, setting="sentence_context", unit="sentence")
 
     def _check_sentence_sizes(self, counts: Iterable[int], spans: list[Span], doc_id: str) -> None:
         limit = self.max_sentence_tokens
