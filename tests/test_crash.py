@@ -170,7 +170,8 @@ def parents(folder: Path, minilm: Embeddings, killer: Killer) -> BudgetedParentD
         parent_splitter=MarkdownSectionSplitter(max_level=1),
         batch_size=2,
     )
-    killer.arm(retriever.vectorstore, "add_documents", "delete")
+    # The adapter: every child passes it, also those written with their context's vector (Chroma's upsert).
+    killer.arm(retriever._vectors, "add_documents", "delete")
     killer.arm(retriever.docstore, "mset", "mdelete")
     return retriever
 
