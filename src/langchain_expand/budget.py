@@ -381,9 +381,7 @@ def _largest_cut(
 
     A focus whose own units do not fit costs one count.
     """
-    ranges = grow(units, focus)
-    if ranges and ranges[-1] == (0, len(units)):
-        ranges.pop()  # the whole unit did not fit
+    ranges = grow(units, focus)[:-1]  # the last is every unit: the whole did not fit
     if not ranges or not fits(smallest := trim(doc, units, ranges[0], counter)):
         return None
     best = largest_fitting(ranges[1:], lambda r: fits(trim(doc, units, r, counter)))

@@ -396,8 +396,9 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
             if k is None and expand:  # the budget decides: enough parents to hold it
                 assert max_tokens is not None
-                if sum(d.metadata[TOKENS] for d in self._expand(ranked, None, stored, None)) >= OVERFILL * max_tokens:
-                    fitted = self._expand(ranked, k, stored, max_tokens)
+                capped = self._capped(ranked, None, stored)
+                if sum(d.metadata[TOKENS] for d in capped) >= OVERFILL * max_tokens:
+                    fitted = self._fit(capped, max_tokens)
                     if fitted and fitted[0].metadata[BUDGET]["used"] >= FULL * max_tokens:
                         return fitted
                 continue
@@ -498,12 +499,24 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         self, ranked: list[_Parent], k: int | None, stored: Sequence[Document | None], max_tokens: int | None
     ) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
+        return self._fit(self._capped(ranked, k, stored), max_tokens)
+
+    def _capped(self, ranked: list[_Parent], k: int | None, stored: Sequence[Document | None]) -> list[Document]:
+        """The first ``k`` parents present in the docstore (all, for None), each capped, with its ``tokens``."""
         out = [self._parent_out(parent, doc) for parent, doc in self._servable(ranked, stored, k, warn=True)]
         if self.max_parent_tokens is not None:
             out = [self._cap(doc) for doc in out]
-        if max_tokens is not None:
-            out, _ = fit_to_budget(out, max_tokens, token_counter=self.token_counter)
         return out
+
+    def _fit(self, parents: list[Document], max_tokens: int | None) -> list[Document]:
+        """``parents`` fitted to ``max_tokens``, if given, on the counts they carry (counted with ``token_counter``)."""
+        if max_tokens is None:
+            return parents
+        counts = [d.metadata[TOKENS] for d in parents]
+        fitted, _ = fit_to_budget(
+            parents, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True
+        )
+        return fitted
 
     def _servable(
         self, ranked: list[_Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False
