@@ -240,6 +240,15 @@ class Reads:
         found += [(p, n, c) for (p, n, _), c in zip(fetched, similarities, strict=True)]
         return found
 
+    def held(self, position: Position, vector: Sequence[float]) -> tuple[int, float] | None:
+        """A sentence's token count and cosine similarity to ``vector`` from the snapshot; None where it is not held.
+
+        Nothing is read or made: what :meth:`similar` gives for one sentence the snapshot holds.
+        """
+        scores = self.scores(vector)
+        found = None if scores is None else scores.held(position)
+        return None if found is None else (self._copy_tokens(position, found[0]), found[1])
+
     def scores(self, vector: Sequence[float]) -> Scores | None:
         """The snapshot's scores of every sentence against ``vector``, computed once a query; None without one."""
         if self.snapshot is None:

@@ -31,6 +31,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 __all__ = [
     "DECAY_SCALE",
@@ -42,6 +43,7 @@ __all__ = [
     "Region",
     "Seed",
     "Sentence",
+    "Sentences",
     "decay_for",
     "grow",
 ]
@@ -84,6 +86,13 @@ Position = tuple[str, int]
 """A sentence: its document's id and its index in the document."""
 
 
+class Sentences(Protocol):
+    """What growth reads each sentence's figures from: a ``dict`` will do."""
+
+    def get(self, position: Position, /) -> Sentence | None:
+        """The sentence at ``position`` (document, index), or None if not known."""
+
+
 @dataclass(frozen=True)
 class Seed:
     """A hit: where growth starts."""
@@ -120,8 +129,10 @@ class Growth:
 
     regions: list[Region]
     wanted: dict[Position, int] = field(default_factory=dict)
-    """Sentences it would have looked at but has no vector or token count for, each with the
-    direction growth was heading in (-1: toward the document's start, 1: toward its end)."""
+    """Sentences it looked at (took, or weighed as a next step) but has no vector or token count
+    for, each with the direction growth was heading in (-1: toward the document's start, 1:
+    toward its end). When nothing is wanted, every figure growth used was known: it is the
+    growth it would have made knowing every sentence."""
     exhausted: bool = False
     """Every seed and neighbour was used up before the target was reached."""
 
@@ -133,7 +144,7 @@ def decay_for(target: int) -> float:
 
 def grow(
     seeds: Sequence[Seed],
-    sentences: Mapping[Position, Sentence],
+    sentences: Sentences,
     target: int,
     *,
     max_units: int | None = None,
@@ -152,7 +163,9 @@ def grow(
 
     A sentence not in ``sentences`` yet is taken on trust (``unknown_tokens`` tokens, as
     similar to the query as the sentence it was reached from) and named in ``wanted``, so
-    the caller fetches exactly what this growth would use and runs it again.
+    the caller fetches exactly what this growth used and runs it again. ``sentences`` may
+    learn a sentence when it is first asked for (its ``get``): growth asks only for
+    sentences it weighs.
 
     Args:
         seeds: Hits, best first, each with the relevance it starts with; their sentences
@@ -204,6 +217,8 @@ def grow(
             known = known_get((doc_id, edge))
             similarity = seed.relevance if known is None else known.similarity
             ahead = known_get((doc_id, nearby))
+            if ahead is None:
+                wanted[(doc_id, nearby)] = -1 if nearby < seed.index else 1
             guess = ahead.similarity if ahead is not None else similarity
             distance = abs(nearby - seed.index)
             priority = weight * guess + prior[number] * powers[distance]
@@ -240,6 +255,8 @@ def grow(
         for nearby in (index - 1, index + 1):
             if lows[number] <= nearby <= highs[number] and (doc_id, nearby) not in owner:
                 ahead = known_get((doc_id, nearby))
+                if ahead is None:
+                    wanted[(doc_id, nearby)] = -1 if nearby < seeds[number].index else 1
                 guess = ahead.similarity if ahead is not None else similarity
                 push(heap, (-(weight * guess + weighted_prior), next(order), number, nearby, distance + 1, similarity))
     return Growth(

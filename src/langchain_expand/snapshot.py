@@ -194,6 +194,14 @@ class Scores:
         relevance, position = self.snapshot.relevance, self.snapshot.position
         return [(position(j), relevance(d)) for j, d in zip(top.tolist(), self.distances[top].tolist(), strict=True)]
 
+    def held(self, position: tuple[str, int]) -> tuple[LocalSentence, float] | None:
+        """The sentence at ``position`` (document, index) and its cosine similarity to the query; None if not here."""
+        span = self.snapshot._span.get(position[0])
+        if span is None or not 0 <= position[1] < span[1] - span[0]:
+            return None
+        row = span[0] + position[1]
+        return self.snapshot._sentences[row], float(self.cosines[row])
+
     def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float]]:
         """The sentences at ``positions`` (document, index) held here, each with its cosine similarity to the query."""
         spans = self.snapshot._span

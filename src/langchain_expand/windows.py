@@ -733,12 +733,42 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         return out
 
 
+class _Known:
+    """What growth knows of each sentence; a sentence the snapshot holds is learned when growth first asks for it.
+
+    With a snapshot every sentence's similarity is already computed (one pass a query), so
+    growth never has to name it as wanted and run again: one run sees what rounds of
+    fetching would have shown it.
+    """
+
+    def __init__(self, held: Callable[[Position], tuple[int, float] | None] | None) -> None:
+        self._known: dict[Position, Sentence] = {}
+        self._held = held
+        self._not_held: set[Position] = set()
+
+    def get(self, position: Position, /) -> Sentence | None:
+        found = self._known.get(position)
+        if found is None and self._held is not None and position not in self._not_held:
+            held = self._held(position)
+            if held is None:
+                self._not_held.add(position)
+            else:
+                found = self._known[position] = Sentence(*held)
+        return found
+
+    def learn(self, position: Position, sentence: Sentence, *, keep: bool = False) -> None:
+        """Know ``sentence`` at ``position``; with ``keep``, only if nothing is known of it yet."""
+        if not keep or position not in self._known:
+            self._known[position] = sentence
+
+
 class _Growing:
     """One query's guided growth: what it knows of each sentence, and its fetch-and-grow rounds.
 
     Growth runs on what is known and names the neighbours it wants next; those (and a few
     beyond, in the direction it was growing) are fetched with their vectors, scored against
-    the query, and growth runs again, at most ``_GROWTH_ROUNDS`` times.
+    the query, and growth runs again, at most ``_GROWTH_ROUNDS`` times. A sentence the
+    snapshot holds is known as soon as growth looks at it (:class:`_Known`).
     """
 
     def __init__(self, reads: Reads, vector: Sequence[float], plan: _Plan, decay: float) -> None:
@@ -746,7 +776,8 @@ class _Growing:
         self.vector = vector
         self.plan = plan
         self.decay = decay
-        self.known: dict[Position, Sentence] = {}
+        held = None if reads.snapshot is None else (lambda position: reads.held(position, vector))
+        self.known = _Known(held)
         self._asked: set[Position] = set()
 
     def seeded(self, hits: list[Hit], counts: list[int], budget: int) -> list[Hit]:
@@ -754,7 +785,7 @@ class _Growing:
         fitting: list[Hit] = []
         for hit, tokens in zip(hits, counts, strict=True):
             self._asked.add((hit.doc_id, hit.index))
-            self.known.setdefault((hit.doc_id, hit.index), Sentence(tokens, hit.score))
+            self.known.learn((hit.doc_id, hit.index), Sentence(tokens, hit.score), keep=True)
             if tokens <= budget:
                 fitting.append(hit)
         return fitting
@@ -802,7 +833,7 @@ class _Growing:
         fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
         self._asked.update(fresh)
         for position, tokens, similarity in self.reads.similar(fresh, self.vector):
-            self.known[position] = Sentence(tokens, similarity)
+            self.known.learn(position, Sentence(tokens, similarity))
 
 
 def _hits_for(budget: int, taken: list[Hit], plan: _Plan, sizes: dict[str, int]) -> int:
