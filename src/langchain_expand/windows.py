@@ -192,7 +192,8 @@ _RING = 2
 _REFILLS = 2
 """Times a call answers again, passing over documents it found half-written (a writer at work)."""
 _GROWTH_ROUNDS = 4
-"""Fetch-and-grow rounds at most per search (each reaches further out, up to ``max_radius``)."""
+"""Fetch-and-grow rounds at most per search (each reaches further out, up to ``max_radius``);
+with a snapshot growth knows every sentence it weighs and runs once."""
 
 _RULES: dict[str, Callable[[str, object], None]] = {
     "k": core.check_optional_positive,
