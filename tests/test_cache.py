@@ -22,6 +22,7 @@ from langchain_expand import (
 )
 from langchain_expand.adapters import StoreAdapter
 from langchain_expand.core import VectorSearch
+from langchain_expand.growth import Growth, grow
 from langchain_expand.records import unit_id
 from langchain_expand.snapshot import Snapshot
 from langchain_expand.snapshot import build as build_snapshot
@@ -206,6 +207,31 @@ def snapshot_of(retriever: SentenceWindowRetriever) -> Snapshot:
     current = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"), 1)
     assert current is not None
     return current[0]
+
+
+def test_on_a_snapshot_growth_knows_every_sentence_it_weighs_and_runs_once_a_search(
+    reader: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every sentence's similarity is in the snapshot's scores: growth never waits on a fetch."""
+    runs: list[Growth] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Growth:
+        runs.append(grow(*args, **kwargs))
+        return runs[-1]
+
+    monkeypatch.setattr(windows, "grow", counted)
+    queries = [q["query"] for q in load_queries("qmsum")[:4]]
+    for snapshot_limit, expected in ((50_000, "once"), (0, "in rounds")):
+        retriever = reader(lexical=True, snapshot_limit=snapshot_limit)
+        for query in queries:
+            runs.clear()
+            assert retriever.invoke(query, max_tokens=2000)
+            if expected == "once":
+                assert len(runs) == 1  # one search's hits filled the budget; no top-up was needed
+                assert not runs[0].wanted
+            else:  # from the store: named, fetched, grown again
+                assert len(runs) > 1
+                assert runs[0].wanted
 
 
 def test_the_snapshot_finds_the_exact_nearest_sentences_and_bm25s_ranking(reader: Make, minilm: Embeddings) -> None:
