@@ -140,6 +140,13 @@ class Snapshot:
         """The sentence in ``row``: its document and index."""
         return self._doc_of[row], self._sentences[row].i
 
+    def row(self, position: tuple[str, int]) -> int | None:
+        """The row of the sentence at ``position`` (document, index); None if not held here."""
+        span = self._span.get(position[0])
+        if span is None or not 0 <= position[1] < span[1] - span[0]:
+            return None
+        return span[0] + position[1]
+
     def size(self, doc_id: str) -> int:
         """The number of sentences of a document held here."""
         start, end = self._span[doc_id]
@@ -196,22 +203,18 @@ class Scores:
 
     def held(self, position: tuple[str, int]) -> tuple[LocalSentence, float] | None:
         """The sentence at ``position`` (document, index) and its cosine similarity to the query; None if not here."""
-        span = self.snapshot._span.get(position[0])
-        if span is None or not 0 <= position[1] < span[1] - span[0]:
-            return None
-        row = span[0] + position[1]
-        return self.snapshot._sentences[row], float(self.cosines[row])
+        row = self.snapshot.row(position)
+        return None if row is None else (self.snapshot._sentences[row], float(self.cosines[row]))
 
     def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float]]:
         """The sentences at ``positions`` (document, index) held here, each with its cosine similarity to the query."""
-        spans = self.snapshot._span
         held: list[tuple[str, int]] = []
         rows: list[int] = []
-        for doc_id, i in positions:
-            span = spans.get(doc_id)
-            if span is not None and 0 <= i < span[1] - span[0]:
-                held.append((doc_id, i))
-                rows.append(span[0] + i)
+        for position in positions:
+            row = self.snapshot.row(position)
+            if row is not None:
+                held.append(position)
+                rows.append(row)
         sentences = self.snapshot._sentences
         return [(p, sentences[row], c) for p, row, c in zip(held, rows, self.cosines[rows].tolist(), strict=True)]
 
