@@ -26,7 +26,8 @@ def layouts(draw: st.DrawFn) -> tuple[list[Seed], dict[Position, Sentence], int,
         for i in range(n):
             if i == 0 or draw(st.integers(min_value=0, max_value=9)) > 0:  # a tenth are not fetched yet
                 tokens = draw(st.integers(min_value=1, max_value=60))
-                sentences[(f"d{d}", i)] = Sentence(tokens, draw(st.floats(min_value=-1, max_value=1)))
+                tied = draw(st.integers(min_value=0, max_value=3)) == 0  # a quarter are tied to the next: tables
+                sentences[(f"d{d}", i)] = Sentence(tokens, draw(st.floats(min_value=-1, max_value=1)), tied)
     positions = sorted(sentences)
     chosen = draw(st.lists(st.sampled_from(positions), unique=True, min_size=1, max_size=8))
     relevances = sorted(draw(st.lists(st.floats(0, 1), min_size=len(chosen), max_size=len(chosen))), reverse=True)
@@ -135,7 +136,9 @@ def test_growth_that_wants_nothing_is_the_growth_that_knows_every_sentence(
     """
     seeds, partial, target, max_units, radius = layout
     every = {
-        (seed.doc_id, i): partial.get((seed.doc_id, i), Sentence(1 + (7 * i) % 40, ((5 * i) % 11) / 10 - 0.5))
+        (seed.doc_id, i): partial.get(
+            (seed.doc_id, i), Sentence(1 + (7 * i) % 40, ((5 * i) % 11) / 10 - 0.5, i % 3 > 0)
+        )
         for seed in seeds
         for i in range(seed.n)
     }
@@ -150,6 +153,26 @@ def test_growth_that_wants_nothing_is_the_growth_that_knows_every_sentence(
         known.update((p, every[p]) for p in growth.wanted)
         growth = grown()
     assert growth == grow(seeds, every, target, max_units=max_units, max_radius=radius, unknown_tokens=15)
+
+
+def test_a_table_is_taken_whole_where_it_fits_and_row_by_row_where_it_does_not() -> None:
+    """Rows are matched one at a time (``SentenceSplitter(table_rows=True)``) but sent as their table.
+
+    Sentences 3-7 are a table (each tied to the next but the last), the hit is its row 5.
+    """
+    sentences = {("d", i): Sentence(10, 0.1, 3 <= i < 7) for i in range(12)}
+    seed = Seed("d", 5, 12, 0.8)
+    (region,) = grow([seed], sentences, target=5 * 11).regions
+    assert (region.first, region.last) == (3, 8)  # the whole table, though prose would have grown 2 each side
+    (region,) = grow([seed], sentences, target=5 * 11 - 1).regions  # it does not fit: rows, from the hit out
+    assert (region.first, region.last) in ((2, 6), (3, 7), (4, 8))
+    assert region.last - region.first == 4
+    # growth reaching a table from the prose beside it takes the table too, as far as the radius reaches
+    seed = Seed("d", 1, 12, 0.8)
+    (region,) = grow([seed], sentences, target=8 * 11, max_radius=5).regions
+    assert (region.first, region.last) == (0, 7)  # sentence 2, then rows 3-6 (row 7 is past the radius)
+    (region,) = grow([seed], sentences, target=8 * 11, max_radius=6).regions
+    assert (region.first, region.last) == (0, 8)
 
 
 def test_the_decay_follows_the_budget_from_focused_to_wide() -> None:

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langchain_expand import SentenceSplitter, TokenCounter
+from langchain_expand.sentences import tied
 
 from .conftest import load_docs
 
@@ -46,6 +47,31 @@ def test_markdown_code_block_and_table_are_atomic_and_heading_is_its_own_unit() 
     table = "| code | meaning |\n|---|---|\n| 409 | Key used. Retry later. |\n| 200 | OK. |"
     text = f"# Errors\n\nReturns 409 if used. See below.\n\n{code}\n\n{table}\n\nAfter the table."
     assert pieces(text) == ["# Errors", "Returns 409 if used.", "See below.", code, table, "After the table."]
+
+
+def test_table_rows_split_a_table_into_its_headings_and_one_unit_a_row() -> None:
+    """A question about one row should match that row, not the blur of a whole table's vector."""
+    header = "|  |  | Years Ended June 30, |\n|---|---|---|\n|  | 2019 | 2018 |"
+    table = f"{header}\n| Services | $59,545 | $64,476 |\n| Other | 3,788 | 2,904 |"
+    text = f"Revenue by type.\n\n{table}\n\nAfter the table."
+    splitter = SentenceSplitter(token_counter=COUNTER, table_rows=True)
+    units = pieces(text, splitter)
+    assert units == [
+        "Revenue by type.",
+        header,
+        "| Services | $59,545 | $64,476 |",
+        "| Other | 3,788 | 2,904 |",
+        "After the table.",
+    ]
+    assert pieces(text) == ["Revenue by type.", table, "After the table."]  # off by default: the table is one unit
+    assert "table_rows=True" in repr(splitter)  # the repr is part of a document's revision
+    assert "table_rows" not in repr(SPLITTER)  # unchanged where it is off
+    spans = splitter(text)
+    gaps = [text[e : spans[i + 1][0]] for i, (_, e) in enumerate(spans[:-1])] + [""]
+    assert [tied(u, g) for u, g in zip(units, gaps, strict=True)] == [False, True, True, False, False]
+    # a plain table's heading is its first row; code is not split
+    code = "```\n| not | a table |\n```"
+    assert pieces(f"| a | b |\n|---|---|\n| 1 | 2 |\n\n{code}", splitter) == ["| a | b |\n|---|---|", "| 1 | 2 |", code]
 
 
 def test_unclosed_fence_runs_to_the_end() -> None:

@@ -41,9 +41,7 @@ SentenceContext = Callable[[str, Sequence[Span]], list[str]]
 _LABEL_WORDS = 5  # "Ross Geller", "PhD F", "Chair (Mark Reckless)"
 _TERMINATOR = re.compile(r"[.!?]\s")
 _ATTRIBUTES = re.compile(r"\s*\{[^{}]*\}\s*$")
-_HEADING_ROWS = 3  # a table's column headings are at most this many rows
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # line ends as the Markdown parser counts them
-_SEPARATOR = re.compile(r"\s*\|?(?:\s*:?-+:?\s*\|)+\s*:?-*:?\s*\|?\s*")
 
 
 @dataclass(frozen=True)
@@ -151,19 +149,10 @@ class _Tables:
         return "" if line < end else header
 
     def _headings(self, first: int, last: int) -> tuple[int, str]:
-        """The header row and the rows after it whose first cell is empty: (the line after them, their text)."""
-        rows: list[str] = []
-        line = first
-        while line <= last and len(rows) < _HEADING_ROWS:
-            row = self._line(line)
-            if _SEPARATOR.fullmatch(row):
-                line += 1
-                continue
-            if rows and _first_cell(row):
-                break
-            rows.append(row.strip())
-            line += 1
-        return line, "\n".join(rows)
+        """The table's column headings (:func:`markdown.heading_rows`): (the line after them, their text)."""
+        lines = [self._line(line) for line in range(first, min(last, first + 2 * markdown.HEADING_ROWS) + 1)]
+        end = markdown.heading_rows(lines)
+        return first + end, "\n".join(row.strip() for row in lines[:end] if not markdown.is_separator(row))
 
     def _line(self, line: int) -> str:
         end = self._lines[line + 1] if line + 1 < len(self._lines) else len(self._text)
@@ -196,8 +185,3 @@ def _parents(headings: Sequence[markdown.Heading]) -> list[int]:
         out.append(stack[-1] if stack else -1)
         stack.append(i)
     return out
-
-
-def _first_cell(row: str) -> str:
-    cells = row.strip().removeprefix("|").split("|")
-    return cells[0].strip()

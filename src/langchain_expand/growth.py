@@ -12,7 +12,11 @@ likely to be evidence. That likelihood is estimated from two signals the store a
   a window grows further on its relevant side and stops on an irrelevant one.
 
 A new hit competes with the neighbours of the hits already taken, so a strong hit's window
-grows wide while a weak hit gets its sentence alone, or nothing. The greedy works on a
+grows wide while a weak hit gets its sentence alone, or nothing.
+
+A table is matched row by row (``SentenceSplitter(table_rows=True)``, the window retriever's
+default) but sent whole: a row and the rows tied to it (:attr:`Sentence.tied`) are taken in one
+step where they all fit the room left, within the radius; otherwise its rows grow one at a time. The greedy works on a
 partial view: a sentence whose vector has not been fetched yet is reported as ``wanted`` and
 the caller fetches more and runs it again (it is cheap: everything is in memory).
 
@@ -29,7 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -112,6 +116,9 @@ class Sentence:
     tokens: int
     similarity: float
     """Cosine similarity of its vector to the query's."""
+    tied: bool = False
+    """It and the next sentence are rows of one table (:func:`~langchain_expand.sentences.tied`):
+    growth takes a table's rows together where they fit."""
 
 
 @dataclass
@@ -233,34 +240,83 @@ def grow(
         if position in owner:
             continue
         known = known_get(position)
+        first, last = index, index + 1
         cost = (known.tokens if known is not None else unknown_tokens) + 1
+        if known is not None:
+            way = 0 if distance == 0 else -1 if index < firsts[number] else 1
+            first, last, cost = _table(known_get, owner, doc_id, index, known, way, lows[number], highs[number])
+            if used + cost > target:  # a table that does not fit grows one row at a time
+                first, last, cost = index, index + 1, known.tokens + 1
         if used + cost > target:
             continue
         if distance == 0:
             if max_units is not None and len(firsts) >= max_units:
                 continue
-            firsts[number], lasts[number] = index, index + 1
-        elif index < firsts[number]:  # a region grows one sentence at a time, at one of its ends
-            firsts[number] = index
+            firsts[number], lasts[number] = first, last
+        elif index < firsts[number]:  # a region grows at one of its ends: a sentence, or a table's rows
+            firsts[number] = first
         else:
-            lasts[number] = index + 1
+            lasts[number] = last
         if known is None:
             wanted[position] = -1 if index < seeds[number].index else 1
             similarity = previous
         else:
             similarity = known.similarity
-        owner[position] = number
+        owner.update(((doc_id, i), number) for i in range(first, last))
         used += cost
-        weighted_prior = prior[number] * powers[distance + 1]
-        for nearby in (index - 1, index + 1):
+        for nearby, edge in ((first - 1, first), (last, last - 1)):
             if lows[number] <= nearby <= highs[number] and (doc_id, nearby) not in owner:
+                reached = similarity
+                if edge != index:  # a table was taken: grow on from its row at this end
+                    row = known_get((doc_id, edge))
+                    reached = row.similarity if row is not None else previous
                 ahead = known_get((doc_id, nearby))
                 if ahead is None:
                     wanted[(doc_id, nearby)] = -1 if nearby < seeds[number].index else 1
-                guess = ahead.similarity if ahead is not None else similarity
-                push(heap, (-(weight * guess + weighted_prior), next(order), number, nearby, distance + 1, similarity))
+                guess = ahead.similarity if ahead is not None else reached
+                step = abs(nearby - seeds[number].index)
+                push(
+                    heap, (-(weight * guess + prior[number] * powers[step]), next(order), number, nearby, step, reached)
+                )
     return Growth(
         regions=[Region(seeds[number], firsts[number], lasts[number]) for number in sorted(firsts)],
         wanted=wanted,
         exhausted=not heap and used < FULL * target,
     )
+
+
+def _table(
+    known_get: Callable[[Position], Sentence | None],
+    owner: Mapping[Position, int],
+    doc_id: str,
+    index: int,
+    here: Sentence,
+    way: int,
+    low: int,
+    high: int,
+) -> tuple[int, int, int]:
+    """The table rows around sentence ``index`` (``here``) that growth heading ``way`` takes: ``(first, last, cost)``.
+
+    ``way`` is -1 (toward the document's start), 1 (toward its end) or 0 (a seed: both). A
+    row is taken with the rows tied to it (:attr:`Sentence.tied`) that are known, free and
+    within ``[low, high]``; a sentence of no table comes alone. Where the walk stops at a
+    sentence not known yet, growth weighs that sentence next and names it as wanted.
+    """
+    first, last, cost = index, index + 1, here.tokens + 1
+    if way <= 0:
+        while first > low and (doc_id, first - 1) not in owner:
+            before = known_get((doc_id, first - 1))
+            if before is None or not before.tied:
+                break
+            first -= 1
+            cost += before.tokens + 1
+    if way >= 0:
+        row = here
+        while row.tied and last <= high and (doc_id, last) not in owner:
+            after = known_get((doc_id, last))
+            if after is None:
+                break
+            last += 1
+            cost += after.tokens + 1
+            row = after
+    return first, last, cost

@@ -11,23 +11,37 @@ Lines are counted as the parser counts them: ``\\r\\n``, ``\\r`` and ``\\n`` eac
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
 from markdown_it import MarkdownIt
 
-__all__ = ["Block", "Heading", "blocks", "headings", "tables"]
+__all__ = [
+    "HEADING_ROWS",
+    "Block",
+    "Heading",
+    "blocks",
+    "first_cell",
+    "heading_rows",
+    "headings",
+    "is_separator",
+    "tables",
+]
 
 _MAYBE = re.compile(r"`{3,}|~{3,}|\||^ {0,3}#", re.MULTILINE)
 """Text without any of these has no fence, table or heading: the parser is skipped."""
+HEADING_ROWS = 3
+"""A table's column headings are at most this many rows (the header row and sub-header rows)."""
+_SEPARATOR = re.compile(r"\s*\|?(?:\s*:?-+:?\s*\|)+\s*:?-*:?\s*\|?\s*")
 
 
 @dataclass(frozen=True)
 class Block:
     """A block the splitters keep whole (code, table) or apart (heading), by line numbers."""
 
-    kind: Literal["atomic", "heading"]
+    kind: Literal["atomic", "table", "heading"]
     first: int
     last: int
     """Inclusive."""
@@ -53,7 +67,7 @@ def _tokens(text: str) -> tuple:  # type: ignore[type-arg]
 
 
 def blocks(text: str) -> list[Block]:
-    """Fenced code blocks (at any nesting: in blockquotes, list items), tables and headings.
+    """Fenced code blocks (``atomic``; at any nesting: in blockquotes, list items), tables and headings.
 
     Indented code blocks are left to prose: indentation alone is too common in plain text
     to mean code. Sorted by first line; nested blocks are not listed twice.
@@ -65,8 +79,10 @@ def blocks(text: str) -> list[Block]:
         if token.map is None:
             continue
         first, end = token.map
-        if token.type == "fence" or token.type == "table_open":
+        if token.type == "fence":
             out.append(Block("atomic", first, end - 1))
+        elif token.type == "table_open":
+            out.append(Block("table", first, end - 1))
         elif token.type == "heading_open":
             out.append(Block("heading", first, end - 1))
     out.sort(key=lambda b: b.first)
@@ -81,7 +97,7 @@ def tables(text: str) -> list[Block]:
     """Tables (at any nesting), sorted by first line."""
     if not _MAYBE.search(text):
         return []
-    return [Block("atomic", t.map[0], t.map[1] - 1) for t in _tokens(text) if t.type == "table_open" and t.map]
+    return [Block("table", t.map[0], t.map[1] - 1) for t in _tokens(text) if t.type == "table_open" and t.map]
 
 
 def headings(text: str, max_level: int = 6) -> list[Heading]:
@@ -97,3 +113,34 @@ def headings(text: str, max_level: int = 6) -> list[Heading]:
                 title = tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
                 out.append(Heading(token.map[0], level, title))
     return out
+
+
+def is_separator(row: str) -> bool:
+    """Whether a table line is its delimiter row (``|---|:--:|``)."""
+    return _SEPARATOR.fullmatch(row) is not None
+
+
+def first_cell(row: str) -> str:
+    """A table row's first cell, stripped ("" when it is empty)."""
+    cells = row.strip().removeprefix("|").split("|")
+    return cells[0].strip()
+
+
+def heading_rows(rows: Sequence[str]) -> int:
+    """How many of a table's first lines are its column headings, the delimiter row included.
+
+    The headings are the header row and the rows after it whose first cell is empty (a year
+    or unit row under a header: ``|  | 2019 | 2018 |``), at most ``HEADING_ROWS`` of them.
+    """
+    taken = 0
+    line = 0
+    while line < len(rows) and taken < HEADING_ROWS:
+        row = rows[line]
+        if is_separator(row):
+            line += 1
+            continue
+        if taken and first_cell(row):
+            break
+        taken += 1
+        line += 1
+    return line

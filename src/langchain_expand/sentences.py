@@ -18,7 +18,7 @@ from typing import Literal
 from langchain_expand import markdown
 from langchain_expand.tokens import TokenCounter, count_many, count_spans
 
-__all__ = ["SentenceSplitter", "Span", "Splitter"]
+__all__ = ["SentenceSplitter", "Span", "Splitter", "tied"]
 
 Span = tuple[int, int]
 """A half-open ``[start, end)`` range of char offsets."""
@@ -34,6 +34,7 @@ ABBREVIATIONS = frozenset(
 """Words that a period follows without ending the sentence (lower case, no final '.')."""
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+_ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
@@ -44,7 +45,7 @@ _ADMONITION = re.compile(r"(?:/{3,}|:{3,}|!{3}|\?{3})[ \t]*\w")
 
 @dataclass(frozen=True)
 class _Block:
-    kind: Literal["prose", "atomic", "heading"]
+    kind: Literal["prose", "atomic", "table", "heading"]
     start: int
     end: int
 
@@ -56,7 +57,8 @@ class SentenceSplitter:
     whitespace, except after an abbreviation (``Dr.``, ``e.g.``), an initial (``J.``),
     or when the next word starts in lower case. Decimals never split. Closing quotes
     and brackets stay with their sentence. In Markdown, a fenced code block and a
-    table are each one atomic unit and a heading is its own unit. In transcripts
+    table are each one atomic unit and a heading is its own unit; with ``table_rows``, a
+    table's column headings are one unit and each later row its own. In transcripts
     (``Speaker: text`` lines), every line is a boundary.
 
     The cap: any unit longer than ``max_tokens`` is split at line breaks first (table
@@ -83,6 +85,7 @@ class SentenceSplitter:
         markdown: bool = True,
         token_counter: TokenCounter | Callable[[str], int] | None = None,
         abbreviations: frozenset[str] = ABBREVIATIONS,
+        table_rows: bool = False,
     ) -> None:
         """Build a splitter.
 
@@ -96,6 +99,10 @@ class SentenceSplitter:
             token_counter: Counts tokens for the cap; a ``TokenCounter`` by default.
             abbreviations: Lower-case words after which a period does not end a
                 sentence.
+            table_rows: Split a Markdown table into its column headings (the header row,
+                the delimiter row and any sub-header rows: :func:`markdown.heading_rows`)
+                and one unit per later row, so that a question about one row matches that
+                row. Guided windows take a table's rows together (:func:`tied`).
 
         Raises:
             ValueError: When ``max_tokens`` is below 1 or ``line_breaks`` is unknown.
@@ -110,6 +117,7 @@ class SentenceSplitter:
         self.line_breaks = line_breaks
         self.markdown = markdown
         self.abbreviations = abbreviations
+        self.table_rows = table_rows
         if token_counter is None:
             token_counter = TokenCounter()
         self.token_counter = token_counter
@@ -125,9 +133,10 @@ class SentenceSplitter:
         return self._cap(text, spans)
 
     def __repr__(self) -> str:
+        rows = ", table_rows=True" if self.table_rows else ""  # the repr is part of each document's revision
         return (
             f"SentenceSplitter(max_tokens={self.max_tokens}, "
-            f"line_breaks={self.line_breaks!r}, markdown={self.markdown})"
+            f"line_breaks={self.line_breaks!r}, markdown={self.markdown}{rows})"
         )
 
     # -- structure ---------------------------------------------------------------
@@ -136,7 +145,9 @@ class SentenceSplitter:
         lines = [(m.start(), m.end()) for m in _LINE.finditer(text) if m.end() > m.start()]
         hard = self._hard_lines(text, lines)
         for block in self._blocks(text, lines):
-            if block.kind != "prose":
+            if block.kind == "table" and self.table_rows:
+                yield from _table_rows(text, block.start, block.end)
+            elif block.kind != "prose":
                 yield from _trimmed(text, block.start, block.end)
             elif hard:
                 for start, end in _lines_within(text, block.start, block.end):
@@ -314,6 +325,26 @@ def _attach_markup(text: str, spans: list[Span]) -> list[Span]:
     if len(out) > 1 and not any(ch.isalnum() for ch in text[out[0][0] : out[0][1]]):
         out[:2] = [(out[0][0], out[1][1])]
     return out
+
+
+def tied(text: str, gap: str) -> bool:
+    """Whether a unit and the next are rows of one Markdown table: growth takes them together.
+
+    ``text`` is the unit's text and ``gap`` what lies between it and the next unit. A table
+    row starts and ends with ``|`` and the table goes on after a single line break (a blank
+    line ends it). A table written without its outer pipes is not recognised: its rows
+    grow one at a time, as sentences do.
+    """
+    return text[:1] == "|" and text[-1:] == "|" and _ONE_LINE_BREAK.fullmatch(gap) is not None
+
+
+def _table_rows(text: str, start: int, end: int) -> Iterator[Span]:
+    """A table's column headings as one unit, then each later row."""
+    rows = list(_lines_within(text, start, end))
+    head = markdown.heading_rows([text[a:b] for a, b in rows])
+    if head:
+        yield (rows[0][0], rows[head - 1][1])
+    yield from rows[head:]
 
 
 def _lines_within(text: str, start: int, end: int) -> Iterator[Span]:

@@ -280,7 +280,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     the predictable shape. ``"guided"`` (needs a budget): each hit starts as its own sentence
     and the budget is spent one sentence at a time where evidence is most likely, next to a
     strong hit or similar to the query, up to ``max_radius`` each side (see
-    :mod:`langchain_expand.growth`); a weak hit may get its sentence alone. Where the fitted
+    :mod:`langchain_expand.growth`); a weak hit may get its sentence alone, and a table's rows
+    are taken together where they fit (``splitter``). Where the fitted
     windows leave more than 5% of the budget free, growth goes on from them into that room.
     None (the default):
     guided when the call has a budget and neither ``before`` nor ``after`` was given (here or
@@ -317,7 +318,14 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     filter: dict[str, Any] | None = None
     """A metadata filter in the vector store's own syntax, e.g. ``{"source": "a.md"}`` for Chroma."""
     splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
-    """Turns a text into sentence spans; a ``SentenceSplitter`` by default."""
+    """Turns a text into sentence spans. By default a ``SentenceSplitter`` with ``table_rows``: a
+    Markdown table's column headings are one sentence and each later row another, so a question
+    about one row matches that row, and guided growth takes the rows of a table together where
+    they fit. Measured on TAT-QA (financial passages with tables; 60 queries, and 60 others held
+    out), 250 ... 8,000 tokens, against each table as one sentence: 0.481 / 0.590 / 0.681 / 0.768
+    / 0.856 / 0.900 -> 0.609 / 0.697 / 0.743 / 0.807 / 0.861 / 0.902, held out 0.540 / 0.739 /
+    0.823 / 0.859 / 0.891 / 0.948 -> 0.554 / 0.682 / 0.849 / 0.910 / 0.949 / 0.952 (the one loss:
+    500 tokens there). Text without tables splits as before."""
     sentence_context: SentenceContext | None = Field(default_factory=StructuralContext)
     """What is embedded before each sentence, never returned: by default its heading, its table's
     column headings and its line's speaker label (:class:`StructuralContext`); None embeds each
@@ -358,7 +366,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     @model_validator(mode="after")
     def _validate(self) -> SentenceWindowRetriever:
         if self.splitter is None:
-            self.splitter = SentenceSplitter(token_counter=self.token_counter)
+            self.splitter = SentenceSplitter(token_counter=self.token_counter, table_rows=True)
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
         core.check_fraction("relative_score_threshold", self.relative_score_threshold)
@@ -748,7 +756,7 @@ class _Known:
     fetching would have shown it.
     """
 
-    def __init__(self, held: Callable[[Position], tuple[int, float] | None] | None) -> None:
+    def __init__(self, held: Callable[[Position], tuple[int, float, bool] | None] | None) -> None:
         self._known: dict[Position, Sentence] = {}
         self._held = held
         self._not_held: set[Position] = set()
@@ -792,7 +800,7 @@ class _Growing:
         fitting: list[Hit] = []
         for hit, tokens in zip(hits, counts, strict=True):
             self._asked.add((hit.doc_id, hit.index))
-            self.known.learn((hit.doc_id, hit.index), Sentence(tokens, hit.score), keep=True)
+            self.known.learn((hit.doc_id, hit.index), Sentence(tokens, hit.score, hit.tied), keep=True)
             if tokens <= budget:
                 fitting.append(hit)
         return fitting
@@ -839,8 +847,8 @@ class _Growing:
     def _fetch(self, positions: list[Position]) -> None:
         fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
         self._asked.update(fresh)
-        for position, tokens, similarity in self.reads.similar(fresh, self.vector):
-            self.known.learn(position, Sentence(tokens, similarity))
+        for position, tokens, similarity, tie in self.reads.similar(fresh, self.vector):
+            self.known.learn(position, Sentence(tokens, similarity, tie))
 
 
 def _hits_for(budget: int, taken: list[Hit], plan: _Plan, sizes: dict[str, int]) -> int:
