@@ -12,13 +12,14 @@ likely to be evidence. That likelihood is estimated from two signals the store a
   a window grows further on its relevant side and stops on an irrelevant one.
 
 A new hit competes with the neighbours of the hits already taken, so a strong hit's window
-grows wide while a weak hit gets its sentence alone, or nothing.
-
-A table is matched row by row (``SentenceSplitter(table_rows=True)``, the window retriever's
-default) but sent whole: a row and the rows tied to it (:attr:`Sentence.tied`) are taken in one
-step where they all fit the room left, within the radius; otherwise its rows grow one at a time. The greedy works on a
+grows wide while a weak hit gets its sentence alone, or nothing. The greedy works on a
 partial view: a sentence whose vector has not been fetched yet is reported as ``wanted`` and
 the caller fetches more and runs it again (it is cheap: everything is in memory).
+
+A table is matched row by row (``SentenceSplitter(table_rows=True)``, the window retriever's
+default) but sent whole: a row and the rows tied to it (:attr:`Sentence.tied`) are taken in
+one step where they all fit the room left, within the radius; otherwise its rows grow one at
+a time.
 
 Measured (40 queries per corpus, hybrid ranking, budget-driven, evidence recall at 250 /
 1,000 / 4,000 tokens; ``benchmarks/explore.py guided`` reruns it), fixed radius-2 windows
