@@ -339,9 +339,10 @@ def budget_report(
         raise ValueError(msg)
     counter = token_counter or TokenCounter()
     started = time.perf_counter()
+    table_rows = True
     if index is None:
         assert documents is not None
-        splitter = SentenceSplitter(max_tokens=cap, token_counter=counter)
+        splitter = SentenceSplitter(max_tokens=cap, token_counter=counter, table_rows=True)  # the retriever's default
         texts = {str(d.id): d.page_content for d in documents}
         spans = {doc_id: splitter(text) for doc_id, text in texts.items()}
         store = chroma_store(f"report-{random.Random().getrandbits(48):x}", embeddings=embeddings)
@@ -358,11 +359,12 @@ def budget_report(
             raise ValueError(msg)
         texts = {str(d.id): d.page_content for d in documents}
         cap = getattr(index.splitter, "max_tokens", cap)
+        table_rows = getattr(index.splitter, "table_rows", False)
     index_seconds = time.perf_counter() - started
 
     # 1. Sentences, with and without the cap.
     sizes = [n for doc_id, text in texts.items() for n in counter.count_many([text[s:e] for s, e in spans[doc_id]])]
-    sentences = _sentence_table(texts, sizes, cap, counter)
+    sentences = _sentence_table(texts, sizes, cap, counter, table_rows=table_rows)
 
     # 2. One index for every window configuration.
     sweep_started = time.perf_counter()
@@ -464,8 +466,12 @@ def budget_report(
     )
 
 
-def _sentence_table(texts: dict[str, str], sizes: list[int], cap: int | None, counter: TokenCounter) -> SentenceTable:
-    raw = SentenceSplitter(max_tokens=None, token_counter=counter)
+def _sentence_table(
+    texts: dict[str, str], sizes: list[int], cap: int | None, counter: TokenCounter, *, table_rows: bool
+) -> SentenceTable:
+    raw = SentenceSplitter(
+        max_tokens=None, token_counter=counter, table_rows=table_rows
+    )  # as the index splits, uncapped
     uncapped: list[int] = []
     split_chars = total_chars = 0
     for text in texts.values():
