@@ -217,20 +217,31 @@ def grow(
     for number, (first, last) in taken.items():
         firsts[number], lasts[number] = first, last
         owner.update(((docs[number], i), number) for i in range(first, last))
-    for number, (first, last) in taken.items():  # a taken region grows on from its ends
-        doc_id, seed = docs[number], seeds[number]
+
+    def beside(number: int, first: int, last: int, fallback: float) -> list[tuple[float, int, int, int, int, float]]:
+        """Heap entries for the free sentences just outside region ``[first, last)`` of seed ``number``.
+
+        Each is weighed from the region's sentence at that end (its similarity, else ``fallback``);
+        one not known yet is named in ``wanted``.
+        """
+        doc_id, seed_index = docs[number], seeds[number].index
+        entries = []
         for nearby, edge in ((first - 1, first), (last, last - 1)):
             if not lows[number] <= nearby <= highs[number] or (doc_id, nearby) in owner:
                 continue
-            known = known_get((doc_id, edge))
-            similarity = seed.relevance if known is None else known.similarity
+            reached = known_get((doc_id, edge))
+            similarity = reached.similarity if reached is not None else fallback
             ahead = known_get((doc_id, nearby))
             if ahead is None:
-                wanted[(doc_id, nearby)] = -1 if nearby < seed.index else 1
+                wanted[(doc_id, nearby)] = -1 if nearby < seed_index else 1
             guess = ahead.similarity if ahead is not None else similarity
-            distance = abs(nearby - seed.index)
+            distance = abs(nearby - seed_index)
             priority = weight * guess + prior[number] * powers[distance]
-            heap.append((-priority, next(order), number, nearby, distance, similarity))
+            entries.append((-priority, next(order), number, nearby, distance, similarity))
+        return entries
+
+    for number, (first, last) in taken.items():  # a taken region grows on from its ends
+        heap += beside(number, first, last, seeds[number].relevance)
     heapq.heapify(heap)
     push, pop = heapq.heappush, heapq.heappop
     used = spent
@@ -260,25 +271,10 @@ def grow(
             lasts[number] = last
         if known is None:
             wanted[position] = -1 if index < seeds[number].index else 1
-            similarity = previous
-        else:
-            similarity = known.similarity
         owner.update(((doc_id, i), number) for i in range(first, last))
         used += cost
-        for nearby, edge in ((first - 1, first), (last, last - 1)):
-            if lows[number] <= nearby <= highs[number] and (doc_id, nearby) not in owner:
-                reached = similarity
-                if edge != index:  # a table was taken: grow on from its row at this end
-                    row = known_get((doc_id, edge))
-                    reached = row.similarity if row is not None else previous
-                ahead = known_get((doc_id, nearby))
-                if ahead is None:
-                    wanted[(doc_id, nearby)] = -1 if nearby < seeds[number].index else 1
-                guess = ahead.similarity if ahead is not None else reached
-                step = abs(nearby - seeds[number].index)
-                push(
-                    heap, (-(weight * guess + prior[number] * powers[step]), next(order), number, nearby, step, reached)
-                )
+        for entry in beside(number, first, last, previous):  # from a table's end row where rows were taken
+            push(heap, entry)
     return Growth(
         regions=[Region(seeds[number], firsts[number], lasts[number]) for number in sorted(firsts)],
         wanted=wanted,

@@ -30,7 +30,7 @@ from langchain_core.vectorstores import VectorStore
 from langchain_expand.adapters import StoreAdapter
 from langchain_expand.records import decode_metadata, unit_id
 from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
-from langchain_expand.sentences import SentenceSplitter, Span
+from langchain_expand.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.spans import merge_overlaps
 from langchain_expand.tokens import TokenCounter
 from langchain_expand.units import (
@@ -339,10 +339,11 @@ def budget_report(
         raise ValueError(msg)
     counter = token_counter or TokenCounter()
     started = time.perf_counter()
-    table_rows = True
     if index is None:
         assert documents is not None
-        splitter = SentenceSplitter(max_tokens=cap, token_counter=counter, table_rows=True)  # the retriever's default
+        splitter: Splitter = SentenceSplitter(
+            max_tokens=cap, token_counter=counter, table_rows=True
+        )  # as the retriever
         texts = {str(d.id): d.page_content for d in documents}
         spans = {doc_id: splitter(text) for doc_id, text in texts.items()}
         store = chroma_store(f"report-{random.Random().getrandbits(48):x}", embeddings=embeddings)
@@ -358,13 +359,13 @@ def budget_report(
             msg = "The index holds no documents: index a corpus first, or give the report one to embed."
             raise ValueError(msg)
         texts = {str(d.id): d.page_content for d in documents}
-        cap = getattr(index.splitter, "max_tokens", cap)
-        table_rows = getattr(index.splitter, "table_rows", False)
+        splitter = index.splitter
+        cap = getattr(splitter, "max_tokens", cap)
     index_seconds = time.perf_counter() - started
 
     # 1. Sentences, with and without the cap.
     sizes = [n for doc_id, text in texts.items() for n in counter.count_many([text[s:e] for s, e in spans[doc_id]])]
-    sentences = _sentence_table(texts, sizes, cap, counter, table_rows=table_rows)
+    sentences = _sentence_table(texts, sizes, cap, counter, table_rows=getattr(splitter, "table_rows", False))
 
     # 2. One index for every window configuration.
     sweep_started = time.perf_counter()
@@ -469,9 +470,7 @@ def budget_report(
 def _sentence_table(
     texts: dict[str, str], sizes: list[int], cap: int | None, counter: TokenCounter, *, table_rows: bool
 ) -> SentenceTable:
-    raw = SentenceSplitter(
-        max_tokens=None, token_counter=counter, table_rows=table_rows
-    )  # as the index splits, uncapped
+    raw = SentenceSplitter(max_tokens=None, token_counter=counter, table_rows=table_rows)  # as indexed, uncapped
     uncapped: list[int] = []
     split_chars = total_chars = 0
     for text in texts.values():
