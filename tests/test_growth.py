@@ -27,8 +27,9 @@ def layouts(draw: st.DrawFn) -> tuple[list[Seed], dict[Position, Sentence], int,
         for i in range(n):
             if i == 0 or draw(st.integers(min_value=0, max_value=9)) > 0:  # a tenth are not fetched yet
                 tokens = draw(st.integers(min_value=1, max_value=60))
-                tied = (ties >> 2 * i) & 3 == 0  # a quarter are tied to the next: rows of a table
-                sentences[(f"d{d}", i)] = Sentence(tokens, draw(st.floats(min_value=-1, max_value=1)), tied)
+                kind = (ties >> 2 * i) & 3  # a quarter are tied to the next (rows of a table), a quarter headings
+                similarity = draw(st.floats(min_value=-1, max_value=1))
+                sentences[(f"d{d}", i)] = Sentence(tokens, similarity, tied=kind == 0, heading=kind == 1)
     positions = sorted(sentences)
     chosen = draw(st.lists(st.sampled_from(positions), unique=True, min_size=1, max_size=8))
     relevances = sorted(draw(st.lists(st.floats(0, 1), min_size=len(chosen), max_size=len(chosen))), reverse=True)
@@ -138,7 +139,7 @@ def test_growth_that_wants_nothing_is_the_growth_that_knows_every_sentence(
     seeds, partial, target, max_units, radius = layout
     every = {
         (seed.doc_id, i): partial.get(
-            (seed.doc_id, i), Sentence(1 + (7 * i) % 40, ((5 * i) % 11) / 10 - 0.5, i % 3 > 0)
+            (seed.doc_id, i), Sentence(1 + (7 * i) % 40, ((5 * i) % 11) / 10 - 0.5, i % 3 > 0, i % 6 == 0)
         )
         for seed in seeds
         for i in range(seed.n)
@@ -174,6 +175,22 @@ def test_a_table_is_taken_whole_where_it_fits_and_row_by_row_where_it_does_not()
     assert (region.first, region.last) == (0, 7)  # sentence 2, then rows 3-6 (row 7 is past the radius)
     (region,) = grow([seed], sentences, target=8 * 11, max_radius=6).regions
     assert (region.first, region.last) == (0, 8)
+
+
+def test_a_region_does_not_grow_up_past_its_sections_heading_but_grows_down_into_the_next() -> None:
+    """Sentences 4 and 12 are headings; the hit is sentence 6, the similarities level."""
+    sentences = {("d", i): Sentence(10, 0.5, heading=i in (4, 12)) for i in range(20)}
+    seed = Seed("d", 6, 20, 0.6)
+    (region,) = grow([seed], sentences, target=10 * 11).regions
+    assert (region.first, region.last) == (4, 14)  # its heading, and the room left spent below
+    plain = {p: Sentence(10, 0.5) for p in sentences}
+    (region,) = grow([seed], plain, target=10 * 11).regions
+    assert region.first < 4  # without headings it grows both ways
+    # the heading is weighed only once known: taken on trust, it is wanted, and growth goes on up
+    partial = {p: s for p, s in sentences.items() if p != ("d", 4)}
+    growth = grow([seed], partial, target=10 * 11, unknown_tokens=10)
+    assert ("d", 4) in growth.wanted
+    assert growth.regions[0].first < 4
 
 
 def test_the_decay_follows_the_budget_from_focused_to_wide() -> None:

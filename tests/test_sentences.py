@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langchain_expand import SentenceSplitter, TokenCounter
-from langchain_expand.sentences import tied
+from langchain_expand.sentences import Marks, heading, marks, tied
 
 from .conftest import load_docs
 
@@ -72,6 +72,26 @@ def test_table_rows_split_a_table_into_its_headings_and_one_unit_a_row() -> None
     # a plain table's heading is its first row; code is not split
     code = "```\n| not | a table |\n```"
     assert pieces(f"| a | b |\n|---|---|\n| 1 | 2 |\n\n{code}", splitter) == ["| a | b |\n|---|---|", "| 1 | 2 |", code]
+
+
+def test_a_heading_unit_is_marked_so_growth_does_not_go_up_past_it() -> None:
+    text = "# Setup\n\nInstall it. Then run it.\n\n## Ports\n\n| port | use |\n|---|---|\n| 80 | web |\n\nDone."
+    splitter = SentenceSplitter(token_counter=COUNTER, table_rows=True)
+    spans = splitter(text)
+    units = [text[a:b] for a, b in spans]
+    gaps = [text[e : spans[i + 1][0]] for i, (_, e) in enumerate(spans[:-1])] + [""]
+    found = [marks(u, g) for u, g in zip(units, gaps, strict=True)]
+    assert list(zip(units, found, strict=True)) == [
+        ("# Setup", Marks(heading=True)),
+        ("Install it.", Marks()),
+        ("Then run it.", Marks()),
+        ("## Ports", Marks(heading=True)),
+        ("| port | use |\n|---|---|", Marks(tied=True)),
+        ("| 80 | web |", Marks()),
+        ("Done.", Marks()),
+    ]
+    assert all(heading(h) for h in ("######", "###### Six", "#\tTabbed"))
+    assert not any(heading(t) for t in ("#hashtag", "####### seven", "C# is a language.", " # indented", "| # |"))
 
 
 def test_unclosed_fence_runs_to_the_end() -> None:

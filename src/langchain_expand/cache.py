@@ -37,7 +37,7 @@ from langchain_expand.adapters import StoreAdapter, Vector
 from langchain_expand.growth import Position
 from langchain_expand.lexical import LocalSentence
 from langchain_expand.records import unit_id, unit_position
-from langchain_expand.sentences import tied
+from langchain_expand.sentences import Marks, marks
 from langchain_expand.snapshot import Scores, Snapshot
 from langchain_expand.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
@@ -203,14 +203,14 @@ class Reads:
         self._learn(read)
         return [*known.values(), *read]
 
-    def sentences(self, ids: Sequence[str]) -> list[tuple[Position, int, Vector, bool]]:
-        """Each record's position, token count, vector and tie to the next: what growth scores a sentence by.
+    def sentences(self, ids: Sequence[str]) -> list[tuple[Position, int, Vector, Marks]]:
+        """Each record's position, token count, vector and marks: what growth scores a sentence by.
 
         Local copies are not made into records here (most of what growth looks at is never
         sent); :meth:`records` makes those asked for. Records of other writers are left out.
         """
         self._read_local([i for i in ids if i not in self._rows and self._read.get(i, (None, None))[1] is None])
-        found: list[tuple[Position, int, Vector, bool]] = []
+        found: list[tuple[Position, int, Vector, Marks]] = []
         rest: list[str] = []
         for id_ in ids:
             head, sentence = self._rows.get(id_, (None, None))
@@ -219,26 +219,26 @@ class Reads:
                 continue
             position = (head.metadata[STORED_DOC], sentence.i)
             found.append(
-                (position, self._row_tokens(id_, sentence), sentence.vector, tied(sentence.text, sentence.gap))
+                (position, self._row_tokens(id_, sentence), sentence.vector, marks(sentence.text, sentence.gap))
             )
         read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
         counts = self.tokens([d for d, _ in read])
-        found += [(_position(d), n, v, _tied(d)) for (d, v), n in zip(read, counts, strict=True)]
+        found += [(_position(d), n, v, _marks(d)) for (d, v), n in zip(read, counts, strict=True)]
         return found
 
     def similar(
         self, positions: Sequence[Position], vector: Sequence[float]
-    ) -> list[tuple[Position, int, float, bool]]:
-        """Each sentence's position, token count, similarity to ``vector`` and tie to the next: growth's figures.
+    ) -> list[tuple[Position, int, float, Marks]]:
+        """Each sentence's position, token count, similarity to ``vector`` and marks: growth's figures.
 
         From the snapshot's scores where it holds the sentence (nothing is read or made), else as
         :meth:`sentences` reads it. Sentences of other writers are left out.
         """
-        found: list[tuple[Position, int, float, bool]] = []
+        found: list[tuple[Position, int, float, Marks]] = []
         scores = self.scores(vector)
         if scores is not None:
             held = scores.at(positions)
-            found = [(p, self._copy_tokens(p, s), c, tied(s.text, s.gap)) for p, s, c in held]
+            found = [(p, self._copy_tokens(p, s), c, marks(s.text, s.gap)) for p, s, c in held]
             taken = {p for p, _, _ in held}
             positions = [p for p in positions if p not in taken]
         fetched = self.sentences([unit_id(doc_id, i) for doc_id, i in positions])
@@ -246,8 +246,8 @@ class Reads:
         found += [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
         return found
 
-    def held(self, position: Position, vector: Sequence[float]) -> tuple[int, float, bool] | None:
-        """A sentence's token count, similarity to ``vector`` and tie to the next from the snapshot; None if not held.
+    def held(self, position: Position, vector: Sequence[float]) -> tuple[int, float, Marks] | None:
+        """A sentence's token count, similarity to ``vector`` and marks from the snapshot; None if not held.
 
         Nothing is read or made: what :meth:`similar` gives for one sentence the snapshot holds.
         """
@@ -256,7 +256,7 @@ class Reads:
         if found is None:
             return None
         sentence, cosine = found
-        return self._copy_tokens(position, sentence), cosine, tied(sentence.text, sentence.gap)
+        return self._copy_tokens(position, sentence), cosine, marks(sentence.text, sentence.gap)
 
     def scores(self, vector: Sequence[float]) -> Scores | None:
         """The snapshot's scores of every sentence against ``vector``, computed once a query; None without one."""
@@ -360,9 +360,9 @@ def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
     return [float(c) for c in (matrix @ q) / norms]
 
 
-def _tied(record: Document) -> bool:
-    """Whether a sentence record and the next are rows of one table (:func:`~langchain_expand.sentences.tied`)."""
-    return tied(record.page_content, str(record.metadata.get(STORED_GAP, "")))
+def _marks(record: Document) -> Marks:
+    """A sentence record's :class:`~langchain_expand.sentences.Marks`."""
+    return marks(record.page_content, str(record.metadata.get(STORED_GAP, "")))
 
 
 def _position(record: Document) -> Position:

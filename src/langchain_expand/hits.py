@@ -20,7 +20,7 @@ from langchain_expand.core import VectorSearch
 from langchain_expand.growth import Position
 from langchain_expand.lexical import LexicalHit, LexicalIndex, fuse
 from langchain_expand.records import unit_id, unit_owner
-from langchain_expand.sentences import tied
+from langchain_expand.sentences import NO_MARKS, Marks, marks
 from langchain_expand.snapshot import Bm25
 from langchain_expand.units import (
     CARRIED,
@@ -86,8 +86,8 @@ class Hit:
     rev: str | None  # None: take whatever version the document's head has
     score: float
     extra: dict[str, Any]
-    tied: bool = False
-    """Its sentence and the next are rows of one table (:func:`~langchain_expand.sentences.tied`)."""
+    marks: Marks = NO_MARKS
+    """What its sentence says of the text beside it (a table row, a heading)."""
 
 
 def to_hit(doc: Document, score: float) -> Hit:
@@ -101,7 +101,7 @@ def to_hit(doc: Document, score: float) -> Hit:
             "Give SentenceWindowRetriever a collection that only it writes to."
         )
         raise ValueError(msg) from None
-    return Hit(doc_id, index, n, rev, score, {}, tied(doc.page_content, str(meta.get(STORED_GAP, ""))))
+    return Hit(doc_id, index, n, rev, score, {}, marks(doc.page_content, str(meta.get(STORED_GAP, ""))))
 
 
 def from_match(doc: Document) -> Hit:
@@ -296,17 +296,17 @@ class SnapshotHits:
         assert scores is not None
         dense = dict(scores.nearest(k))
         order = fuse(list(dense), [(h.doc_id, h.index) for h in self.lexical.search(self.dense.query, k)])
-        held = {position: (tokens, cosine, tie) for position, tokens, cosine, tie in self.reads.similar(order, vector)}
+        held = {position: (n, cosine, mark) for position, n, cosine, mark in self.reads.similar(order, vector)}
         snapshot = scores.snapshot
         hits: list[Hit] = []
         for position in order:
             if position not in held:
                 continue
-            tokens, cosine, tie = held[position]
+            tokens, cosine, mark = held[position]
             self._tokens[position] = tokens
             score = dense[position] if position in dense else _relevance(cosine)
             doc_id, index = position
-            hits.append(Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}, tie))
+            hits.append(Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}, mark))
         return hits
 
     def tokens(self, hits: Sequence[Hit]) -> list[int]:

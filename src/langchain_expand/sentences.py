@@ -13,12 +13,12 @@ import itertools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from langchain_expand import markdown
 from langchain_expand.tokens import TokenCounter, count_many, count_spans
 
-__all__ = ["SentenceSplitter", "Span", "Splitter", "tied"]
+__all__ = ["NO_MARKS", "Marks", "SentenceSplitter", "Span", "Splitter", "heading", "marks", "tied"]
 
 Span = tuple[int, int]
 """A half-open ``[start, end)`` range of char offsets."""
@@ -35,6 +35,7 @@ ABBREVIATIONS = frozenset(
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 _ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
+_ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
@@ -336,6 +337,33 @@ def tied(text: str, gap: str) -> bool:
     grow one at a time, as sentences do.
     """
     return text[:1] == "|" and text[-1:] == "|" and _ONE_LINE_BREAK.fullmatch(gap) is not None
+
+
+def heading(text: str) -> bool:
+    """Whether a unit is a Markdown heading (``#`` to ``######``): a section starts with it.
+
+    Guided windows do not grow up past a heading. Setext headings (a line underlined with
+    ``===`` or ``---``) are not recognised.
+    """
+    return _ATX_HEADING.match(text) is not None
+
+
+class Marks(NamedTuple):
+    """What a unit says of the text beside it, read from its own text and the gap after it."""
+
+    tied: bool = False
+    """It and the next unit are rows of one table (:func:`tied`)."""
+    heading: bool = False
+    """It is a Markdown heading (:func:`heading`)."""
+
+
+NO_MARKS = Marks()
+"""A unit that is neither a table row nor a heading."""
+
+
+def marks(text: str, gap: str) -> Marks:
+    """A unit's :class:`Marks`, from its text and what lies between it and the next unit."""
+    return Marks(tied(text, gap), heading(text))
 
 
 def _table_rows(text: str, start: int, end: int) -> Iterator[Span]:

@@ -57,7 +57,7 @@ from langchain_expand.records import (
     revision,
     unit_id,
 )
-from langchain_expand.sentences import SentenceSplitter, Span
+from langchain_expand.sentences import Marks, SentenceSplitter, Span
 from langchain_expand.snapshot import Run, Snapshot
 from langchain_expand.tokens import TokenCounter, chained_count, count_many, count_spans, counter_key
 from langchain_expand.units import (
@@ -756,7 +756,7 @@ class _Known:
     fetching would have shown it.
     """
 
-    def __init__(self, held: Callable[[Position], tuple[int, float, bool] | None] | None) -> None:
+    def __init__(self, held: Callable[[Position], tuple[int, float, Marks] | None] | None) -> None:
         self._known: dict[Position, Sentence] = {}
         self._held = held
         self._not_held: set[Position] = set()
@@ -768,7 +768,8 @@ class _Known:
             if held is None:
                 self._not_held.add(position)
             else:
-                found = self._known[position] = Sentence(*held)
+                tokens, similarity, mark = held
+                found = self._known[position] = Sentence(tokens, similarity, *mark)
         return found
 
     def learn(self, position: Position, sentence: Sentence, *, keep: bool = False) -> None:
@@ -800,7 +801,7 @@ class _Growing:
         fitting: list[Hit] = []
         for hit, tokens in zip(hits, counts, strict=True):
             self._asked.add((hit.doc_id, hit.index))
-            self.known.learn((hit.doc_id, hit.index), Sentence(tokens, hit.score, hit.tied), keep=True)
+            self.known.learn((hit.doc_id, hit.index), Sentence(tokens, hit.score, *hit.marks), keep=True)
             if tokens <= budget:
                 fitting.append(hit)
         return fitting
@@ -847,8 +848,8 @@ class _Growing:
     def _fetch(self, positions: list[Position]) -> None:
         fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
         self._asked.update(fresh)
-        for position, tokens, similarity, tie in self.reads.similar(fresh, self.vector):
-            self.known.learn(position, Sentence(tokens, similarity, tie))
+        for position, tokens, similarity, mark in self.reads.similar(fresh, self.vector):
+            self.known.learn(position, Sentence(tokens, similarity, *mark))
 
 
 def _hits_for(budget: int, taken: list[Hit], plan: _Plan, sizes: dict[str, int]) -> int:
