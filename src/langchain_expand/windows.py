@@ -280,8 +280,9 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     the predictable shape. ``"guided"`` (needs a budget): each hit starts as its own sentence
     and the budget is spent one sentence at a time where evidence is most likely, next to a
     strong hit or similar to the query, up to ``max_radius`` each side (see
-    :mod:`langchain_expand.growth`); a weak hit may get its sentence alone, and a table's rows
-    are taken together where they fit (``splitter``). Where the fitted
+    :mod:`langchain_expand.growth`); a weak hit may get its sentence alone, a table's rows
+    are taken together where they fit (``splitter``), and a window does not grow up past its
+    section's Markdown heading (the text above is another section). Where the fitted
     windows leave more than 5% of the budget free, growth goes on from them into that room.
     None (the default):
     guided when the call has a budget and neither ``before`` nor ``after`` was given (here or
