@@ -310,14 +310,15 @@ def _table(
 
     ``way`` is -1 (toward the document's start), 1 (toward its end) or 0 (a seed: both). A
     row is taken with the rows tied to it (:attr:`Sentence.tied`) that are known, free and
-    within ``[low, high]``; a sentence of no table comes alone. Where the walk stops at a
-    sentence not known yet, growth weighs that sentence next and names it as wanted.
+    within ``[low, high]``; the walk up stops at a heading (growth weighs it as a next step, as
+    any sentence) and never starts from one. A sentence of no table comes alone. Where the walk
+    stops at a sentence not known yet, growth weighs that sentence next and names it as wanted.
     """
     first, last, cost = index, index + 1, here.tokens + 1
-    if way <= 0:
+    if way <= 0 and not here.heading:  # never up past a heading
         while first > low and (doc_id, first - 1) not in owner:
             before = known_get((doc_id, first - 1))
-            if before is None or not before.tied:
+            if before is None or not before.tied or before.heading:
                 break
             first -= 1
             cost += before.tokens + 1
