@@ -769,14 +769,18 @@ class _Known:
             if held is None:
                 self._not_held.add(position)
             else:
-                tokens, similarity, mark = held
-                found = self._known[position] = Sentence(tokens, similarity, *mark)
+                found = self._known[position] = _sentence(*held)
         return found
 
     def learn(self, position: Position, sentence: Sentence, *, keep: bool = False) -> None:
         """Know ``sentence`` at ``position``; with ``keep``, only if nothing is known of it yet."""
         if not keep or position not in self._known:
             self._known[position] = sentence
+
+
+def _sentence(tokens: int, similarity: float, mark: Marks) -> Sentence:
+    """What growth knows of a sentence: its token count, its similarity to the query and its marks."""
+    return Sentence(tokens, similarity, tied=mark.tied, heading=mark.heading)
 
 
 class _Growing:
@@ -802,7 +806,7 @@ class _Growing:
         fitting: list[Hit] = []
         for hit, tokens in zip(hits, counts, strict=True):
             self._asked.add((hit.doc_id, hit.index))
-            self.known.learn((hit.doc_id, hit.index), Sentence(tokens, hit.score, *hit.marks), keep=True)
+            self.known.learn((hit.doc_id, hit.index), _sentence(tokens, hit.score, hit.marks), keep=True)
             if tokens <= budget:
                 fitting.append(hit)
         return fitting
@@ -850,7 +854,7 @@ class _Growing:
         fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
         self._asked.update(fresh)
         for position, tokens, similarity, mark in self.reads.similar(fresh, self.vector):
-            self.known.learn(position, Sentence(tokens, similarity, *mark))
+            self.known.learn(position, _sentence(tokens, similarity, mark))
 
 
 def _hits_for(budget: int, taken: list[Hit], plan: _Plan, sizes: dict[str, int]) -> int:
