@@ -92,6 +92,7 @@ def test_a_heading_unit_is_marked_so_growth_does_not_go_up_past_it() -> None:
     ]
     assert all(heading(h) for h in ("######", "###### Six", "#\tTabbed"))
     assert not any(heading(t) for t in ("#hashtag", "####### seven", "C# is a language.", " # indented", "| # |"))
+    assert not heading("# a comment in unfenced code\nx = 1")  # a heading is one line
 
 
 def test_unclosed_fence_runs_to_the_end() -> None:

@@ -340,12 +340,13 @@ def tied(text: str, gap: str) -> bool:
 
 
 def heading(text: str) -> bool:
-    """Whether a unit is a Markdown heading (``#`` to ``######``): a section starts with it.
+    """Whether a unit is a Markdown heading (``#`` to ``######``, one line): a section starts with it.
 
-    Guided windows do not grow up past a heading. Setext headings (a line underlined with
-    ``===`` or ``---``) are not recognised.
+    Guided windows do not grow up past a heading. A unit of several lines that starts with
+    ``#`` (a shell or Python comment in unfenced code) is not one. Setext headings (a line
+    underlined with ``===`` or ``---``) are not recognised.
     """
-    return _ATX_HEADING.match(text) is not None
+    return _ATX_HEADING.match(text) is not None and "\n" not in text and "\r" not in text
 
 
 class Marks(NamedTuple):
