@@ -93,6 +93,16 @@ def test_a_heading_unit_is_marked_so_growth_does_not_go_up_past_it() -> None:
     assert all(heading(h) for h in ("######", "###### Six", "#\tTabbed"))
     assert not any(heading(t) for t in ("#hashtag", "####### seven", "C# is a language.", " # indented", "| # |"))
     assert not heading("# a comment in unfenced code\nx = 1")  # a heading is one line
+    # setext (and reStructuredText) titles: a line underlined, split as its own unit
+    text = "Intro here.\n\nInstallation\n============\n\nRun it.\n\nUsage\n-----\n\nCall it."
+    assert [(u, heading(u)) for u in pieces(text, splitter)] == [
+        ("Intro here.", False),
+        ("Installation\n============", True),
+        ("Run it.", False),
+        ("Usage\n-----", True),
+        ("Call it.", False),
+    ]
+    assert not any(heading(t) for t in ("- navigation\n---", "> quoted\n---", "1. step\n===", "Total\n--", "---"))
 
 
 def test_unclosed_fence_runs_to_the_end() -> None:

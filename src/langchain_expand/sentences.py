@@ -36,6 +36,12 @@ ABBREVIATIONS = frozenset(
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 _ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
 _ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
+_SETEXT_HEADING = re.compile(
+    r"(?![ \t]*(?:[-*+>|]|\d{1,9}[.)])(?:\s|$))"  # not a list item, quote or table row
+    r"[^\r\n]*\w[^\r\n]*(?:\r\n|\r|\n) {0,3}(?:={3,}|-{3,})[ \t]*"
+)
+"""A line of text underlined with ``===`` or ``---``: a setext heading, and reStructuredText's
+most common section title."""
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
@@ -340,13 +346,17 @@ def tied(text: str, gap: str) -> bool:
 
 
 def heading(text: str) -> bool:
-    """Whether a unit is a Markdown heading (``#`` to ``######``, one line): a section starts with it.
+    """Whether a unit is a heading: a section starts with it.
 
-    Guided windows do not grow up past a heading. A unit of several lines that starts with
-    ``#`` (a shell or Python comment in unfenced code) is not one. Setext headings (a line
-    underlined with ``===`` or ``---``) are not recognised.
+    Markdown's ``#`` to ``######`` on one line (a unit of several lines that starts with ``#``,
+    a comment in unfenced code, is not one), or a line underlined with ``===`` or ``---`` (a
+    setext heading; reStructuredText's titles too). The splitter makes the underlined line a unit
+    of its own where a blank line follows it (reStructuredText requires one) or the document is
+    parsed as Markdown. Guided windows do not grow up past a heading.
     """
-    return _ATX_HEADING.match(text) is not None and "\n" not in text and "\r" not in text
+    if _ATX_HEADING.match(text) is not None:
+        return "\n" not in text and "\r" not in text
+    return _SETEXT_HEADING.fullmatch(text) is not None
 
 
 class Marks(NamedTuple):
