@@ -42,7 +42,7 @@ from langchain_expand.snapshot import Scores, Snapshot
 from langchain_expand.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 
-__all__ = ["Reads", "SentenceCache", "cosines"]
+__all__ = ["Reads", "SentenceCache", "cosines", "record_marks"]
 
 
 _NONE = object()  # no revision known: matches no record
@@ -223,7 +223,7 @@ class Reads:
             )
         read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
         counts = self.tokens([d for d, _ in read])
-        found += [(_position(d), n, v, _marks(d)) for (d, v), n in zip(read, counts, strict=True)]
+        found += [(_position(d), n, v, record_marks(d)) for (d, v), n in zip(read, counts, strict=True)]
         return found
 
     def similar(
@@ -360,8 +360,8 @@ def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
     return [float(c) for c in (matrix @ q) / norms]
 
 
-def _marks(record: Document) -> Marks:
-    """A sentence record's :class:`~langchain_expand.sentences.Marks`."""
+def record_marks(record: Document) -> Marks:
+    """A sentence record's :class:`~langchain_expand.sentences.Marks`, from its text and stored gap."""
     return marks(record.page_content, str(record.metadata.get(STORED_GAP, "")))
 
 

@@ -15,12 +15,12 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 from langchain_core.documents import Document
 
-from langchain_expand.cache import Reads, cosines
+from langchain_expand.cache import Reads, cosines, record_marks
 from langchain_expand.core import VectorSearch
 from langchain_expand.growth import Position
 from langchain_expand.lexical import LexicalHit, LexicalIndex, fuse
 from langchain_expand.records import unit_id, unit_owner
-from langchain_expand.sentences import NO_MARKS, Marks, marks
+from langchain_expand.sentences import NO_MARKS, Marks
 from langchain_expand.snapshot import Bm25
 from langchain_expand.units import (
     CARRIED,
@@ -30,7 +30,6 @@ from langchain_expand.units import (
     SCORE,
     STORED_COUNT,
     STORED_DOC,
-    STORED_GAP,
     STORED_INDEX,
     STORED_REV,
 )
@@ -101,7 +100,7 @@ def to_hit(doc: Document, score: float) -> Hit:
             "Give SentenceWindowRetriever a collection that only it writes to."
         )
         raise ValueError(msg) from None
-    return Hit(doc_id, index, n, rev, score, {}, marks(doc.page_content, str(meta.get(STORED_GAP, ""))))
+    return Hit(doc_id, index, n, rev, score, {}, record_marks(doc))
 
 
 def from_match(doc: Document) -> Hit:

@@ -36,12 +36,9 @@ ABBREVIATIONS = frozenset(
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 _ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
 _ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
-_SETEXT_HEADING = re.compile(
-    r"(?![ \t]*(?:[-*+>|]|\d{1,9}[.)])(?:\s|$))"  # not a list item, quote or table row
-    r"[^\r\n]*\w[^\r\n]*(?:\r\n|\r|\n) {0,3}(?:={3,}|-{3,})[ \t]*"
-)
-"""A line of text underlined with ``===`` or ``---``: a setext heading, and reStructuredText's
-most common section title."""
+_UNDERLINED = re.compile(r"[^\r\n]*\w[^\r\n]*(?:\r\n|\r|\n) {0,3}(?:={3,}|-{3,})[ \t]*")
+"""A line of text underlined with ``===`` or ``---``: a setext heading (where the line is not a
+list item, quote or table row), and reStructuredText's most common section title."""
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
@@ -356,7 +353,9 @@ def heading(text: str) -> bool:
     """
     if _ATX_HEADING.match(text) is not None:
         return "\n" not in text and "\r" not in text
-    return _SETEXT_HEADING.fullmatch(text) is not None
+    if _UNDERLINED.fullmatch(text) is None:
+        return False
+    return _LIST_ITEM.match(text) is None and not text.lstrip().startswith((">", "|"))
 
 
 class Marks(NamedTuple):
@@ -365,7 +364,7 @@ class Marks(NamedTuple):
     tied: bool = False
     """It and the next unit are rows of one table (:func:`tied`)."""
     heading: bool = False
-    """It is a Markdown heading (:func:`heading`)."""
+    """It is a heading (:func:`heading`)."""
 
 
 NO_MARKS = Marks()
