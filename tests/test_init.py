@@ -11,6 +11,7 @@ def test_public_names_are_pinned() -> None:
         "LexicalIndex",
         "MarkdownSectionSplitter",
         "MergeOverlaps",
+        "PostgresLexicalIndex",
         "RerankThenExpand",
         "SQLDocStore",
         "SectionSplitter",

@@ -7,6 +7,7 @@ from langchain_expand.context import SentenceContext, StructuralContext
 from langchain_expand.docstore import SQLDocStore
 from langchain_expand.lexical import LexicalIndex
 from langchain_expand.parents import BudgetedParentDocumentRetriever
+from langchain_expand.pglexical import PostgresLexicalIndex
 from langchain_expand.ranges import window_bounds
 from langchain_expand.rerank import (
     EmbeddingsReranker,
@@ -31,6 +32,7 @@ __all__ = [
     "LexicalIndex",
     "MarkdownSectionSplitter",
     "MergeOverlaps",
+    "PostgresLexicalIndex",
     "RerankThenExpand",
     "SQLDocStore",
     "SectionSplitter",

@@ -3,7 +3,7 @@
 Everything lives under ``./.langchain-expand/`` by default: an embedded, persistent
 Chroma and a SQLite docstore that a later run (or another process) opens again. For a
 shared deployment, ``--chroma-host``/``--chroma-port`` point at a Chroma server and
-``--docstore`` at a SQL database.
+``--docstore`` at a SQL database; a PostgreSQL one also holds the lexical index there.
 """
 
 from __future__ import annotations
@@ -76,12 +76,17 @@ def _store(args: argparse.Namespace, collection: str, embeddings: Embeddings | N
 
 
 def _windows_retriever(args: argparse.Namespace, embeddings: Embeddings | None = None) -> SentenceWindowRetriever:
-    from langchain_expand.lexical import LexicalIndex
+    from langchain_expand.lexical import BaseLexicalIndex, LexicalIndex
+    from langchain_expand.pglexical import PostgresLexicalIndex
     from langchain_expand.windows import SentenceWindowRetriever
 
-    # The lexical index is a local SQLite file: with a shared Chroma server, processes on other
-    # machines could not see it, so it is on for the embedded store only.
-    lexical = LexicalIndex(args.home / "lexical.sqlite") if args.lexical and not args.chroma_host else None
+    # A SQLite file is seen by one machine: with a shared Chroma server the lexical index lives in
+    # the --docstore database when that is PostgreSQL, and is off otherwise.
+    lexical: BaseLexicalIndex | None = None
+    if args.lexical and not args.chroma_host:
+        lexical = LexicalIndex(args.home / "lexical.sqlite")
+    elif args.lexical and (args.docstore or "").startswith("postgresql"):
+        lexical = PostgresLexicalIndex(args.docstore)
     return SentenceWindowRetriever(vectorstore=_store(args, "sentences", embeddings), lexical=lexical)
 
 
@@ -390,7 +395,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", type=Path, default=HOME, help="where embedded indexes live (default: %(default)s)")
     parser.add_argument("--chroma-host", help="use a Chroma server (chroma run) instead of an embedded one")
     parser.add_argument("--chroma-port", type=int, default=8000, help="the Chroma server's port (default: %(default)s)")
-    parser.add_argument("--docstore", help="SQLAlchemy URL of the parent docstore (default: SQLite under --home)")
+    parser.add_argument(
+        "--docstore",
+        help="SQLAlchemy URL of the parent docstore (default: SQLite under --home); a PostgreSQL one holds the "
+        "lexical index too where --chroma-host is given",
+    )
     parser.add_argument(
         "--device", default="cpu", help="embedding device: cpu, or cuda where a GPU exists (default: %(default)s)"
     )
@@ -401,8 +410,8 @@ def _parser() -> argparse.ArgumentParser:
         "--lexical",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="window mode, embedded store: fuse a BM25 ranking (SQLite FTS5 under --home) with the dense one "
-        "(default: on)",
+        help="window mode: fuse a BM25 ranking with the dense one, in SQLite under --home for the embedded "
+        "store, in the --docstore database with --chroma-host when that is PostgreSQL (default: on)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
 

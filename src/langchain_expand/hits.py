@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 from langchain_expand.cache import Reads, cosines, record_marks
 from langchain_expand.core import VectorSearch
 from langchain_expand.growth import Position
-from langchain_expand.lexical import LexicalHit, LexicalIndex, fuse
+from langchain_expand.lexical import BaseLexicalIndex, LexicalHit, fuse
 from langchain_expand.records import unit_id, unit_owner
 from langchain_expand.sentences import NO_MARKS, Marks
 from langchain_expand.snapshot import Bm25
@@ -192,7 +192,7 @@ class HybridSearch:
     """
 
     def __init__(
-        self, ranking: Ranking, dense: VectorSearch, lexical: LexicalIndex | SearchedAhead, reads: Reads
+        self, ranking: Ranking, dense: VectorSearch, lexical: BaseLexicalIndex | SearchedAhead, reads: Reads
     ) -> None:
         self.ranking = ranking
         self.dense = dense

@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 from langchain_expand import core
 from langchain_expand.adapters import StoreAdapter, Vector
 from langchain_expand.core import Prepared, Stored
-from langchain_expand.lexical import LexicalIndex, LocalSentence
+from langchain_expand.lexical import BaseLexicalIndex, LocalSentence
 from langchain_expand.records import UnitIds, unit_id
 from langchain_expand.sentences import Span
 from langchain_expand.units import (
@@ -113,7 +113,9 @@ class SentenceRecords:
 class SentenceLayout:
     """Windows' storage: one vector-store record per sentence; sentence 0 is the head."""
 
-    def __init__(self, store: StoreAdapter, batch_size: int, lexical: LexicalIndex | None, counter: str | None) -> None:
+    def __init__(
+        self, store: StoreAdapter, batch_size: int, lexical: BaseLexicalIndex | None, counter: str | None
+    ) -> None:
         self.store = store
         self.batch_size = batch_size
         self.lexical = lexical

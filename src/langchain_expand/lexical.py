@@ -21,6 +21,7 @@ import re
 import sqlite3
 import threading
 import unicodedata
+from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["LexicalHit", "LexicalIndex", "LocalSentence", "fuse", "words"]
+__all__ = ["BaseLexicalIndex", "LexicalHit", "LexicalIndex", "LocalSentence", "fuse", "words"]
 
 _TOKEN = re.compile(r"[^\W_]+")
 RRF_K = 60
@@ -77,7 +78,57 @@ def _copy(row: Sequence[Any]) -> LocalSentence:
     return LocalSentence(i, text, start, end, gap, tokens, counter, _vector(blob), joined)
 
 
-class LexicalIndex:
+class BaseLexicalIndex(ABC):
+    """What the window retriever asks of a lexical index: BM25 over its sentences and their local copies.
+
+    :class:`LexicalIndex` keeps them in a SQLite file (one machine);
+    :class:`~langchain_expand.pglexical.PostgresLexicalIndex` in PostgreSQL, shared by every
+    process that reaches the database. Both rank as :class:`~langchain_expand.snapshot.Bm25` does.
+    """
+
+    @abstractmethod
+    def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
+        """Make each ``(doc_id, rev, sentences)`` the whole of what is stored for its document.
+
+        A sentence given as text is ranked only, at its position in the list; a
+        :class:`LocalSentence` is ranked at its position ``i`` and also kept as the record's local copy.
+        One transaction for the lot: a reader sees every document's old rows or its new ones.
+        """
+
+    @abstractmethod
+    def delete(self, doc_ids: Iterable[str]) -> None:
+        """Remove every row of these documents; unknown ids are ignored."""
+
+    @abstractmethod
+    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
+        """The local copies of sentences ``indices`` of the document at revision ``rev``.
+
+        Sentences held at another revision, or not at all, are left out: the caller reads
+        those from the vector store.
+        """
+
+    @abstractmethod
+    def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
+        """Every local copy (of ``doc_ids`` only, when given) as ``(doc_id, rev, sentence)``, in the order written."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """How many local copies are kept."""
+
+    @abstractmethod
+    def documents(self, *, copied: bool = False) -> set[str]:
+        """The ids of every document with rows here; with ``copied``, of those with local copies too."""
+
+    @abstractmethod
+    def search(self, query: str, k: int) -> list[LexicalHit]:
+        """The ``k`` sentences that best match the query's words by BM25, best first.
+
+        A sentence matches when it holds any of the query's words (:func:`words`); BM25 weighs
+        rare terms up.
+        """
+
+
+class LexicalIndex(BaseLexicalIndex):
     """BM25 over sentences in a SQLite FTS5 table; a file survives a restart, ``None`` is in memory.
 
     Example:
@@ -129,12 +180,7 @@ class LexicalIndex:
         return f"LexicalIndex({str(self.path) if self.path else None!r}, table={self.table!r})"
 
     def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
-        """Make each ``(doc_id, rev, sentences)`` the whole of what is stored for its document.
-
-        A sentence given as text is ranked only, at its position in the list; a
-        :class:`LocalSentence` is ranked at its position ``i`` and also kept as the record's local copy.
-        One transaction for the lot: a reader sees every document's old rows or its new ones.
-        """
+        """See :meth:`BaseLexicalIndex.replace`."""
         with self._lock, self._db:
             for doc_id, rev, sentences in documents:
                 self._delete(doc_id)
@@ -164,11 +210,7 @@ class LexicalIndex:
         self._db.execute(f"DELETE FROM {self.table}_records WHERE doc_id = ?", (doc_id,))
 
     def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
-        """The local copies of sentences ``indices`` of the document at revision ``rev``.
-
-        Sentences held at another revision, or not at all, are left out: the caller reads
-        those from the vector store.
-        """
+        """See :meth:`BaseLexicalIndex.sentences`."""
         if not indices:
             return []
         found: list[LocalSentence] = []
@@ -213,10 +255,9 @@ class LexicalIndex:
             return {row[0] for row in self._db.execute(f"SELECT DISTINCT doc_id FROM {table}")}
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
-        """The ``k`` sentences that best match the query's words by BM25, best first.
+        """See :meth:`BaseLexicalIndex.search`.
 
-        Every word of the query (:func:`words`) is a term, quoted, so FTS5 syntax in the query is
-        just text; a sentence matches when it holds any of them, and BM25 weighs rare terms up.
+        Every word of the query is a term, quoted, so FTS5 syntax in the query is just text.
         """
         terms = sorted(set(words(query)))
         if not terms or k < 1:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from langchain_core.documents import Document
 
-from langchain_expand.lexical import LexicalHit, LexicalIndex, LocalSentence, words
+from langchain_expand.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 from langchain_expand.records import unit_id
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 
@@ -284,7 +284,7 @@ def _term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:
 
 
 def build(
-    store: StoreAdapter, lexical: LexicalIndex, mark: str, limit: int, previous: Snapshot | None = None
+    store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, previous: Snapshot | None = None
 ) -> Snapshot | None:
     """The snapshot of what ``store`` has committed, from ``lexical``'s copies; None when they do not cover it.
 

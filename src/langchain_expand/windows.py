@@ -46,7 +46,7 @@ from langchain_expand.hits import (
     to_hit,
 )
 from langchain_expand.layout import SentenceLayout, SentenceRecords
-from langchain_expand.lexical import LexicalIndex, LocalSentence
+from langchain_expand.lexical import BaseLexicalIndex, LocalSentence
 from langchain_expand.ranges import largest_fitting, window_bounds
 from langchain_expand.records import (
     UnitIds,
@@ -296,9 +296,11 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     as :func:`fit_to_budget` does: the best windows first, the first that does not fit shrunk
     from its edges around its hit. For a formatter or a whole-prompt budget, pipe the
     retriever into ``FitToBudget`` instead."""
-    lexical: LexicalIndex | None = None
+    lexical: BaseLexicalIndex | None = None
     """A BM25 ranking over the same sentences, fused with the dense one (reciprocal rank fusion)
-    before expansion: exact terms (numbers, names, codes) that dense vectors miss. Written by
+    before expansion: exact terms (numbers, names, codes) that dense vectors miss. A
+    :class:`~langchain_expand.lexical.LexicalIndex` (a SQLite file) on one machine, a
+    :class:`~langchain_expand.pglexical.PostgresLexicalIndex` where several share a store. Written by
     ``add_documents`` under the same commit protocol; no extra embedding. Its local copies of the
     sentence records are what queries read neighbours from (about 10 us a record against 120 from
     Chroma), at the revision of each document's head in the store, or from their snapshot in memory
@@ -509,7 +511,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         self._cache.clear()
 
     def _current_snapshot(
-        self, lexical: LexicalIndex, dense: VectorSearch, k: int
+        self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int
     ) -> tuple[Snapshot, SearchedAhead] | None:
         """The snapshot of the store at its current change mark (built when the mark has moved), and its BM25.
 

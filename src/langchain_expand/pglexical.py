@@ -1,0 +1,220 @@
+"""The lexical index in PostgreSQL: BM25 and local copies that every process shares.
+
+:class:`~langchain_expand.lexical.LexicalIndex` is a SQLite file, so with a Chroma server and
+several indexing workers on other machines only one machine would see it. A
+:class:`PostgresLexicalIndex` keeps the same rows in a PostgreSQL database (the one that holds
+the parents' :class:`~langchain_expand.docstore.SQLDocStore`, say), so every worker writes it
+and every reader ranks it.
+
+It ranks as FTS5's ``bm25()`` does, in SQL: each sentence's words
+(:func:`~langchain_expand.lexical.words`) are kept with their counts, and a query sums, over
+its words, ``idf x tf x (k1 + 1) / (tf + k1 x (1 - b + b x length / average length))`` with
+k1 = 1.2, b = 0.75 and ``idf = log((N - n + 0.5) / (n + 0.5))`` (1e-6 where not positive).
+So the hybrid ranking is the one measured in ``benchmarks/``, and equals the in-memory
+snapshot's (:class:`~langchain_expand.snapshot.Bm25`). PostgreSQL's own ``ts_rank`` is not
+BM25 and stems words, which lost on TAT-QA (benchmarks/README.md, Porter stemming).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+from langchain_expand.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
+
+__all__ = ["PostgresLexicalIndex"]
+
+_COPY_COLUMNS = 'i, text, start, "end", gap, tokens, counter, vector, joined'
+"""A local copy's columns, in :class:`~langchain_expand.lexical.LocalSentence`'s order."""
+_CREATE_LOCK = 0x6C6578  # one advisory lock for every table's creation: workers that start at once wait in turn
+
+
+class PostgresLexicalIndex(BaseLexicalIndex):
+    """BM25 over sentences in PostgreSQL, shared by every process that reaches the database.
+
+    Three tables named after ``table``: the ranked sentences (position, revision, length), their
+    words with counts, and the local copies of the sentence records. A document's rows are
+    replaced in one transaction, under a lock on the document, so two writers of one document
+    wait in turn and a reader sees either version whole.
+
+    Example:
+        .. code-block:: python
+
+            import chromadb
+            from langchain_expand import PostgresLexicalIndex, SentenceWindowRetriever, chroma_store
+
+            retriever = SentenceWindowRetriever(
+                vectorstore=chroma_store("docs", client=chromadb.HttpClient("chroma", 8000)),
+                lexical=PostgresLexicalIndex("postgresql+psycopg://user:pass@db/search"),
+            )
+    """
+
+    K1 = 1.2
+    B = 0.75
+
+    def __init__(self, url: str | sa.Engine, *, table: str = "langchain_expand_sentences") -> None:
+        """Open (and create if needed) the tables.
+
+        Args:
+            url: A SQLAlchemy URL of a PostgreSQL database (``postgresql+psycopg://...``,
+                ``pip install 'langchain-expand[postgres]'``), or an engine on one.
+            table: The name the three tables start with, so several indexes can share a database.
+
+        Raises:
+            ValueError: When the URL is not PostgreSQL's (use :class:`~langchain_expand.lexical.LexicalIndex`
+                for a SQLite file) or ``table`` is not a plain identifier.
+        """
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", table):
+            msg = f"`table` must be a plain identifier of at most 41 characters (letters, digits, _), got {table!r}."
+            raise ValueError(msg)
+        engine = url if isinstance(url, sa.Engine) else sa.create_engine(url)
+        if engine.dialect.name != "postgresql":
+            msg = (
+                f"PostgresLexicalIndex needs a PostgreSQL database, got a {engine.dialect.name} URL. "
+                "For a SQLite file use LexicalIndex(path)."
+            )
+            raise ValueError(msg)
+        self._engine = engine
+        self.table = table
+        with engine.begin() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
+            for statement in (
+                f"CREATE TABLE IF NOT EXISTS {table} (seq BIGSERIAL, doc_id TEXT NOT NULL, i INTEGER NOT NULL, "
+                "rev TEXT NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (doc_id, i))",
+                f"CREATE TABLE IF NOT EXISTS {table}_words (term TEXT NOT NULL, doc_id TEXT NOT NULL, "
+                "i INTEGER NOT NULL, tf INTEGER NOT NULL, PRIMARY KEY (term, doc_id, i))",
+                f"CREATE INDEX IF NOT EXISTS {table}_words_doc ON {table}_words (doc_id)",
+                f"CREATE TABLE IF NOT EXISTS {table}_records (seq BIGSERIAL, doc_id TEXT NOT NULL, "
+                'i INTEGER NOT NULL, rev TEXT NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL, '
+                "gap TEXT NOT NULL, text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BYTEA, "
+                "joined INTEGER, PRIMARY KEY (doc_id, i))",
+            ):
+                conn.execute(sa.text(statement))
+
+    def __repr__(self) -> str:
+        url = self._engine.url.render_as_string(hide_password=True)
+        return f"PostgresLexicalIndex({url!r}, table={self.table!r})"
+
+    def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
+        """See :meth:`BaseLexicalIndex.replace`. Documents are locked in id order, so writers never deadlock."""
+        ranked: list[dict[str, Any]] = []
+        counted: list[dict[str, Any]] = []
+        kept: list[dict[str, Any]] = []
+        ids: list[str] = []
+        for doc_id, rev, sentences in documents:
+            ids.append(doc_id)
+            for position, sentence in enumerate(sentences):
+                i, text = (position, sentence) if isinstance(sentence, str) else (sentence.i, sentence.text)
+                terms = Counter(words(text))
+                ranked.append({"doc_id": doc_id, "i": i, "rev": rev, "length": sum(terms.values())})
+                counted += [{"term": t, "doc_id": doc_id, "i": i, "tf": n} for t, n in terms.items()]
+                if not isinstance(sentence, str):
+                    vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
+                    kept.append(sentence._asdict() | {"doc_id": doc_id, "rev": rev, "vector": vector})
+        if not ids:
+            return
+        t = self.table
+        with self._engine.begin() as conn:
+            self._lock_and_delete(conn, ids)
+            if ranked:
+                conn.execute(
+                    sa.text(f"INSERT INTO {t} (doc_id, i, rev, length) VALUES (:doc_id, :i, :rev, :length)"), ranked
+                )
+            if counted:
+                conn.execute(
+                    sa.text(f"INSERT INTO {t}_words (term, doc_id, i, tf) VALUES (:term, :doc_id, :i, :tf)"), counted
+                )
+            if kept:
+                conn.execute(
+                    sa.text(
+                        f'INSERT INTO {t}_records (doc_id, i, rev, start, "end", gap, text, tokens, counter, '
+                        "vector, joined) VALUES (:doc_id, :i, :rev, :start, :end, :gap, :text, :tokens, "
+                        ":counter, :vector, :joined)"
+                    ),
+                    kept,
+                )
+
+    def delete(self, doc_ids: Iterable[str]) -> None:
+        """Remove every row of these documents; unknown ids are ignored."""
+        ids = list(doc_ids)
+        if ids:
+            with self._engine.begin() as conn:
+                self._lock_and_delete(conn, ids)
+
+    def _lock_and_delete(self, conn: sa.Connection, ids: list[str]) -> None:
+        """Lock these documents (in id order, for the rest of the transaction) and remove their rows."""
+        for doc_id in sorted(set(ids)):
+            conn.execute(
+                sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"{self.table}/{doc_id}"}
+            )
+        for table in (self.table, f"{self.table}_words", f"{self.table}_records"):
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE doc_id = ANY(:ids)"), {"ids": ids})
+
+    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
+        """See :meth:`BaseLexicalIndex.sentences`."""
+        if not indices:
+            return []
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    f"SELECT {_COPY_COLUMNS} FROM {self.table}_records "
+                    "WHERE doc_id = :doc_id AND rev = :rev AND i = ANY(:indices)"
+                ),
+                {"doc_id": doc_id, "rev": rev, "indices": list(indices)},
+            ).all()
+        return [_copy(row) for row in rows]
+
+    def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
+        """Every local copy (of ``doc_ids`` only, when given) as ``(doc_id, rev, sentence)``, in the order written."""
+        where, params = ("", {}) if doc_ids is None else ("WHERE doc_id = ANY(:ids) ", {"ids": list(doc_ids)})
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                sa.text(f"SELECT doc_id, rev, {_COPY_COLUMNS} FROM {self.table}_records {where}ORDER BY seq"), params
+            ).all()
+        for doc_id, rev, *copy in rows:
+            yield doc_id, rev, _copy(copy)
+
+    def count(self) -> int:
+        """How many local copies are kept."""
+        with self._engine.connect() as conn:
+            return int(conn.execute(sa.text(f"SELECT COUNT(*) FROM {self.table}_records")).scalar_one())
+
+    def documents(self, *, copied: bool = False) -> set[str]:
+        """The ids of every document with rows here; with ``copied``, of those with local copies too."""
+        table = f"{self.table}_records" if copied else self.table
+        with self._engine.connect() as conn:
+            return set(conn.execute(sa.text(f"SELECT DISTINCT doc_id FROM {table}")).scalars())
+
+    def search(self, query: str, k: int) -> list[LexicalHit]:
+        """See :meth:`BaseLexicalIndex.search`. One statement: the counts, the idfs and the sums."""
+        terms = sorted(set(words(query)))
+        if not terms or k < 1:
+            return []
+        t = self.table
+        statement = sa.text(
+            f"WITH stats AS (SELECT COUNT(*)::float8 AS n, COALESCE(AVG(length), 0)::float8 AS average FROM {t}), "
+            f"found AS (SELECT term, COUNT(*)::float8 AS n FROM {t}_words WHERE term = ANY(:terms) GROUP BY term), "
+            "idf AS (SELECT found.term, LN((stats.n - found.n + 0.5) / (found.n + 0.5)) AS w "
+            "FROM found CROSS JOIN stats) "
+            f"SELECT s.doc_id, s.i, s.rev FROM {t}_words AS p JOIN idf ON idf.term = p.term "
+            f"JOIN {t} AS s ON s.doc_id = p.doc_id AND s.i = p.i CROSS JOIN stats "
+            "GROUP BY s.doc_id, s.i, s.rev, s.seq "
+            "ORDER BY SUM(CASE WHEN idf.w > 0 THEN idf.w ELSE 1e-6 END * p.tf * (:k1 + 1.0) / (p.tf + :k1 * "
+            "(1.0 - :b + :b * s.length / CASE WHEN stats.average > 0 THEN stats.average ELSE 1.0 END))) DESC, s.seq "
+            "LIMIT :k"
+        )
+        with self._engine.connect() as conn:
+            rows = conn.execute(statement, {"terms": terms, "k": k, "k1": self.K1, "b": self.B}).all()
+        return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
+
+
+def _copy(row: Sequence[Any]) -> LocalSentence:
+    """A local copy from its row (:data:`_COPY_COLUMNS`)."""
+    i, text, start, end, gap, tokens, counter, blob, joined = row
+    vector = None if blob is None else np.frombuffer(bytes(blob), dtype=np.float32)
+    return LocalSentence(i, text, start, end, gap, tokens, counter, vector, joined)

@@ -1,0 +1,168 @@
+"""The lexical index in PostgreSQL, on a real server: BM25 as FTS5 ranks, rows kept in step with
+the vector store, shared by a second process, and the same hybrid answers as the SQLite index."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_expand import (
+    LexicalIndex,
+    PostgresLexicalIndex,
+    SentenceSplitter,
+    SentenceWindowRetriever,
+    chroma_store,
+)
+from langchain_expand.lexical import LexicalHit, LocalSentence
+from langchain_expand.snapshot import Bm25
+
+from .conftest import in_threads, load_docs, load_queries
+from .test_core import RecordingStore
+
+pytestmark = pytest.mark.integration  # a PostgreSQL server
+
+_tables = itertools.count()
+
+
+def fresh(url: str) -> PostgresLexicalIndex:
+    return PostgresLexicalIndex(url, table=f"lexical_{next(_tables)}")
+
+
+def positions(index: PostgresLexicalIndex) -> list[tuple[str, int, str]]:
+    """Every ranked sentence: document, position, revision."""
+    return sorted((h.doc_id, h.index, h.rev) for h in index.search("one two three four five now shorter only", 999))
+
+
+def copies(index: PostgresLexicalIndex) -> list[tuple[str, int]]:
+    return [(d, s.i) for d, _, s in index.copies()]
+
+
+def test_bm25_in_postgresql_ranks_every_query_as_fts5_and_the_snapshot_do(postgres_url: str) -> None:
+    texts = ["Café au lait costs $ 3.50 at the École.", "Revenue was 1,452.4 million in 2019.", "OK .", "OK .", ""]
+    for doc in load_docs("emanual")[:2] + load_docs("friendsqa")[:4]:
+        texts += [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
+    index, fts5 = fresh(postgres_url), LexicalIndex()
+    index.replace([("d", "r", texts)])
+    fts5.replace([("d", "r", texts)])
+    bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    queries = [q["query"] for q in load_queries("emanual")[:10] + load_queries("friendsqa")[:10]]
+    queries += ["cafe", "CAFÉ", "1,452.4", "ok", '"unbalanced', "price AND NOT sales", "pri*", "", "?!"]
+    for query in queries:
+        found = index.search(query, 30)
+        assert found == fts5.search(query, 30) == bm25.search(query, 30), query
+    assert index.search("zebra", 5) == []
+    assert index.search("cafe", 0) == []
+
+
+def test_rows_and_local_copies_are_replaced_whole_served_at_their_revision_and_deleted(postgres_url: str) -> None:
+    index = fresh(postgres_url)
+    kept = [LocalSentence(i, t, 10 * i, 10 * i + 5, " ", 3, "c", [0.25] * 4, 7) for i, t in enumerate(["One.", "Two."])]
+    index.replace([("a", "r1", kept), ("b", "r1", ["Only one."])])
+    found = index.sentences("a", "r1", [1, 0, 9])
+    assert sorted(s.i for s in found) == [0, 1]  # 9 was never written
+    two = next(s for s in found if s.i == 1)
+    assert (two.text, two.start, two.end, two.gap, two.tokens, two.counter, two.joined) == (
+        "Two.",
+        10,
+        15,
+        " ",
+        3,
+        "c",
+        7,
+    )
+    assert two.vector is not None
+    assert two.vector.tolist() == [0.25] * 4
+    assert index.sentences("a", "r0", [0, 1]) == []  # another revision: the caller reads the store
+    assert (index.count(), index.documents(), index.documents(copied=True)) == (2, {"a", "b"}, {"a"})
+    index.replace([("a", "r2", kept[:1])])
+    assert positions(index) == [("a", 0, "r2"), ("b", 0, "r1")]
+    assert copies(index) == [("a", 0)]
+    index.delete(["a", "never-added"])
+    assert (index.documents(), index.count()) == ({"b"}, 0)
+
+
+def test_the_retriever_keeps_it_in_step_and_another_process_reads_what_one_wrote(postgres_url: str) -> None:
+    store, table = RecordingStore(), f"lexical_{next(_tables)}"
+    writer = SentenceWindowRetriever(
+        vectorstore=store, batch_size=2, lexical=PostgresLexicalIndex(postgres_url, table=table)
+    )
+    text = "One sentence here. Two sentences now. Three of them. Four and more. Five at last."
+    writer.add_documents([Document(text, id="a"), Document("Only one.", id="b")])
+    reader = PostgresLexicalIndex(postgres_url, table=table)  # a restart, or a worker on another machine
+    assert [(d, i) for d, i, _ in positions(reader)] == [("a", 0), ("a", 1), ("a", 2), ("a", 3), ("a", 4), ("b", 0)]
+    writer.add_documents([Document("A shorter one. Now.", id="a")])
+    assert sorted(store.store) == ["a::0", "a::1", "b::0"]
+    assert [(d, i) for d, i, _ in positions(reader)] == [("a", 0), ("a", 1), ("b", 0)]
+    head = store.get_by_ids(["a::0"])[0].metadata["lcx_rev"]
+    assert {rev for d, _, rev in positions(reader) if d == "a"} == {head}
+    assert sorted(copies(reader)) == [("a", 0), ("a", 1), ("b", 0)]
+    writer.delete(["a"])
+    assert reader.documents() == reader.documents(copied=True) == {"b"}
+
+
+def test_writers_of_one_document_wait_in_turn_and_leave_one_version_whole(postgres_url: str) -> None:
+    table = f"lexical_{next(_tables)}"
+    versions = {n: [f"Version {n} sentence {i}." for i in range(3 + 4 * n)] for n in range(4)}
+
+    def worker(n: int) -> None:
+        index = PostgresLexicalIndex(postgres_url, table=table)  # each creates the tables if they are missing
+        for _ in range(5):
+            index.replace([("shared", f"r{n}", versions[n]), (f"own{n}", "r", ["Mine."])])
+
+    assert in_threads(worker, 4) == []
+    index = PostgresLexicalIndex(postgres_url, table=table)
+    found = [h for h in index.search("version sentence mine", 999) if h.doc_id == "shared"]
+    (rev,) = {h.rev for h in found}  # one writer's rows, none of another's left over
+    assert sorted(h.index for h in found) == list(range(len(versions[int(rev[1:])])))
+    assert index.documents() == {"shared", "own0", "own1", "own2", "own3"}
+
+
+def test_hybrid_answers_from_postgresql_equal_those_from_the_sqlite_index(
+    postgres_url: str, tmp_path: Path, minilm: Embeddings
+) -> None:
+    rows = load_docs("emanual")
+    store = chroma_store("pg-hybrid", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    in_postgres = SentenceWindowRetriever(vectorstore=store, merge=True, lexical=fresh(postgres_url))
+    in_postgres.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
+    in_sqlite = in_postgres.model_copy(update={"lexical": LexicalIndex(tmp_path / "lexical.sqlite")})
+    in_sqlite.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])  # embeds nothing: the copies only
+    for q in load_queries("emanual")[:8]:
+        for call in ({"max_tokens": 400}, {"max_tokens": 1500, "snapshot_limit": 0}, {"k": 4, "window": "fixed"}):
+            snapshot = call.get("snapshot_limit")
+            pg = in_postgres if snapshot is None else in_postgres.model_copy(update={"snapshot_limit": snapshot})
+            lite = in_sqlite if snapshot is None else in_sqlite.model_copy(update={"snapshot_limit": snapshot})
+            args = {k: v for k, v in call.items() if k != "snapshot_limit"}
+            assert pg.invoke(q["query"], **args) == lite.invoke(q["query"], **args), (q["query"], call)
+
+
+def test_a_url_that_is_not_postgresqls_is_refused_naming_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"needs a PostgreSQL database, got a sqlite URL.*LexicalIndex\(path\)"):
+        PostgresLexicalIndex(f"sqlite:///{tmp_path / 'x.sqlite'}")
+    with pytest.raises(ValueError, match="`table` must be a plain identifier"):
+        PostgresLexicalIndex("postgresql+psycopg://nobody@127.0.0.1:1/none", table="x; DROP TABLE y")
+
+
+def test_the_cli_on_a_chroma_server_keeps_its_lexical_index_in_a_postgresql_docstore(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    from .test_cli import cli
+    from .test_server import ChromaServer
+
+    server = ChromaServer(tmp_path / "chroma")
+    server.start()
+    try:
+        shared = ["--chroma-host", "127.0.0.1", "--chroma-port", str(server.port), "--docstore", postgres_url]
+        notes = tmp_path / "notes.md"
+        notes.write_text("The remote costs 12.50 euros. Its battery is a CR2032 cell. The case is yellow.\n")
+        cli(tmp_path / "one", *shared, "index", str(notes))
+        assert PostgresLexicalIndex(postgres_url).documents(copied=True) == {str(notes)}
+        found = json.loads(cli(tmp_path / "two", *shared, "query", "CR2032", "--budget", "40", "--format", "json"))
+        assert "CR2032" in found["results"][0]["page_content"]
+        assert not (tmp_path / "one" / "lexical.sqlite").exists()  # nothing local: another machine sees it all
+    finally:
+        server.stop()
