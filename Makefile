@@ -42,7 +42,7 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py && ../$(PY) parents.py && ../$(PY) quality.py \
-		&& ../$(PY) growth.py && ../$(PY) report.py && ../$(PY) memory.py
+		&& ../$(PY) growth.py && ../$(PY) report.py && ../$(PY) memory.py && ../$(PY) lexical.py
 
 # LlamaIndex and Haystack live in their own environment, out of the package's dependencies.
 PEERS := benchmarks/.venv-peers

@@ -6,13 +6,8 @@ import contextlib
 import io
 import itertools
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -22,6 +17,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import SentenceWindowRetriever, chroma_store, default_embeddings
+
+from . import pgserver
 
 DATA = Path(__file__).parent / "data"
 
@@ -175,63 +172,14 @@ def qmsum_index(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) ->
     return retriever
 
 
-def _postgres_bin() -> Path | None:
-    """Where PostgreSQL's server programs are: on PATH, else Debian's versioned folder."""
-    found = shutil.which("initdb")
-    if found:
-        return Path(found).resolve().parent
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    return versions[-1].parent if versions else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL server on loopback, for the shared-docstore tests.
+    """A throwaway PostgreSQL server on loopback, for the shared docstore and lexical index.
 
     .ci/run installs Debian's postgresql where it is missing; elsewhere these tests skip
-    with that reason. PostgreSQL refuses to run as root, so as root it runs as ``postgres``.
+    with that reason.
     """
-    import psycopg
-
-    bin_dir = _postgres_bin()
-    if bin_dir is None:
+    if pgserver.postgres_bin() is None:
         pytest.skip("PostgreSQL is not installed (no initdb found); .ci/run installs Debian's postgresql")
-    home = Path(tempfile.mkdtemp(prefix="lcx-postgres-"))
-    as_user: list[str] = []
-    if os.geteuid() == 0:
-        shutil.chown(home, "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    data, port = home / "data", _free_port()
-    subprocess.run(
-        [*as_user, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
-        check=True,
-        capture_output=True,
-    )
-    log = (home / "server.log").open("w")
-    options = ["-D", str(data), "-k", str(home), "-h", "127.0.0.1", "-p", str(port), "-c", "fsync=off"]
-    server = subprocess.Popen(
-        [*as_user, str(bin_dir / "postgres"), *options],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres").close()
-            break
-        except psycopg.OperationalError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                log.close()
-                raise RuntimeError("PostgreSQL did not start:\n" + (home / "server.log").read_text()) from None
-            time.sleep(0.2)
-    yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
-    server.terminate()
-    server.wait(timeout=30)
-    log.close()
-    shutil.rmtree(home, ignore_errors=True)
+    with pgserver.throwaway_postgres() as url:
+        yield url

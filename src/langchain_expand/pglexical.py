@@ -10,9 +10,13 @@ It ranks as FTS5's ``bm25()`` does, in SQL: each sentence's words
 (:func:`~langchain_expand.lexical.words`) are kept with their counts, and a query sums, over
 its words, ``idf x tf x (k1 + 1) / (tf + k1 x (1 - b + b x length / average length))`` with
 k1 = 1.2, b = 0.75 and ``idf = log((N - n + 0.5) / (n + 0.5))`` (1e-6 where not positive).
-So the hybrid ranking is the one measured in ``benchmarks/``, and equals the in-memory
+A query's words are summed in the order FTS5 sums them, so even tied sentences come in the same
+order: the hybrid ranking is the one measured in ``benchmarks/``, and equals the in-memory
 snapshot's (:class:`~langchain_expand.snapshot.Bm25`). PostgreSQL's own ``ts_rank`` is not
 BM25 and stems words, which lost on TAT-QA (benchmarks/README.md, Porter stemming).
+
+A search costs 2.3-3.1x FTS5's (``benchmarks/lexical.py``), paid only where no snapshot serves:
+within ``snapshot_limit`` a query ranks BM25 in memory from the local copies kept here.
 """
 
 from __future__ import annotations
@@ -84,10 +88,12 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         with engine.begin() as conn:
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _CREATE_LOCK})
             for statement in (
-                f"CREATE TABLE IF NOT EXISTS {table} (seq BIGSERIAL, doc_id TEXT NOT NULL, i INTEGER NOT NULL, "
+                f"CREATE SEQUENCE IF NOT EXISTS {table}_order",
+                f"CREATE TABLE IF NOT EXISTS {table} (seq BIGINT NOT NULL, doc_id TEXT NOT NULL, i INTEGER NOT NULL, "
                 "rev TEXT NOT NULL, length INTEGER NOT NULL, PRIMARY KEY (doc_id, i))",
                 f"CREATE TABLE IF NOT EXISTS {table}_words (term TEXT NOT NULL, doc_id TEXT NOT NULL, "
-                "i INTEGER NOT NULL, tf INTEGER NOT NULL, PRIMARY KEY (term, doc_id, i))",
+                "i INTEGER NOT NULL, rev TEXT NOT NULL, seq BIGINT NOT NULL, length INTEGER NOT NULL, "
+                "tf INTEGER NOT NULL, PRIMARY KEY (term, doc_id, i))",
                 f"CREATE INDEX IF NOT EXISTS {table}_words_doc ON {table}_words (doc_id)",
                 f"CREATE TABLE IF NOT EXISTS {table}_records (seq BIGSERIAL, doc_id TEXT NOT NULL, "
                 'i INTEGER NOT NULL, rev TEXT NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL, '
@@ -102,8 +108,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
 
     def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
         """See :meth:`BaseLexicalIndex.replace`. Documents are locked in id order, so writers never deadlock."""
-        ranked: list[dict[str, Any]] = []
-        counted: list[dict[str, Any]] = []
+        ranked: list[tuple[dict[str, Any], Counter[str]]] = []
         kept: list[dict[str, Any]] = []
         ids: list[str] = []
         for doc_id, rev, sentences in documents:
@@ -111,8 +116,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             for position, sentence in enumerate(sentences):
                 i, text = (position, sentence) if isinstance(sentence, str) else (sentence.i, sentence.text)
                 terms = Counter(words(text))
-                ranked.append({"doc_id": doc_id, "i": i, "rev": rev, "length": sum(terms.values())})
-                counted += [{"term": t, "doc_id": doc_id, "i": i, "tf": n} for t, n in terms.items()]
+                ranked.append(({"doc_id": doc_id, "i": i, "rev": rev, "length": sum(terms.values())}, terms))
                 if not isinstance(sentence, str):
                     vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
                     kept.append(sentence._asdict() | {"doc_id": doc_id, "rev": rev, "vector": vector})
@@ -121,14 +125,28 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         t = self.table
         with self._engine.begin() as conn:
             self._lock_and_delete(conn, ids)
-            if ranked:
+            if ranked:  # each sentence's place in the order written: the ranking's tiebreak, as FTS5's rowid
+                first = conn.execute(
+                    sa.text(f"SELECT setval('{t}_order', nextval('{t}_order') + :more)"), {"more": len(ranked) - 1}
+                ).scalar_one() - (len(ranked) - 1)
+                rows = [row | {"seq": seq} for seq, (row, _) in enumerate(ranked, first)]
                 conn.execute(
-                    sa.text(f"INSERT INTO {t} (doc_id, i, rev, length) VALUES (:doc_id, :i, :rev, :length)"), ranked
+                    sa.text(f"INSERT INTO {t} (seq, doc_id, i, rev, length) VALUES (:seq, :doc_id, :i, :rev, :length)"),
+                    rows,
                 )
-            if counted:
-                conn.execute(
-                    sa.text(f"INSERT INTO {t}_words (term, doc_id, i, tf) VALUES (:term, :doc_id, :i, :tf)"), counted
-                )
+                counted = [
+                    row | {"term": term, "tf": n}
+                    for row, (_, terms) in zip(rows, ranked, strict=True)
+                    for term, n in terms.items()
+                ]
+                if counted:
+                    conn.execute(
+                        sa.text(
+                            f"INSERT INTO {t}_words (term, doc_id, i, rev, seq, length, tf) "
+                            "VALUES (:term, :doc_id, :i, :rev, :seq, :length, :tf)"
+                        ),
+                        counted,
+                    )
             if kept:
                 conn.execute(
                     sa.text(
@@ -198,14 +216,15 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         t = self.table
         statement = sa.text(
             f"WITH stats AS (SELECT COUNT(*)::float8 AS n, COALESCE(AVG(length), 0)::float8 AS average FROM {t}), "
-            f"found AS (SELECT term, COUNT(*)::float8 AS n FROM {t}_words WHERE term = ANY(:terms) GROUP BY term), "
-            "idf AS (SELECT found.term, LN((stats.n - found.n + 0.5) / (found.n + 0.5)) AS w "
-            "FROM found CROSS JOIN stats) "
-            f"SELECT s.doc_id, s.i, s.rev FROM {t}_words AS p JOIN idf ON idf.term = p.term "
-            f"JOIN {t} AS s ON s.doc_id = p.doc_id AND s.i = p.i CROSS JOIN stats "
-            "GROUP BY s.doc_id, s.i, s.rev, s.seq "
-            "ORDER BY SUM(CASE WHEN idf.w > 0 THEN idf.w ELSE 1e-6 END * p.tf * (:k1 + 1.0) / (p.tf + :k1 * "
-            "(1.0 - :b + :b * s.length / CASE WHEN stats.average > 0 THEN stats.average ELSE 1.0 END))) DESC, s.seq "
+            f"hits AS (SELECT term, doc_id, i, rev, seq, length, tf FROM {t}_words WHERE term = ANY(:terms)), "
+            "idf AS (SELECT term, LN((MIN(stats.n) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w "
+            "FROM hits CROSS JOIN stats GROUP BY term) "
+            "SELECT h.doc_id, h.i, h.rev FROM hits AS h JOIN idf ON idf.term = h.term CROSS JOIN stats "
+            "GROUP BY h.doc_id, h.i, h.rev, h.seq "
+            "ORDER BY SUM(CASE WHEN idf.w > 0 THEN idf.w ELSE 1e-6 END * h.tf * (:k1 + 1.0) / (h.tf + :k1 * "
+            "(1.0 - :b + :b * h.length / CASE WHEN stats.average > 0 THEN stats.average ELSE 1.0 END)) "
+            # summed in the query's word order, as FTS5 and the snapshot sum: ties stay exact ties
+            'ORDER BY h.term COLLATE "C") DESC, h.seq '
             "LIMIT :k"
         )
         with self._engine.connect() as conn:
