@@ -1,13 +1,16 @@
 """The lexical index in PostgreSQL, on a real server: BM25 as FTS5 ranks, rows kept in step with
-the vector store, shared by a second process, and the same hybrid answers as the SQLite index."""
+the vector store, shared by a second process, the same hybrid answers as the SQLite index, and
+SQL connections that a forked worker does not share with its parent."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
@@ -16,6 +19,7 @@ from langchain_expand import (
     PostgresLexicalIndex,
     SentenceSplitter,
     SentenceWindowRetriever,
+    SQLDocStore,
     chroma_store,
 )
 from langchain_expand.lexical import LexicalHit, LocalSentence
@@ -166,3 +170,33 @@ def test_the_cli_on_a_chroma_server_keeps_its_lexical_index_in_a_postgresql_docs
         assert not (tmp_path / "one" / "lexical.sqlite").exists()  # nothing local: another machine sees it all
     finally:
         server.stop()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX")
+def test_a_forked_process_opens_its_own_connections_and_the_parent_keeps_working(postgres_url: str) -> None:
+    index, docstore = fresh(postgres_url), SQLDocStore(postgres_url, table=f"docs_{next(_tables)}")
+    index.replace([("a", "r1", ["The remote costs 12.50 euros."])])
+    docstore.mset([("a", Document("The remote."))])
+    engines = [index._engine, docstore._engine]
+
+    def backends() -> list[int]:
+        found = []
+        for engine in engines:
+            with engine.connect() as conn:
+                found.append(int(conn.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()))
+        return found
+
+    parent = backends()  # each pool now holds a connection
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: connections of its own, and answers
+        mine = backends()
+        ok = index.search("remote", 1) != [] and docstore.mget(["a"])[0] is not None
+        os.write(write, b"1" if ok and not set(mine) & set(parent) else b"0")
+        os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.read(read, 1) == b"1"
+    assert backends() == parent  # the parent's connections still work
+    assert index.search("remote", 1)

@@ -9,6 +9,8 @@ SQLAlchemy URL (PostgreSQL, say) for several indexing workers sharing one docsto
 from __future__ import annotations
 
 import json
+import os
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import sqlalchemy as sa
 from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
 
-__all__ = ["SQLDocStore"]
+__all__ = ["SQLDocStore", "forget_connections_after_fork"]
 
 DEFAULT_PATH = Path(".langchain-expand") / "docstore.sqlite"
 MAX_KEY_CHARS = 512
@@ -26,6 +28,28 @@ _CHUNK = 5000
 _DEADLOCK_RETRIES = 5
 _SQLITE_BUSY_SECONDS = 60
 """How long a SQLite writer waits for another's lock before failing (SQLite's default: 5)."""
+
+
+_ENGINES: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
+
+
+def forget_connections_after_fork(engine: sa.Engine) -> sa.Engine:
+    """Make ``engine`` safe to use in a forked child (a server's worker processes), and return it.
+
+    A child would otherwise take its parent's pooled connections and talk over the parent's
+    sockets; after a fork it drops them (leaving them open for the parent) and connects anew.
+    """
+    _ENGINES.add(engine)
+    return engine
+
+
+def _after_fork_in_child() -> None:
+    for engine in list(_ENGINES):
+        engine.dispose(close=False)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class SQLDocStore(BaseStore[str, Document]):
@@ -54,7 +78,9 @@ class SQLDocStore(BaseStore[str, Document]):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.url = url
         sqlite = url.startswith("sqlite")
-        self._engine = sa.create_engine(url, connect_args={"timeout": _SQLITE_BUSY_SECONDS} if sqlite else {})
+        self._engine = forget_connections_after_fork(
+            sa.create_engine(url, connect_args={"timeout": _SQLITE_BUSY_SECONDS} if sqlite else {})
+        )
         self._table = sa.Table(
             table,
             sa.MetaData(),

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import sqlalchemy as sa
 
+from langchain_expand.docstore import forget_connections_after_fork
 from langchain_expand.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 
 __all__ = ["PostgresLexicalIndex"]
@@ -76,7 +77,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", table):
             msg = f"`table` must be a plain identifier of at most 41 characters (letters, digits, _), got {table!r}."
             raise ValueError(msg)
-        engine = url if isinstance(url, sa.Engine) else sa.create_engine(url)
+        engine = forget_connections_after_fork(url if isinstance(url, sa.Engine) else sa.create_engine(url))
         if engine.dialect.name != "postgresql":
             msg = (
                 f"PostgresLexicalIndex needs a PostgreSQL database, got a {engine.dialect.name} URL. "
