@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -9,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -500,6 +503,54 @@ def test_rerank_then_expand_lets_the_budget_decide(make_parents: Make, minilm: E
     used = COUNTER("\n\n".join(p.page_content for p in parents))
     assert 0.8 * 1500 <= used <= 1500
     assert all("rerank_score" in p.metadata for p in parents)
+
+
+@pytest.fixture(scope="module")
+def indexed_manual(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> BudgetedParentDocumentRetriever:
+    """The manual's parents, indexed once for the read-only property tests."""
+    path = tmp_path_factory.mktemp("parents")
+    retriever = BudgetedParentDocumentRetriever(
+        vectorstore=chroma_store("children", persist_directory=path / "chroma", embeddings=minilm),
+        docstore=SQLDocStore(f"sqlite:///{path}/docstore.sqlite"),
+        parent_splitter=MarkdownSectionSplitter(max_level=2),
+    )
+    retriever.add_documents(manual())
+    return retriever
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    query=st.sampled_from([QUERY, *[q["query"] for q in load_queries("emanual")[:5]]]),
+    budget=st.integers(min_value=20, max_value=6000),
+    max_parent_tokens=st.sampled_from([None, 150, 600]),
+    reranked=st.booleans(),
+)
+def test_budget_driven_parents_stay_in_budget_with_exact_offsets(
+    indexed_manual: BudgetedParentDocumentRetriever,
+    minilm: Embeddings,
+    query: str,
+    budget: int,
+    max_parent_tokens: int | None,
+    reranked: bool,
+) -> None:
+    """Issue 13: parents until the budget is full, alone or after a reranker, each trimmed around its children."""
+    retriever = indexed_manual.model_copy(update={"max_parent_tokens": max_parent_tokens})
+    if reranked:
+        pipeline = RerankThenExpand(retriever=retriever, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=30)
+        parents = pipeline.invoke(query, max_tokens=budget)
+    else:
+        parents = retriever.invoke(query, max_tokens=budget)
+    assert COUNTER("\n\n".join(p.page_content for p in parents)) <= budget
+    text = source_text()
+    for parent in parents:
+        m = parent.metadata
+        assert text[m["start_index"] : m["end_index"]] == parent.page_content
+        assert max_parent_tokens is None or m["tokens"] <= max_parent_tokens
+        best = m["children"][0]
+        assert m["start_index"] < best["end_index"]
+        assert best["start_index"] < m["end_index"]  # a trimmed parent keeps its best child
+    covered = sorted((p.metadata["start_index"], p.metadata["end_index"]) for p in parents)
+    assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(covered))  # no text twice
 
 
 def stored_child(retriever: BudgetedParentDocumentRetriever, child_id: str) -> tuple[Document, list[float]]:

@@ -620,6 +620,32 @@ def test_a_table_row_is_matched_alone_and_sent_with_its_whole_table(
     assert checked >= 3
 
 
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    query=st.sampled_from(table_queries()),
+    budget=st.integers(min_value=20, max_value=6000),
+    window=st.sampled_from(["guided", "fixed"]),
+    merge=st.booleans(),
+    snapshot=st.booleans(),
+)
+def test_hybrid_windows_stay_in_budget_with_exact_offsets(
+    table_rows: SentenceWindowRetriever, query: str, budget: int, window: str, merge: bool, snapshot: bool
+) -> None:
+    """The budget and the offsets hold with BM25 fused in, tables matched row by row, on the snapshot and off it."""
+    retriever = table_rows if snapshot else table_rows.model_copy(update={"snapshot_limit": 0})
+    docs = retriever.invoke(query, k=None, max_tokens=budget, merge=merge, window=window)
+    assert joined_tokens(docs) <= budget
+    sources = {r["doc_id"]: r["text"] for r in load_docs("tatqa")[:TABLE_PASSAGES]}
+    for doc in docs:
+        m = doc.metadata
+        assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == doc.page_content
+        first, last = m["span"]
+        assert first <= m["hit"] < last
+    if merge or window == "guided":  # no sentence sent twice
+        sent = [(d.metadata["doc_id"], i) for d in docs for i in range(*d.metadata["span"])]
+        assert len(sent) == len(set(sent))
+
+
 def test_a_window_does_not_grow_up_past_its_sections_heading(make_retriever: Make) -> None:
     """Issue 13: the text above a Markdown heading is another section; a window stops at its own heading.
 

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["BaseLexicalIndex", "LexicalHit", "LexicalIndex", "LocalSentence", "fuse", "words"]
+__all__ = ["BaseLexicalIndex", "LexicalHit", "LexicalIndex", "LocalSentence", "copy_of_row", "fuse", "words"]
 
 _TOKEN = re.compile(r"[^\W_]+")
 RRF_K = 60
@@ -72,8 +72,8 @@ _COPY_COLUMNS = "i, text, start, end, gap, tokens, counter, vector, joined"
 """A local copy's columns, in :class:`LocalSentence`'s order."""
 
 
-def _copy(row: Sequence[Any]) -> LocalSentence:
-    """A local copy from its row (:data:`_COPY_COLUMNS`)."""
+def copy_of_row(row: Sequence[Any]) -> LocalSentence:
+    """A local copy from a row of its columns in :class:`LocalSentence`'s order, the vector as float32 bytes."""
     i, text, start, end, gap, tokens, counter, blob, joined = row
     return LocalSentence(i, text, start, end, gap, tokens, counter, _vector(blob), joined)
 
@@ -222,7 +222,7 @@ class LexicalIndex(BaseLexicalIndex):
                     f"WHERE doc_id = ? AND rev = ? AND i IN ({', '.join('?' * len(chunk))})",
                     (doc_id, rev, *chunk),
                 ).fetchall()
-                found += [_copy(row) for row in rows]
+                found += [copy_of_row(row) for row in rows]
         return found
 
     def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
@@ -241,7 +241,7 @@ class LexicalIndex(BaseLexicalIndex):
                     ).fetchall()
                 rows.sort()
         for _, doc_id, rev, *copy in rows:
-            yield doc_id, rev, _copy(copy)
+            yield doc_id, rev, copy_of_row(copy)
 
     def count(self) -> int:
         """How many local copies are kept."""

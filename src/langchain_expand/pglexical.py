@@ -30,7 +30,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from langchain_expand.docstore import forget_connections_after_fork
-from langchain_expand.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
+from langchain_expand.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row, words
 
 __all__ = ["PostgresLexicalIndex"]
 
@@ -42,8 +42,9 @@ _CREATE_LOCK = 0x6C6578  # one advisory lock for every table's creation: workers
 class PostgresLexicalIndex(BaseLexicalIndex):
     """BM25 over sentences in PostgreSQL, shared by every process that reaches the database.
 
-    Three tables named after ``table``: the ranked sentences (position, revision, length), their
-    words with counts, and the local copies of the sentence records. A document's rows are
+    Three tables and a sequence named after ``table``: the ranked sentences (position, revision,
+    length, place in the order written), their words with counts, and the local copies of the
+    sentence records. A document's rows are
     replaced in one transaction, under a lock on the document, so two writers of one document
     wait in turn and a reader sees either version whole.
 
@@ -117,10 +118,10 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             for position, sentence in enumerate(sentences):
                 i, text = (position, sentence) if isinstance(sentence, str) else (sentence.i, sentence.text)
                 terms = Counter(words(text))
-                ranked.append(({"doc_id": doc_id, "i": i, "rev": rev, "length": sum(terms.values())}, terms))
+                ranked.append(({"doc": doc_id, "i": i, "rev": rev, "length": sum(terms.values())}, terms))
                 if not isinstance(sentence, str):
                     vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
-                    kept.append(sentence._asdict() | {"doc_id": doc_id, "rev": rev, "vector": vector})
+                    kept.append(sentence._asdict() | {"doc": doc_id, "rev": rev, "vector": vector})
         if not ids:
             return
         t = self.table
@@ -132,7 +133,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 ).scalar_one() - (len(ranked) - 1)
                 rows = [row | {"seq": seq} for seq, (row, _) in enumerate(ranked, first)]
                 conn.execute(
-                    sa.text(f"INSERT INTO {t} (seq, doc_id, i, rev, length) VALUES (:seq, :doc_id, :i, :rev, :length)"),
+                    sa.text(f"INSERT INTO {t} (seq, doc_id, i, rev, length) VALUES (:seq, :doc, :i, :rev, :length)"),
                     rows,
                 )
                 counted = [
@@ -144,7 +145,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                     conn.execute(
                         sa.text(
                             f"INSERT INTO {t}_words (term, doc_id, i, rev, seq, length, tf) "
-                            "VALUES (:term, :doc_id, :i, :rev, :seq, :length, :tf)"
+                            "VALUES (:term, :doc, :i, :rev, :seq, :length, :tf)"
                         ),
                         counted,
                     )
@@ -152,7 +153,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 conn.execute(
                     sa.text(
                         f'INSERT INTO {t}_records (doc_id, i, rev, start, "end", gap, text, tokens, counter, '
-                        "vector, joined) VALUES (:doc_id, :i, :rev, :start, :end, :gap, :text, :tokens, "
+                        "vector, joined) VALUES (:doc, :i, :rev, :start, :end, :gap, :text, :tokens, "
                         ":counter, :vector, :joined)"
                     ),
                     kept,
@@ -182,11 +183,11 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             rows = conn.execute(
                 sa.text(
                     f"SELECT {_COPY_COLUMNS} FROM {self.table}_records "
-                    "WHERE doc_id = :doc_id AND rev = :rev AND i = ANY(:indices)"
+                    "WHERE doc_id = :doc AND rev = :rev AND i = ANY(:indices)"
                 ),
-                {"doc_id": doc_id, "rev": rev, "indices": list(indices)},
+                {"doc": doc_id, "rev": rev, "indices": list(indices)},
             ).all()
-        return [_copy(row) for row in rows]
+        return [copy_of_row(row) for row in rows]
 
     def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
         """Every local copy (of ``doc_ids`` only, when given) as ``(doc_id, rev, sentence)``, in the order written."""
@@ -196,7 +197,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 sa.text(f"SELECT doc_id, rev, {_COPY_COLUMNS} FROM {self.table}_records {where}ORDER BY seq"), params
             ).all()
         for doc_id, rev, *copy in rows:
-            yield doc_id, rev, _copy(copy)
+            yield doc_id, rev, copy_of_row(copy)
 
     def count(self) -> int:
         """How many local copies are kept."""
@@ -231,10 +232,3 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         with self._engine.connect() as conn:
             rows = conn.execute(statement, {"terms": terms, "k": k, "k1": self.K1, "b": self.B}).all()
         return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
-
-
-def _copy(row: Sequence[Any]) -> LocalSentence:
-    """A local copy from its row (:data:`_COPY_COLUMNS`)."""
-    i, text, start, end, gap, tokens, counter, blob, joined = row
-    vector = None if blob is None else np.frombuffer(bytes(blob), dtype=np.float32)
-    return LocalSentence(i, text, start, end, gap, tokens, counter, vector, joined)
