@@ -15,9 +15,9 @@ always read from the store, so the final version check sees the store as it is n
 
 Where the retriever has a lexical index (:class:`~langchain_expand.lexical.BaseLexicalIndex`),
 its local copies of the records come before the store: read by key (from SQLite, about 10 us a
-record), at the revision of the document's head read in this query, and made into records only when asked
-for (growth needs a sentence's position, count and vector; most of what it looks at is never
-sent). A query then reads the store for its search and its heads alone; where the retriever
+record), at the revision of the document's head read in this query, and made into records
+only when asked for (growth needs a sentence's position, count and vector; most of what it
+looks at is never sent). A query then reads the store for its search and its heads alone; where the retriever
 holds a :class:`~langchain_expand.snapshot.Snapshot`, the copies come from memory instead,
 under the same rule.
 """

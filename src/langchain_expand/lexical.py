@@ -116,8 +116,11 @@ class BaseLexicalIndex(ABC):
         """How many local copies are kept."""
 
     @abstractmethod
-    def documents(self, *, copied: bool = False) -> set[str]:
-        """The ids of every document with rows here; with ``copied``, of those with local copies too."""
+    def documents(self, *, copied: bool = False, among: Collection[str] | None = None) -> set[str]:
+        """The ids of every document with rows here; with ``copied``, of those with local copies too.
+
+        With ``among``, only those of these ids: a lookup, not a scan of the whole index.
+        """
 
     @abstractmethod
     def search(self, query: str, k: int) -> list[LexicalHit]:
@@ -248,11 +251,18 @@ class LexicalIndex(BaseLexicalIndex):
         with self._lock:
             return int(self._db.execute(f"SELECT COUNT(*) FROM {self.table}_records").fetchone()[0])
 
-    def documents(self, *, copied: bool = False) -> set[str]:
-        """The ids of every document with rows here; with ``copied``, of those with local copies too."""
+    def documents(self, *, copied: bool = False, among: Collection[str] | None = None) -> set[str]:
+        """See :meth:`BaseLexicalIndex.documents`."""
         table = f"{self.table}_records" if copied else self.table
         with self._lock:
-            return {row[0] for row in self._db.execute(f"SELECT DISTINCT doc_id FROM {table}")}
+            if among is None:
+                return {row[0] for row in self._db.execute(f"SELECT DISTINCT doc_id FROM {table}")}
+            wanted, found = list(among), set()
+            for at in range(0, len(wanted), _MAX_VARIABLES):
+                chunk = wanted[at : at + _MAX_VARIABLES]
+                query = f"SELECT DISTINCT doc_id FROM {table} WHERE doc_id IN ({', '.join('?' * len(chunk))})"
+                found |= {row[0] for row in self._db.execute(query, chunk)}
+            return found
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """See :meth:`BaseLexicalIndex.search`.

@@ -195,11 +195,12 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         with self._engine.connect() as conn:
             return int(conn.execute(sa.text(f"SELECT COUNT(*) FROM {self.table}_records")).scalar_one())
 
-    def documents(self, *, copied: bool = False) -> set[str]:
-        """The ids of every document with rows here; with ``copied``, of those with local copies too."""
+    def documents(self, *, copied: bool = False, among: Collection[str] | None = None) -> set[str]:
+        """See :meth:`BaseLexicalIndex.documents`."""
         table = f"{self.table}_records" if copied else self.table
+        where, params = ("", {}) if among is None else (" WHERE doc_id = ANY(:ids)", {"ids": list(among)})
         with self._engine.connect() as conn:
-            return set(conn.execute(sa.text(f"SELECT DISTINCT doc_id FROM {table}")).scalars())
+            return set(conn.execute(sa.text(f"SELECT DISTINCT doc_id FROM {table}{where}"), params).scalars())
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """See :meth:`BaseLexicalIndex.search`. One statement: the counts, the idfs and the sums."""

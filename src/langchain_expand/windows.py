@@ -402,7 +402,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         layout = self._layout()
         done = core.index(layout, prepared)
         if self.lexical is not None:  # documents stored before the lexical index (or its local copies) existed
-            known = self.lexical.documents(copied=True)
+            known = self.lexical.documents(copied=True, among=[p.doc_id for p in prepared])
             self.lexical.replace(layout.local_rows([p for p in prepared if p.doc_id not in known]))
         self._vectors.mark()  # finished: readers' snapshots of the store are out of date
         return done
