@@ -40,7 +40,6 @@ SentenceContext = Callable[[str, Sequence[Span]], list[str]]
 
 _LABEL_WORDS = 5  # "Ross Geller", "PhD F", "Chair (Mark Reckless)"
 _TERMINATOR = re.compile(r"[.!?]\s")
-_ATTRIBUTES = re.compile(r"\s*\{[^{}]*\}\s*$")
 _NEWLINE = re.compile(r"\r\n|\r|\n")  # line ends as the Markdown parser counts them
 
 
@@ -161,7 +160,11 @@ class _Tables:
 
 def _title(title: str) -> str:
     """A heading's words, without an attribute list (``Quotes { #quotes }``: MkDocs, Pandoc)."""
-    return _ATTRIBUTES.sub("", title) or title
+    bare = title.rstrip()
+    opening = bare.rfind("{") if bare.endswith("}") else -1
+    if opening < 0 or "}" in bare[opening + 1 : -1]:
+        return title
+    return bare[:opening].rstrip() or title
 
 
 def _label(text: str, line: int, start: int) -> str:

@@ -34,7 +34,8 @@ _MAYBE = re.compile(r"`{3,}|~{3,}|\||^ {0,3}#", re.MULTILINE)
 """Text without any of these has no fence, table or heading: the parser is skipped."""
 HEADING_ROWS = 3
 """A table's column headings are at most this many rows (the header row and sub-header rows)."""
-_SEPARATOR = re.compile(r"\s*\|?(?:\s*:?-+:?\s*\|)+\s*:?-*:?\s*\|?\s*")
+_SEPARATOR = re.compile(r"\s*+\|?+(?:\s*+:?+-++:?+\s*+\|)++\s*+:?+-*+:?+\s*+\|?+\s*+")
+"""Possessive throughout: no backtracking, so a check is linear in the row (a run of spaces was quadratic)."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,9 @@ class Heading:
 
 @lru_cache(maxsize=1)
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark").enable("table")
+    # Block structure only: inline markup (emphasis, links) is never read here, and parsing it
+    # costs most of a parse (seconds on 200k chars of a table or of ``[`` runs).
+    return MarkdownIt("commonmark").enable("table").disable("inline")
 
 
 @lru_cache(maxsize=2)  # the splitters of one document share a parse

@@ -36,13 +36,19 @@ ABBREVIATIONS = frozenset(
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 _ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
 _ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
-_UNDERLINED = re.compile(r"[^\r\n]*\w[^\r\n]*(?:\r\n|\r|\n) {0,3}(?:={3,}|-{3,})[ \t]*")
-"""A line of text underlined with ``===`` or ``---``: a setext heading (where the line is not a
-list item, quote or table row), and reStructuredText's most common section title."""
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_UNDERLINE = re.compile(r" {0,3}(?:={3,}|-{3,})[ \t]*")
+"""The second line of a setext heading (and of reStructuredText's most common section title)."""
+_WORD_CHAR = re.compile(r"\w")
 _LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
-_TERMINATOR = re.compile(r"(?:[.!?\u2026\u3002\uff01\uff1f]+)[\"'\u201d\u2019)\]]*(?=\s)")
+_TERMINATOR = re.compile(
+    r"(?<![.!?\u2026\u3002\uff01\uff1f])[.!?\u2026\u3002\uff01\uff1f]++[\"'\u201d\u2019)\]]*+(?=\s)"
+)
+"""Sentence-ending punctuation, closing quotes and brackets, then whitespace. It starts only at the
+first mark of a run and never backtracks, so a run of 100k dots is one linear scan, not a
+quadratic one."""
 _WORD = re.compile(r"\S+")
 _ADMONITION = re.compile(r"(?:/{3,}|:{3,}|!{3}|\?{3})[ \t]*\w")
 
@@ -353,7 +359,12 @@ def heading(text: str) -> bool:
     """
     if _ATX_HEADING.match(text) is not None:
         return "\n" not in text and "\r" not in text
-    if _UNDERLINED.fullmatch(text) is None:
+    # Two lines, read in one pass each (a regular expression over both backtracked over every
+    # split of a long line: quadratic in a unit's length, on the query path).
+    brk = _LINE_BREAK.search(text)
+    if brk is None or _UNDERLINE.fullmatch(text, brk.end()) is None:
+        return False
+    if _WORD_CHAR.search(text, 0, brk.start()) is None:
         return False
     return _LIST_ITEM.match(text) is None and not text.lstrip().startswith((">", "|"))
 

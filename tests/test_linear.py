@@ -1,0 +1,159 @@
+"""Every function that reads unit or document text runs in time linear in the text.
+
+One document with a long line must not be able to stall every query that touches it, nor its
+own indexing: a regular expression that backtracks over every split of a line costs seconds on
+a unit of a few thousand characters. Each test runs a function on adversarial inputs at one size
+and at four times that size, and fails where the time grows by more than ``LIMIT`` (linear is
+4x, quadratic 16x). It is a ratio of two timings taken in the same test, so a slow or busy
+machine slows both sides; each ratio is the best of a few tries, since a burst of load can still
+hit one side alone.
+
+The sizes are small first (12.5k and 50k chars), so that a quadratic function fails in seconds
+rather than running for minutes, then 100k and 400k.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import time
+from collections.abc import Callable
+
+import pytest
+from langchain_core.documents import Document
+
+from langchain_expand import SentenceSplitter, StructuralContext, TokenCounter, markdown, sentences
+from langchain_expand.lexical import words
+from langchain_expand.sections import MarkdownSectionSplitter
+
+LIMIT = 10.0
+"""The most a function's time may grow when its input grows 4x."""
+
+SIZES = ((12_500, 50_000), (100_000, 400_000))
+
+
+def _repeat(text: str, n: int) -> str:
+    return (text * (n // len(text) + 1))[:n]
+
+
+ADVERSARIAL: dict[str, Callable[[int], str]] = {
+    "one line without breaks": lambda n: _repeat("lorem ipsum dolor ", n),
+    "a word of n letters": lambda n: "a" * n,
+    "only line breaks": lambda n: "\n" * n,
+    "only CRLF": lambda n: "\r\n" * (n // 2),
+    "only spaces": lambda n: " " * n,
+    "only punctuation": lambda n: "." * n,
+    "mixed punctuation": lambda n: _repeat("?!.)'", n),
+    "| run": lambda n: "|" * n,
+    "# run": lambda n: "#" * n,
+    "= run": lambda n: "=" * n,
+    "- run": lambda n: "-" * n,
+    "> run": lambda n: ">" * n,
+    "[ run": lambda n: "[" * n,
+    "* run": lambda n: "*" * n,
+    "a delimiter row that fails at its end": lambda n: _repeat("| --- ", n) + "x",
+    "a title, spaces, then an underline": lambda n: "Title" + " " * n + "\n===",
+    "a heading with an attribute-like tail": lambda n: "# Title {" + " " * n + "\n\ntext.",
+    "a table of n chars": lambda n: "| a | b |\n|---|---|\n" + _repeat("| 1 | 2 |\n", n),
+    "one table row of n chars": lambda n: "| a | b |\n|---|---|\n|" + " x |" * (n // 4),
+    "a speaker line": lambda n: "Anna: " + _repeat("well. ", n),
+}
+
+
+def _seconds(fn: Callable[[str], object], text: str, repeat: int) -> float:
+    started = time.perf_counter()
+    for _ in range(repeat):
+        fn(text)
+    return time.perf_counter() - started
+
+
+def _growth(fn: Callable[[str], object], small: str, large: str) -> float:
+    """How much longer ``fn`` takes on ``large`` than on ``small``, each timed over enough calls to
+    be well above the timer's resolution."""
+    repeat = 1
+    while (took := _seconds(fn, small, repeat)) < 0.002 and repeat < 4096:
+        repeat *= 4
+    return _seconds(fn, large, repeat) / max(took, 1e-9)
+
+
+def assert_linear(fn: Callable[[str], object], sizes: tuple[tuple[int, int], ...] = SIZES) -> None:
+    """``fn``'s time grows at most ``LIMIT``-fold on every adversarial input made 4x larger."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for name, make in ADVERSARIAL.items():
+            for small, large in sizes:
+                texts = make(small), make(large)
+                ratios = []
+                for _ in range(4):
+                    ratios.append(_growth(fn, *texts))
+                    if ratios[-1] < LIMIT:
+                        break
+                else:
+                    pytest.fail(
+                        f"{name}: {len(texts[0]):,} -> {len(texts[1]):,} chars took "
+                        f"{', '.join(f'{r:.1f}x' for r in ratios)} longer (linear: 4x, limit {LIMIT}x)"
+                    )
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parsed(fn: Callable[[str], object]) -> Callable[[str], object]:
+    """``fn`` with the Markdown parse it shares with the splitter forgotten first, so each call parses."""
+
+    def fresh(text: str) -> object:
+        markdown._tokens.cache_clear()
+        return fn(text)
+
+    return fresh
+
+
+_COUNTER = TokenCounter()
+_SPLITTER = SentenceSplitter()
+
+
+@functools.lru_cache(maxsize=2)
+def _spans(text: str) -> list[tuple[int, int]]:
+    return _SPLITTER(text)
+
+
+def _context(text: str) -> object:
+    return StructuralContext()(text, _spans(text))  # the context alone is timed: the spans are kept
+
+
+TEXT_FUNCTIONS: dict[str, Callable[[str], object]] = {
+    # on the query path: what growth reads of each unit it weighs
+    "sentences.heading": sentences.heading,
+    "sentences.tied": lambda text: sentences.tied(text, text),
+    "sentences.marks": lambda text: sentences.marks(text, "\n"),
+    "lexical.words (a query's terms)": words,
+    # on the indexing path
+    "SentenceSplitter()": _parsed(_SPLITTER),
+    "SentenceSplitter(table_rows=True)": _parsed(SentenceSplitter(table_rows=True)),
+    "SentenceSplitter(line_breaks='hard')": _parsed(SentenceSplitter(line_breaks="hard")),
+    "SentenceSplitter(max_tokens=None)": _parsed(SentenceSplitter(max_tokens=None)),
+    "TokenCounter": _COUNTER,
+    "markdown.blocks": _parsed(markdown.blocks),
+    "markdown.headings": _parsed(markdown.headings),
+    "markdown.is_separator": markdown.is_separator,
+    "markdown.heading_rows": lambda text: markdown.heading_rows(text.split("\n")),
+    "StructuralContext": _context,
+    "MarkdownSectionSplitter": _parsed(lambda text: MarkdownSectionSplitter().sections(Document(text))),
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("name", list(TEXT_FUNCTIONS))
+def test_text_function_is_linear_on_adversarial_input(name: str) -> None:
+    assert_linear(TEXT_FUNCTIONS[name])
+
+
+def test_the_check_fails_on_a_quadratic_function() -> None:
+    """The check itself: a function that backtracks over every split of a line is caught."""
+    import re
+
+    quadratic = re.compile(r"[^\n]*\w[^\n]*\n===")  # the shape of the heading check that was quadratic
+
+    with pytest.raises(pytest.fail.Exception, match="limit"):
+        assert_linear(quadratic.fullmatch, sizes=((2_000, 8_000),))
