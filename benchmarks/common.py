@@ -125,6 +125,34 @@ def floor_seconds(docs: list[dict], embeddings: object | None = None) -> tuple[f
     return timed(run), len(sentences)
 
 
+def interleaved(
+    ours: Callable[[str], object],
+    raw: Callable[[str], object],
+    queries: Sequence[str],
+    passes: int,
+    before: Callable[[], object] | None = None,
+) -> tuple[list[float], list[float]]:
+    """Seconds of each call of ``ours`` and of ``raw`` on ``queries``, ``passes`` times over.
+
+    ``before`` runs, untimed, before each query's pair (emptying a cache, say).
+
+    The two alternate query by query, each first on every other query, so neither always
+    finds the machine as the other left it; several passes make the tails steadier on a
+    shared machine, whose bursts of load hit a single pass unevenly.
+    """
+    ours_t: list[float] = []
+    raw_t: list[float] = []
+    for n, query in enumerate(list(queries) * passes):
+        if before is not None:
+            before()
+        for which in ("raw", "ours") if n % 2 else ("ours", "raw"):
+            fn = raw if which == "raw" else ours
+            started = time.perf_counter()
+            fn(query)
+            (raw_t if which == "raw" else ours_t).append(time.perf_counter() - started)
+    return ours_t, raw_t
+
+
 def latency(fn: Callable[[str, str], object], raw: Callable[[str, str], object], queries: list[dict]) -> dict:
     """p50 and p99 of ``fn`` over those of ``raw``, the two run alternately on each query."""
     ours_t, raw_t = [], []

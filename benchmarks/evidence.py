@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import SHARED, evidence_recall, machine, pct, read  # type: ignore[import-not-found]
+from common import SHARED, evidence_recall, interleaved, machine, pct, read  # type: ignore[import-not-found]
 from langchain_core.documents import Document
 
 from langchain_expand import (
@@ -347,18 +347,9 @@ def latency(
             clear()
             for q in others if mode == "warm" else []:
                 fn(q["query"], 2000)
-            ours_t: list[float] = []
-            raw_t: list[float] = []
-            for n, q in enumerate(timed * PASSES):
-                if mode == "cold":
-                    clear()
-                for which in ("raw", "ours") if n % 2 else ("ours", "raw"):
-                    t = time.perf_counter()
-                    if which == "raw":
-                        raw(q["query"])
-                    else:
-                        fn(q["query"], 2000)
-                    (raw_t if which == "raw" else ours_t).append(time.perf_counter() - t)
+            texts = [q["query"] for q in timed]
+            before = clear if mode == "cold" else None
+            ours_t, raw_t = interleaved(lambda q, fn=fn: fn(q, 2000), raw, texts, PASSES, before)
             row[mode] = round(statistics.median(ours_t) / statistics.median(raw_t), 2)
             row[f"{mode}_ms"] = round(statistics.median(ours_t) * 1000, 1)
             row[f"{mode}_raw_ms"] = round(statistics.median(raw_t) * 1000, 1)
