@@ -15,8 +15,8 @@ Each side first answers five other queries untimed (the snapshot's build, lazy i
 sentence cache stays warm, as a service's traffic keeps it. Both sides embed the query with
 the same model, so the ratio is what a user sees; ``ms added`` is our own cost beside it.
 
-Slices: QMSum one meeting, the E-Manual that has queries (the TV's), FriendsQA three episodes, TAT-QA 80
-passages, loghub four logs cut to 250 lines each (long unpunctuated lines), and 30 pages of
+Slices: QMSum one meeting, the E-Manual that has queries (the TV's), FriendsQA three episodes, TAT-QA 60
+passages, loghub four logs cut to 250 lines each (long unpunctuated lines), and 20 pages of
 the FastAPI docs (code blocks, tables; its section titles are the queries, as it has none).
 Reads ../shared/data; writes ``benchmarks/results/latency.json`` and prints the table.
 """
@@ -43,29 +43,32 @@ GOALS = {"snapshot": (1.20, 1.35), "store": (1.5, 2.0)}
 """The most p50 and p99 may be of a raw search's, with the snapshot and without it (issue #32)."""
 
 
-def sliced(name: str) -> tuple[list[dict], list[str]]:
-    """The corpus's slice: its documents and the query texts asked of them."""
+def sliced(name: str, n: int) -> tuple[list[dict], list[str]]:
+    """The corpus's slice and ``n`` query texts: the slice's own where it has that many, else
+    all of its own and others of the corpus (QMSum's meeting has 7; a search spans the store)."""
     docs = read(name, "docs.jsonl.gz")
     if name == "fastapi-docs":
-        docs = [d for d in docs if 1_000 < len(d["text"]) < 20_000][:30]
-        titles = {s["title"] for d in docs for s in d.get("sections", []) if s["title"].strip()}
-        return docs, sorted(titles)
+        docs = [d for d in docs if 1_000 < len(d["text"]) < 20_000][:20]
+        titles = sorted({s["title"] for d in docs for s in d.get("sections", []) if s["title"].strip()})
+        return docs, random.Random(7).sample(titles, min(n, len(titles)))
     if name == "loghub":
         docs = [{**d, "text": "\n".join(d["text"].splitlines()[:250])} for d in docs[:4]]
         queries = read(name, "probes.jsonl.gz")
     else:
         queries = read(name, "queries.jsonl.gz")
         order = list(dict.fromkeys(q["doc_id"] for q in queries))
-        wanted = {"qmsum": 1, "emanual": 1, "friendsqa": 3, "tatqa": 80}[name]
+        wanted = {"qmsum": 1, "emanual": 1, "friendsqa": 3, "tatqa": 60}[name]
         docs = [d for d in docs if d["doc_id"] in set(order[:wanted])]
     ids = {d["doc_id"] for d in docs}
-    return docs, [q["query"] for q in queries if q["doc_id"] in ids]
+    own = [q["query"] for q in queries if q["doc_id"] in ids]
+    if len(own) >= n:
+        return docs, random.Random(7).sample(own, n)
+    others = [q["query"] for q in queries if q["doc_id"] not in ids]
+    return docs, own + random.Random(7).sample(others, n - len(own))
 
 
 def run_corpus(name: str, args: argparse.Namespace, embeddings: object) -> dict:
-    docs, queries = sliced(name)
-    assert queries, f"{name}: no queries for the slice"
-    queries = random.Random(7).sample(queries, min(len(queries), args.queries + 5))
+    docs, queries = sliced(name, args.queries + 5)
     warmup, timed = queries[:5], queries[5:]
     path = tempfile.mkdtemp()
     store = chroma_store(name, persist_directory=path, embeddings=embeddings)  # type: ignore[arg-type]

@@ -130,8 +130,9 @@ TEXT_FUNCTIONS: dict[str, Callable[[str], object]] = {
     "lexical.words (a query's terms)": words,
     # on the indexing path
     "SentenceSplitter()": _parsed(_SPLITTER),
-    "SentenceSplitter(table_rows=True)": _parsed(SentenceSplitter(table_rows=True)),
-    "SentenceSplitter(line_breaks='hard')": _parsed(SentenceSplitter(line_breaks="hard")),
+    "SentenceSplitter(table_rows=True, line_breaks='hard')": _parsed(
+        SentenceSplitter(table_rows=True, line_breaks="hard")
+    ),
     "SentenceSplitter(max_tokens=None)": _parsed(SentenceSplitter(max_tokens=None)),
     "TokenCounter": _COUNTER,
     "markdown.blocks": _parsed(markdown.blocks),
