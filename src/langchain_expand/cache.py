@@ -351,13 +351,18 @@ class Reads:
 
 
 def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
-    """Cosine similarity of each vector to the query."""
+    """Cosine similarity of each vector to the query.
+
+    Row by row (``einsum``), so that a sentence's similarity does not depend on which other
+    sentences were read with it: BLAS's matrix-vector product rounds a row by where it falls in
+    its blocks, and two reads of the same sentences in another order differed in the last bit.
+    """
     if not vectors:
         return []
     matrix = np.asarray(vectors, dtype=np.float64)
     q = np.asarray(query, dtype=np.float64)
     norms = np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(q), 1e-12)
-    return [float(c) for c in (matrix @ q) / norms]
+    return [float(c) for c in np.einsum("ij,j->i", matrix, q) / norms]
 
 
 def record_marks(record: Document) -> Marks:
