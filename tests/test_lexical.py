@@ -272,6 +272,8 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
         "OK .",
         "OK .",
         "",
+        *["The cat sat on the mat."] * 40,  # ties that a small k cuts through
+        "The cat.",
     ]
     for doc in load_docs("emanual")[:2] + load_docs("friendsqa")[:4]:
         texts += [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
@@ -280,6 +282,8 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
     bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
     queries = [q["query"] for q in load_queries("emanual")[:10] + load_queries("friendsqa")[:10]]
     queries += ["cafe", "CAFÉ", "snake_case", "x ray", "1,452.4", "strasse", "orsted", "ok", "", "?!"]
+    queries += ["cat", "the cat mat"]
     for query in queries:
-        assert bm25.search(query, 30) == index.search(query, 30), query
+        for k in (1, 7, 30):
+            assert bm25.search(query, k) == index.search(query, k), (query, k)
     assert words("Snake_case CAFÉ x-ray 3.50") == ["snake", "case", "cafe", "x", "ray", "3", "50"]

@@ -259,9 +259,10 @@ class Bm25:
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """The ``k`` sentences that best match the query's words by BM25, best first."""
+        if k < 1:
+            return []
         n = len(self._length_norm)
         scores = np.zeros(n)
-        matched = np.zeros(n, dtype=bool)
         for term in sorted(set(words(query))):
             if term not in self._terms:
                 continue
@@ -270,11 +271,12 @@ class Bm25:
             counts = self._counts[self._offsets[at] : self._offsets[at + 1]]
             idf = math.log((n - len(rows) + 0.5) / (len(rows) + 0.5))
             scores[rows] += (idf if idf > 0 else 1e-6) * counts * (self.K1 + 1.0) / (counts + self._length_norm[rows])
-            matched[rows] = True
-        if k < 1:
-            return []
-        rows = np.flatnonzero(matched)
-        best = rows[np.lexsort((rows, -scores[rows]))][:k]
+        rows = np.flatnonzero(scores)  # a word found adds more than 0 (idf >= 1e-6): the sentences matched
+        found = scores[rows]
+        if len(rows) > k:  # only those scored at least the k-th best can be among the k best (ties included)
+            kept = found >= -np.partition(-found, k - 1)[k - 1]
+            rows, found = rows[kept], found[kept]
+        best = rows[np.lexsort((rows, -found))][:k]
         return [self._hit(int(row), rank) for rank, row in enumerate(best)]
 
 
