@@ -1,0 +1,170 @@
+"""Indexing and querying from 10k to 1M sentences, past the snapshot's limit.
+
+One index grows step by step to each size in ``--sizes``: every document of ../shared/data
+(all six corpora, about 200k sentences), shuffled (seed 7), then again as copies with their
+own ids where a size needs more. At each size:
+
+- **indexing**: ms per sentence of the documents added in that step, ours
+  (``SentenceWindowRetriever.add_documents``, ten documents a call, hybrid: a
+  ``LexicalIndex``) against a raw Chroma ``add`` of the same sentences with the same
+  embeddings into a collection of its own (the floor);
+- **query**: the default ``invoke(q, max_tokens=2000)`` against ``similarity_search(q, k=16)``
+  on the same Chroma, alternately query by query (:func:`common.interleaved`), p50 and p99.
+  Past ``snapshot_limit`` (50,000 sentences) the query runs on the store path;
+- **memory**: the process's resident memory after indexing and after the queries, and its peak.
+
+The embedding is a hashed bag of words (384 numbers, near-free), not MiniLM: MiniLM on two
+cores embeds about 240 sentences a second, so a million would take hours, and what is
+measured is the library's own cost beside the model's. For the same reason the ratios here are
+harsher than with a real model, whose query embedding both sides pay.
+
+Run: ``python benchmarks/scale.py [--sizes 10000 100000 1000000]``. Writes ``results/scale.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import resource
+import tempfile
+import time
+import zlib
+from pathlib import Path
+
+import chromadb
+import numpy as np
+from common import interleaved, machine, pct, read  # type: ignore[import-not-found]
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
+from langchain_expand.lexical import words
+
+HERE = Path(__file__).resolve().parent
+CORPORA = ("qmsum", "emanual", "friendsqa", "tatqa", "loghub", "fastapi-docs")
+DIMENSIONS = 384
+
+
+class HashedWords(Embeddings):
+    """A bag of words hashed into 384 numbers, normalised: deterministic and near-free."""
+
+    def _vector(self, text: str) -> list[float]:
+        vector = np.zeros(DIMENSIONS, dtype=np.float32)
+        for word in words(text):
+            vector[zlib.crc32(word.encode()) % DIMENSIONS] += 1.0
+        norm = float(np.linalg.norm(vector))
+        return (vector / norm if norm else vector).tolist()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self._vector(t) for t in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+def rss_mb() -> float:
+    """This process's resident memory now."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def documents() -> tuple[list[dict], list[str]]:
+    """Every shared document, shuffled, and queries drawn from every corpus that has them."""
+    docs = [d for name in CORPORA for d in read(name, "docs.jsonl.gz")]
+    random.Random(7).shuffle(docs)
+    queries = [
+        q["query"] for name in CORPORA if name not in ("loghub", "fastapi-docs") for q in read(name, "queries.jsonl.gz")
+    ]
+    return docs, random.Random(7).sample(queries, 45)
+
+
+def copies(docs: list[dict]):  # type: ignore[no-untyped-def]
+    """The documents, then copies of them under ids of their own, without end."""
+    for n in range(10**6):
+        for d in docs:
+            yield d if n == 0 else {**d, "doc_id": f"{d['doc_id']}#copy{n}"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--passes", type=int, default=2, help="times each of the 40 timed queries is run")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "scale.json")
+    args = parser.parse_args()
+    docs, queries = documents()
+    warmup, timed = queries[:5], queries[5:]
+    embeddings = HashedWords()
+    path = tempfile.mkdtemp()
+    store = chroma_store("scale", persist_directory=path, embeddings=embeddings)
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(Path(path) / "lexical.sqlite"))
+    floor = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("floor")
+    step = floor._client.get_max_batch_size()
+    stream = copies(docs)
+    report: dict = {"machine": machine(), "embedding": "hashed words, 384 numbers", "index": path, "sizes": []}
+    held = 0
+    for size in sorted(args.sizes):
+        ours_s = floor_s = 0.0
+        added = 0
+        while held < size:
+            batch = [next(stream) for _ in range(10)]
+            started = time.perf_counter()
+            retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in batch])
+            ours_s += time.perf_counter() - started
+            sentences = [
+                (d["doc_id"], i, d["text"][s:e])
+                for d in batch
+                for i, (s, e) in enumerate(retriever.splitter(d["text"]))
+            ]
+            started = time.perf_counter()
+            vectors = embeddings.embed_documents([t for _, _, t in sentences])
+            for at in range(0, len(sentences), step):
+                chunk = sentences[at : at + step]
+                floor.add(
+                    ids=[f"{d}::{i}" for d, i, _ in chunk],
+                    embeddings=vectors[at : at + step],  # type: ignore[arg-type]
+                    documents=[t for _, _, t in chunk],
+                )
+            floor_s += time.perf_counter() - started
+            added += len(sentences)
+            held += len(sentences)
+        indexed_mb = rss_mb()
+
+        def raw(q: str) -> object:
+            return store.similarity_search(q, k=16)
+
+        def ours(q: str) -> object:
+            return retriever.invoke(q, max_tokens=2000)
+
+        for q in warmup:
+            raw(q)
+            ours(q)
+        ours_t, raw_t = interleaved(ours, raw, timed, args.passes)
+        row = {
+            "sentences": held,
+            "snapshot": held <= retriever.snapshot_limit,
+            "index_ms_per_sentence": round(ours_s / added * 1000, 3),
+            "floor_ms_per_sentence": round(floor_s / added * 1000, 3),
+            "index_vs_floor": round(ours_s / floor_s, 2),
+            "raw_p50_ms": round(pct(raw_t, 50) * 1000, 1),
+            "raw_p99_ms": round(pct(raw_t, 99) * 1000, 1),
+            "p50_ms": round(pct(ours_t, 50) * 1000, 1),
+            "p99_ms": round(pct(ours_t, 99) * 1000, 1),
+            "rss_after_indexing_mb": round(indexed_mb),
+            "rss_after_queries_mb": round(rss_mb()),
+            "peak_mb": round(peak_mb()),
+        }
+        row["p50_ratio"] = round(row["p50_ms"] / row["raw_p50_ms"], 2)
+        row["p99_ratio"] = round(row["p99_ms"] / row["raw_p99_ms"], 2)
+        report["sizes"].append(row)
+        print(json.dumps(row), flush=True)
+        args.out.parent.mkdir(exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
