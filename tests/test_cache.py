@@ -25,7 +25,7 @@ from langchain_expand.cache import cosines
 from langchain_expand.core import VectorSearch
 from langchain_expand.growth import Growth, grow
 from langchain_expand.records import unit_id
-from langchain_expand.snapshot import Snapshot
+from langchain_expand.snapshot import LexicalRanking, Snapshot, ranked_bm25
 from langchain_expand.snapshot import build as build_snapshot
 
 from .conftest import as_documents, load_docs, load_queries
@@ -424,3 +424,112 @@ def test_a_sentences_similarity_does_not_depend_on_what_was_read_with_it() -> No
             batch = [*vectors[1:size]]
             batch.insert(place, vectors[0])
             assert cosines(batch, query)[place] == alone
+
+
+class Deferred:
+    """A ``submit`` that keeps what it is given until told to run it: a build beside the queries, held."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Callable[[], None]] = []
+
+    def __call__(self, fn: Callable[[], None]) -> None:
+        self.waiting.append(fn)
+
+    def run(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for fn in waiting:
+            fn()
+
+
+class Unranked(LexicalIndex):
+    """A lexical index that does not list what it ranks: it answers every query itself."""
+
+    def ranked(self) -> None:
+        return None
+
+
+def past_the_limit(reader: Make, submit: Deferred, **kwargs: Any) -> SentenceWindowRetriever:
+    """A retriever over the test meetings whose snapshot limit they are past, its builds held by ``submit``."""
+    retriever = reader(lexical=True, snapshot_limit=10, **kwargs)
+    retriever._ranking = LexicalRanking(submit)
+    return retriever
+
+
+def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_does(
+    reader: Make, indexed: tuple[Any, Path]
+) -> None:
+    submit = Deferred()
+    retriever = past_the_limit(reader, submit)
+    by_index = retriever.model_copy(update={"lexical": Unranked(indexed[1])})
+    by_index._ranking = LexicalRanking(Deferred())
+    lexical = retriever.lexical
+    assert lexical is not None
+    bm25 = ranked_bm25(lexical)
+    assert bm25 is not None
+    queries = [q["query"] for q in load_queries("qmsum")]
+    for query in queries:
+        assert bm25.search(query, 45) == lexical.search(query, 45)
+    first = retriever.invoke(queries[0], max_tokens=1000)  # no ranking yet: the index answers, one build starts
+    assert len(submit.waiting) == 1
+    assert retriever.invoke(queries[1], max_tokens=1000) == by_index.invoke(queries[1], max_tokens=1000)
+    assert len(submit.waiting) == 1  # one build at a time
+    submit.run()
+    searched = spied(lexical)
+    for query in queries:
+        assert retriever.invoke(query, max_tokens=1000) == by_index.invoke(query, max_tokens=1000), query
+    assert searched == []  # every query was ranked in memory
+    assert retriever.invoke(queries[0], max_tokens=1000) == first
+
+
+def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: Path, minilm: Embeddings) -> None:
+    submit = Deferred()
+    store = chroma_store("past-limit", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical, snapshot_limit=2)
+    retriever._ranking = LexicalRanking(submit)
+    retriever.add_documents(as_documents(load_docs("emanual")[:1]))
+    retriever.invoke("How do I reset the remote?", max_tokens=300)
+    submit.run()  # the ranking is current
+    searched = spied(lexical)
+    retriever.invoke("How do I reset the remote?", max_tokens=300)
+    assert searched == []
+    retriever.add_documents([Document("The quokka warranty covers zygomorphic remotes. It lasts a year.", id="new")])
+    found = retriever.invoke("quokka zygomorphic", max_tokens=300)
+    assert searched == ["quokka zygomorphic"]  # the mark moved: the index ranks until the ranking is built again
+    assert found[0].metadata["doc_id"] == "new"
+    submit.run()
+    assert retriever.invoke("quokka zygomorphic", max_tokens=300) == found
+    assert searched == ["quokka zygomorphic"]  # ranked in memory, the new document in it
+
+
+def spied(lexical: LexicalIndex) -> list[str]:
+    """The queries ``lexical`` ranks itself from now on."""
+    searched: list[str] = []
+    original = lexical.search
+
+    def search(query: str, k: int) -> list[Any]:
+        searched.append(query)
+        return original(query, k)
+
+    lexical.search = search  # type: ignore[method-assign]
+    return searched
+
+
+def test_a_ranking_that_cannot_be_built_leaves_the_index_answering(
+    tmp_path: Path, minilm: Embeddings, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken(LexicalIndex):
+        def ranked(self) -> Any:
+            msg = "disk gone"
+            raise OSError(msg)
+
+    store = chroma_store("broken", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    retriever = SentenceWindowRetriever(
+        vectorstore=store, lexical=Broken(tmp_path / "lexical.sqlite"), snapshot_limit=2
+    )
+    retriever._ranking = LexicalRanking(lambda fn: fn())  # built at once, in the query
+    retriever.add_documents(as_documents(load_docs("emanual")[:1]))
+    answer = retriever.invoke("How do I reset the remote?", max_tokens=300)
+    assert answer
+    assert "disk gone" in caplog.text
+    assert retriever.invoke("How do I reset the remote?", max_tokens=300) == answer

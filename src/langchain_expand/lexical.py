@@ -130,6 +130,15 @@ class BaseLexicalIndex(ABC):
         rare terms up.
         """
 
+    def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
+        """Every sentence :meth:`search` ranks, as ``(doc_id, i, rev, text)`` in the order written.
+
+        What :class:`~langchain_expand.snapshot.Bm25` is built from past the snapshot's limit, to
+        rank as :meth:`search` does in memory. None where the index does not list them (then
+        :meth:`search` answers every query).
+        """
+        return None
+
 
 class LexicalIndex(BaseLexicalIndex):
     """BM25 over sentences in a SQLite FTS5 table; a file survives a restart, ``None`` is in memory.
@@ -246,6 +255,20 @@ class LexicalIndex(BaseLexicalIndex):
         for _, doc_id, rev, *copy in rows:
             yield doc_id, rev, copy_of_row(copy)
 
+    def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
+        """See :meth:`BaseLexicalIndex.ranked`.
+
+        A file is read on a connection of its own, in one statement (one consistent read that
+        holds no lock of this object's, so queries go on meanwhile); an index in memory is read
+        on the index's connection, under its lock.
+        """
+        query = f"SELECT doc_id, i, rev, text FROM {self.table} ORDER BY rowid"
+        if self.path is None:
+            with self._lock:
+                rows = self._db.execute(query).fetchall()
+            return iter(rows)
+        return _rows(str(self.path), query)
+
     def count(self) -> int:
         """How many local copies are kept."""
         with self._lock:
@@ -280,6 +303,17 @@ class LexicalIndex(BaseLexicalIndex):
                 (expression, k),
             ).fetchall()
         return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
+
+
+def _rows(path: str, query: str) -> Iterator[tuple[str, int, str, str]]:
+    """The rows of ``query`` on a connection to ``path`` of their own, a batch at a time."""
+    db = sqlite3.connect(path)
+    try:
+        cursor = db.execute(query)
+        while batch := cursor.fetchmany(10_000):
+            yield from batch
+    finally:
+        db.close()
 
 
 _MAX_VARIABLES = 900

@@ -27,7 +27,10 @@ it; readers without one read what the store holds at each moment, with the versi
 
 from __future__ import annotations
 
+import logging
 import math
+import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -41,7 +44,9 @@ from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORE
 if TYPE_CHECKING:
     from langchain_expand.adapters import StoreAdapter, Vector
 
-__all__ = ["Bm25", "Run", "Scores", "Snapshot", "build"]
+__all__ = ["Bm25", "LexicalRanking", "Run", "Scores", "Snapshot", "build", "ranked_bm25"]
+
+logger = logging.getLogger(__name__)
 
 
 class Run(NamedTuple):
@@ -278,6 +283,78 @@ class Bm25:
             rows, found = rows[kept], found[kept]
         best = rows[np.lexsort((rows, -found))][:k]
         return [self._hit(int(row), rank) for rank, row in enumerate(best)]
+
+
+class LexicalRanking:
+    """BM25 in memory past the snapshot's limit: built beside the queries, used once it is current.
+
+    Past ``snapshot_limit`` no snapshot holds the sentences, and the lexical index ranks every
+    sentence holding any word of the query: SQLite's FTS5 took 40 ms a query at 105k sentences,
+    ten times a raw search, where :class:`Bm25` takes 1.4 ms (benchmarks/README.md, "Scale").
+    This holds the index's ranked sentences (:meth:`BaseLexicalIndex.ranked`) as BM25 postings
+    and a position per sentence, no text or vector. It is built on a thread beside the queries
+    when the store's change mark moves; until the build for the current mark is done, the lexical
+    index itself answers, so no query waits for a build and none is ranked on text older than the
+    index holds.
+    """
+
+    def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
+        """Builds run through ``submit`` (a thread pool's)."""
+        self._submit = submit
+        self._lock = threading.Lock()
+        self._built: tuple[str, BaseLexicalIndex, Bm25 | None] | None = None
+        self._building: tuple[str, int] | None = None  # the mark being built, by this process
+
+    def current(self, mark: str, lexical: BaseLexicalIndex) -> Bm25 | None:
+        """``lexical``'s ranking built at ``mark``; None while it is not (a build starts, where none runs)."""
+        with self._lock:
+            if self._built is not None and self._built[0] == mark and self._built[1] is lexical:
+                return self._built[2]
+            start = self._building is None or self._building[1] != os.getpid()  # a fork's parent's build ends there
+            if start:
+                self._building = (mark, os.getpid())
+        if start:  # outside the lock, which the build takes when it is done (at once, for a submit that runs it)
+            self._submit(lambda: self._build(mark, lexical))
+        return None
+
+    def _build(self, mark: str, lexical: BaseLexicalIndex) -> None:
+        try:
+            built = ranked_bm25(lexical)
+        except Exception:  # the lexical index answers on, as it did before the build
+            logger.warning(
+                "BM25 could not be built in memory from %r; the index ranks every query", lexical, exc_info=True
+            )
+            built = None
+        with self._lock:
+            self._built = (mark, lexical, built)
+            self._building = None
+
+
+def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25 | None:
+    """:class:`Bm25` over every sentence ``lexical`` ranks, its hits named as its search names them.
+
+    None where the index lists none (:meth:`BaseLexicalIndex.ranked`).
+    """
+    rows = lexical.ranked()
+    if rows is None:
+        return None
+    shared: dict[str, str] = {}  # one string per document id and revision, not one per sentence
+    docs: list[str] = []
+    revs: list[str] = []
+    indices: list[int] = []
+    terms: dict[str, int] = {}
+    found: list[np.ndarray] = []
+    for doc_id, i, rev, text in rows:
+        docs.append(shared.setdefault(doc_id, doc_id))
+        revs.append(shared.setdefault(rev, rev))
+        indices.append(int(i))
+        found.append(_term_numbers(text, terms))
+    positions = np.asarray(indices, dtype=np.int64)
+
+    def hit(row: int, rank: int) -> LexicalHit:
+        return LexicalHit(docs[row], int(positions[row]), revs[row], rank)
+
+    return Bm25(found, terms, hit)
 
 
 def _term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:

@@ -313,7 +313,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     measured for 52,780 sentences, where Chroma's stays near 5). The first query after any writer
     has finished builds it again on the last one, reading only the documents written since (the
     rest costs 9-17 ms for 3,000-5,300 sentences and 0.13 s for 52,780; built whole, 74-135 ms
-    and 0.9 s; see :mod:`langchain_expand.snapshot`). 0 turns it off."""
+    and 0.9 s; see :mod:`langchain_expand.snapshot`). Past the limit, a SQLite lexical index's BM25
+    is still ranked in memory (:class:`~langchain_expand.snapshot.LexicalRanking`: postings only,
+    about 200 bytes a sentence, built beside the queries after each write; the index ranks until it
+    is). 0 turns both off."""
     score_threshold: float | None = None
     """No hit whose relevance is below this is returned (the evidence has run out)."""
     relative_score_threshold: float | None = None
@@ -355,6 +358,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     _cache: SentenceCache = PrivateAttr(default_factory=SentenceCache)
     _snapshot: tuple[str, Snapshot | None] | None = PrivateAttr(default=None)
     _snapshot_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _ranking: snapshot.LexicalRanking = PrivateAttr(default_factory=lambda: snapshot.LexicalRanking(beside))
 
     @model_validator(mode="before")
     @classmethod
@@ -490,11 +494,11 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         stored = DenseSearch(dense, reads, ids_first=plan.shape == "guided")
         search: Search = stored
         seeds: Hits | None = None
-        if current is not None:
+        if current is not None and current[0] is not None:
             search = HybridSearch(SnapshotSearch(dense, reads), dense, current[1], reads)
             seeds = SnapshotHits(dense, current[1], reads)
-        elif lexical is not None:
-            search = HybridSearch(stored, dense, lexical, reads)
+        elif lexical is not None:  # past the snapshot's limit, BM25 in memory where it is current
+            search = HybridSearch(stored, dense, lexical if current is None else current[1], reads)
         found = self._answer(plan, search, dense, reads, seeds)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
@@ -512,12 +516,16 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     def _current_snapshot(
         self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int
-    ) -> tuple[Snapshot, SearchedAhead] | None:
+    ) -> tuple[Snapshot | None, SearchedAhead] | None:
         """The snapshot of the store at its current change mark (built when the mark has moved), and its BM25.
 
         While the query is embedded, the mark is read and the last snapshot's BM25 ranks the
         query's ``k`` best (0.3 and about 0.5 ms, free on two cores: the embedding holds the
         interpreter's lock little). The ranking is used where that snapshot is still current.
+
+        Where no snapshot is built (past ``snapshot_limit``), BM25 alone in memory
+        (:class:`~langchain_expand.snapshot.LexicalRanking`) where it is current for the mark, with
+        None for the snapshot; else None, and the lexical index ranks.
         """
         if not self.snapshot_limit or self._vectors.kind != "chroma":
             return None
@@ -534,7 +542,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 self._snapshot = (mark, snapshot.build(self._vectors, lexical, mark, self.snapshot_limit, previous))
             current = self._snapshot[1]
         if current is None:
-            return None
+            bm25 = self._ranking.current(mark, lexical)
+            return None if bm25 is None else (None, SearchedAhead(bm25, dense.query, k, None))
         return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None)
 
     def _answer(
