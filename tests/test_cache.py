@@ -533,3 +533,29 @@ def test_a_ranking_that_cannot_be_built_leaves_the_index_answering(
     assert answer
     assert "disk gone" in caplog.text
     assert retriever.invoke("How do I reset the remote?", max_tokens=300) == answer
+
+
+def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make) -> None:
+    retriever = past_the_limit(reader, Deferred())
+    log = ReadLog(retriever._vectors)
+    query = load_queries("qmsum")[0]["query"]
+    first = retriever.invoke(query, max_tokens=1000)
+    assert any(i.endswith("::0") for i in log.taken())  # read from the store at the first query
+    assert retriever.invoke(query, max_tokens=1000) == first
+    assert not any(i.endswith("::0") for i in log.taken())  # the mark has not moved: none read again
+
+
+def test_past_the_snapshot_limit_a_rewritten_document_is_served_new_at_the_next_query(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    store = chroma_store("rewritten", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    retriever = SentenceWindowRetriever(
+        vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), snapshot_limit=2
+    )
+    retriever._ranking = LexicalRanking(lambda fn: fn())
+    old = "The warranty lasts two years. Keep the receipt. Call the service line."
+    new = "The warranty lasts five years. Keep the box. Write to the service desk."
+    retriever.add_documents([Document(old, id="memo"), Document("Unrelated words about cats. Dogs too.", id="pets")])
+    assert retriever.invoke("How long does the warranty last?", max_tokens=200)[0].page_content == old
+    retriever.add_documents([Document(new, id="memo")])
+    assert retriever.invoke("How long does the warranty last?", max_tokens=200)[0].page_content == new

@@ -42,7 +42,7 @@ from langchain_expand.snapshot import Scores, Snapshot
 from langchain_expand.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 
-__all__ = ["Reads", "SentenceCache", "cosines", "record_marks"]
+__all__ = ["HeadsAtMark", "Reads", "SentenceCache", "cosines", "record_marks"]
 
 
 _NONE = object()  # no revision known: matches no record
@@ -138,15 +138,17 @@ class Reads:
         counter: Callable[[str], int],
         local: Copies | None = None,
         snapshot: Snapshot | None = None,
+        marked: HeadsAtMark | None = None,
     ) -> None:
         """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
 
         With a ``snapshot``, heads and copies come from it first (it holds whole documents, each
         at the revision its head had when it was built): a document it holds is never read from
-        the store.
+        the store. ``marked`` holds the heads read at the store's change mark this query found.
         """
         self.store = store
         self.snapshot = snapshot
+        self.marked = marked
         if snapshot is not None:  # it holds every record the cache and the copies could
             local, size = None, 0
         self.cache = cache
@@ -171,11 +173,20 @@ class Reads:
         self.revs.setdefault(doc_id, rev)
 
     def heads(self, doc_ids: Iterable[str]) -> None:
-        """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query."""
+        """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
+
+        From the snapshot where it holds them, else from the heads read at this query's change
+        mark (``marked``), else from the store (and kept there for the next query at the mark).
+        """
         doc_ids = [d for d in dict.fromkeys(doc_ids) if unit_id(d, 0) not in self._read]
         if self.snapshot is not None:
             self._learn(self.snapshot.heads(doc_ids))
-        self._learn(self.store.with_vectors([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read]))
+        if self.marked is not None:
+            self._learn(self.marked.found([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read]))
+        read = self.store.with_vectors([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read])
+        if self.marked is not None:
+            self.marked.keep(read)
+        self._learn(read)
 
     def records(self, ids: Sequence[str]) -> list[Document]:
         """The records ``ids`` name (unknown ids left out), each read from the store at most once."""
@@ -348,6 +359,37 @@ class Reads:
         if not self.size:
             return {}
         return self.cache.find(ids, self.revs, self.counter)
+
+
+class HeadsAtMark:
+    """Document heads as the store held them at one change mark, shared by the queries that find it.
+
+    A writer renews the store's change mark once it has finished (its heads written), so until
+    the mark moves, a head read from the store is the head a query would read again: without a
+    snapshot (past ``snapshot_limit``), a query reads from the store only the heads no query at
+    this mark has read yet (a few milliseconds of Chroma's a query, and more the more documents
+    its hits span). This is what a snapshot gives for whole documents, for heads alone; a
+    writer that has not finished is seen as a snapshot sees it, from the next mark on.
+    """
+
+    def __init__(self, mark: str, size: int) -> None:
+        """Heads at ``mark``, at most ``size`` of them (the retriever's ``cache_size``)."""
+        self.mark = mark
+        self.size = size
+        self._heads: dict[str, tuple[Document, Vector]] = {}
+        self._lock = threading.Lock()
+
+    def found(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
+        """The heads ``ids`` name that are held here."""
+        with self._lock:
+            return [self._heads[i] for i in ids if i in self._heads]
+
+    def keep(self, heads: Iterable[tuple[Document, Vector]]) -> None:
+        """Hold ``heads``, just read from the store, while there is room."""
+        with self._lock:
+            for doc, vector in heads:
+                if doc.id is not None and len(self._heads) < self.size:
+                    self._heads[doc.id] = (doc, _own(vector))
 
 
 def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:

@@ -27,7 +27,7 @@ from pydantic import Field, PrivateAttr, model_validator
 from langchain_expand import core, snapshot
 from langchain_expand.adapters import StoreAdapter, adapt
 from langchain_expand.budget import fit_to_budget
-from langchain_expand.cache import Reads, SentenceCache
+from langchain_expand.cache import HeadsAtMark, Reads, SentenceCache
 from langchain_expand.context import SentenceContext, StructuralContext, checked_prefixes
 from langchain_expand.core import AsyncByThread, Indexed, Prepared, VectorSearch, check_query
 from langchain_expand.growth import MAX_RADIUS, Growth, Position, Seed, Sentence, decay_for, grow
@@ -359,6 +359,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     _snapshot: tuple[str, Snapshot | None] | None = PrivateAttr(default=None)
     _snapshot_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _ranking: snapshot.LexicalRanking = PrivateAttr(default_factory=lambda: snapshot.LexicalRanking(beside))
+    _heads: HeadsAtMark | None = PrivateAttr(default=None)
 
     @model_validator(mode="before")
     @classmethod
@@ -489,16 +490,16 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
         lexical = self.lexical if where is None else None  # neither it nor a snapshot applies a store's filter
         current = None if lexical is None else self._current_snapshot(lexical, dense, plan.first_fetch())
-        held = None if current is None else current[0]
-        reads = Reads(self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, held)
+        held, ranked, marked = (None, None, None) if current is None else current
+        reads = Reads(self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, held, marked)
         stored = DenseSearch(dense, reads, ids_first=plan.shape == "guided")
         search: Search = stored
         seeds: Hits | None = None
-        if current is not None and current[0] is not None:
-            search = HybridSearch(SnapshotSearch(dense, reads), dense, current[1], reads)
-            seeds = SnapshotHits(dense, current[1], reads)
+        if held is not None and ranked is not None:
+            search = HybridSearch(SnapshotSearch(dense, reads), dense, ranked, reads)
+            seeds = SnapshotHits(dense, ranked, reads)
         elif lexical is not None:  # past the snapshot's limit, BM25 in memory where it is current
-            search = HybridSearch(stored, dense, lexical if current is None else current[1], reads)
+            search = HybridSearch(stored, dense, lexical if ranked is None else ranked, reads)
         found = self._answer(plan, search, dense, reads, seeds)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
@@ -516,16 +517,17 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     def _current_snapshot(
         self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int
-    ) -> tuple[Snapshot | None, SearchedAhead] | None:
+    ) -> tuple[Snapshot | None, SearchedAhead | None, HeadsAtMark | None] | None:
         """The snapshot of the store at its current change mark (built when the mark has moved), and its BM25.
 
         While the query is embedded, the mark is read and the last snapshot's BM25 ranks the
         query's ``k`` best (0.3 and about 0.5 ms, free on two cores: the embedding holds the
         interpreter's lock little). The ranking is used where that snapshot is still current.
 
-        Where no snapshot is built (past ``snapshot_limit``), BM25 alone in memory
-        (:class:`~langchain_expand.snapshot.LexicalRanking`) where it is current for the mark, with
-        None for the snapshot; else None, and the lexical index ranks.
+        Where no snapshot is built (past ``snapshot_limit``), None for it, BM25 alone in memory
+        (:class:`~langchain_expand.snapshot.LexicalRanking`) where it is current for the mark (else
+        None: the lexical index ranks), and the heads read at the mark (:class:`HeadsAtMark`).
+        None where the store has no mark.
         """
         if not self.snapshot_limit or self._vectors.kind != "chroma":
             return None
@@ -543,8 +545,12 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             current = self._snapshot[1]
         if current is None:
             bm25 = self._ranking.current(mark, lexical)
-            return None if bm25 is None else (None, SearchedAhead(bm25, dense.query, k, None))
-        return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None)
+            with self._snapshot_lock:
+                if self._heads is None or self._heads.mark != mark:
+                    self._heads = HeadsAtMark(mark, self.cache_size)
+                heads = self._heads
+            return None, None if bm25 is None else SearchedAhead(bm25, dense.query, k, None), heads
+        return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None
 
     def _answer(
         self, plan: _Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: Hits | None = None
