@@ -288,14 +288,13 @@ class Bm25:
 class LexicalRanking:
     """BM25 in memory past the snapshot's limit: built beside the queries, used once it is current.
 
-    Past ``snapshot_limit`` no snapshot holds the sentences, and the lexical index ranks every
-    sentence holding any word of the query: SQLite's FTS5 took 40 ms a query at 105k sentences,
-    ten times a raw search, where :class:`Bm25` takes 1.4 ms (benchmarks/README.md, "Scale").
-    This holds the index's ranked sentences (:meth:`BaseLexicalIndex.ranked`) as BM25 postings
-    and a position per sentence, no text or vector. It is built on a thread beside the queries
-    when the store's change mark moves; until the build for the current mark is done, the lexical
-    index itself answers, so no query waits for a build and none is ranked on text older than the
-    index holds.
+    Past ``snapshot_limit`` no snapshot holds the sentences, and the lexical index would rank
+    every sentence holding any word of the query on every query: SQLite's FTS5 costs most of a
+    query there, in memory it is a small part (benchmarks/README.md, "Scale"). This holds the
+    index's ranked sentences (:meth:`BaseLexicalIndex.ranked`) as BM25 postings and a position
+    per sentence, no text or vector. It is built on a thread beside the queries when the store's
+    change mark moves; until the build for the current mark is done, the lexical index itself
+    answers, so no query waits for a build and none is ranked on text older than the index holds.
     """
 
     def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
