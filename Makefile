@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # disk. Elsewhere, point pip at a CPU wheel index with TORCH_PIP_ARGS.
 TORCH_PIP_ARGS ?=
 
-.PHONY: install demo test test-fast lint format typecheck bench bench-latency bench-peers clean
+.PHONY: install demo test test-fast lint format typecheck bench bench-latency bench-scale bench-peers clean
 
 install: $(STAMP)
 
@@ -42,12 +42,17 @@ typecheck: $(STAMP)
 
 bench: $(STAMP)
 	cd benchmarks && ../$(PY) indexing.py && ../$(PY) merge.py && ../$(PY) parents.py && ../$(PY) quality.py \
-		&& ../$(PY) growth.py && ../$(PY) report.py && ../$(PY) memory.py && ../$(PY) lexical.py
+		&& ../$(PY) growth.py && ../$(PY) report.py && ../$(PY) memory.py && ../$(PY) lexical.py \
+		&& ../$(PY) latency.py
 
 # The query path against a raw search (p50, p99; with and without the snapshot) on six corpora:
 # under 3 minutes, run on every change to src/.
 bench-latency: $(STAMP)
 	cd benchmarks && ../$(PY) latency.py
+
+# Indexing, query latency and memory at 10k, 100k and 1M sentences (about 40 minutes).
+bench-scale: $(STAMP)
+	cd benchmarks && ../$(PY) scale.py
 
 # LlamaIndex and Haystack live in their own environment, out of the package's dependencies.
 PEERS := benchmarks/.venv-peers
