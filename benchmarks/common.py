@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -164,3 +165,22 @@ def latency(fn: Callable[[str, str], object], raw: Callable[[str, str], object],
         "p99_vs_raw_search": round(pct(ours_t, 99) / pct(raw_t, 99), 2),
         "raw_p50_ms": round(1000 * statistics.median(raw_t), 1),
     }
+
+
+def ranked_in_memory(retriever: Any, warmup: Sequence[str], budget: int) -> float | None:
+    """Seconds until BM25 in memory is built past the snapshot's limit, ``warmup`` answered first.
+
+    ``retriever`` is a ``SentenceWindowRetriever``. The first query after a write starts the build
+    beside the queries (the index ranks until it is done); timed queries after this measure the
+    steady state. None below the limit, where the snapshot ranks.
+    """
+    started = time.perf_counter()
+    for q in warmup:
+        retriever.invoke(q, max_tokens=budget)
+    lexical = retriever.lexical
+    assert lexical is not None
+    if retriever._snapshot is not None and retriever._snapshot[1] is not None:
+        return None
+    while retriever._ranking.current(retriever._vectors.marked() or "", lexical) is None:
+        time.sleep(0.1)
+    return round(time.perf_counter() - started, 1)

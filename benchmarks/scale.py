@@ -37,7 +37,7 @@ from pathlib import Path
 
 import chromadb
 import numpy as np
-from common import interleaved, machine, pct, read  # type: ignore[import-not-found]
+from common import interleaved, machine, pct, ranked_in_memory, read  # type: ignore[import-not-found]
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
@@ -94,30 +94,11 @@ def copies(docs: list[dict]):  # type: ignore[no-untyped-def]
             yield d if n == 0 else {**d, "doc_id": f"{d['doc_id']}#copy{n}"}
 
 
-def ranked_in_memory(retriever: SentenceWindowRetriever, warmup: list[str]) -> float | None:
-    """Answer ``warmup``, then wait for BM25 in memory past the snapshot's limit to be built; its seconds.
-
-    The first query after a write starts the build beside the queries (the index ranks until it
-    is done); the timed queries measure the steady state after it. None below the limit, where
-    the snapshot ranks.
-    """
-    started = time.perf_counter()
-    for q in warmup:
-        retriever.invoke(q, max_tokens=BUDGET)
-    lexical = retriever.lexical
-    assert lexical is not None
-    if retriever._snapshot is not None and retriever._snapshot[1] is not None:
-        return None
-    while retriever._ranking.current(retriever._vectors.marked() or "", lexical) is None:
-        time.sleep(0.1)
-    return round(time.perf_counter() - started, 1)
-
-
 def queried(retriever: SentenceWindowRetriever, queries: list[str], passes: int) -> dict:
     """The default query against the raw search on the same store, p50 and p99, and memory after."""
     warmup, timed = queries[:5], queries[5:]
     store = retriever.vectorstore
-    built = ranked_in_memory(retriever, warmup)
+    built = ranked_in_memory(retriever, warmup, BUDGET)
 
     def raw(q: str) -> object:
         return store.similarity_search(q, k=16)
