@@ -71,7 +71,7 @@ def _growth(fn: Callable[[str], object], small: str, large: str) -> float:
     """How much longer ``fn`` takes on ``large`` than on ``small``, each timed over enough calls to
     be well above the timer's resolution."""
     repeat = 1
-    while (took := _seconds(fn, small, repeat)) < 0.002 and repeat < 4096:
+    while (took := _seconds(fn, small, repeat)) < 0.005 and repeat < 4096:
         repeat *= 4
     return _seconds(fn, large, repeat) / max(took, 1e-9)
 
