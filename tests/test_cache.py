@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -479,6 +480,14 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
         assert retriever.invoke(query, max_tokens=1000) == by_index.invoke(query, max_tokens=1000), query
     assert searched == []  # every query was ranked in memory
     assert retriever.invoke(queries[0], max_tokens=1000) == first
+    ranking = retriever._ranking.latest(lexical)
+    assert ranking is not None
+    threads: list[str] = []
+    ranked = ranking.search
+    ranking.search = lambda query, k: threads.append(threading.current_thread().name) or ranked(query, k)  # type: ignore[method-assign]
+    retriever.invoke(queries[1], max_tokens=1000)
+    assert len(threads) == 1  # ranked once, beside the query's embedding, as a snapshot's BM25 is
+    assert threads[0].startswith("langchain-expand")
 
 
 def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: Path, minilm: Embeddings) -> None:

@@ -316,6 +316,11 @@ class LexicalRanking:
             self._submit(lambda: self._build(mark, lexical))
         return None
 
+    def latest(self, lexical: BaseLexicalIndex) -> Bm25 | None:
+        """``lexical``'s last ranking built, at whatever mark: to rank beside the embedding, used if still current."""
+        with self._lock:
+            return self._built[2] if self._built is not None and self._built[1] is lexical else None
+
     def _build(self, mark: str, lexical: BaseLexicalIndex) -> None:
         try:
             built = ranked_bm25(lexical)

@@ -520,9 +520,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     ) -> tuple[Snapshot | None, SearchedAhead | None, HeadsAtMark | None] | None:
         """The snapshot of the store at its current change mark (built when the mark has moved), and its BM25.
 
-        While the query is embedded, the mark is read and the last snapshot's BM25 ranks the
-        query's ``k`` best (0.3 and about 0.5 ms, free on two cores: the embedding holds the
-        interpreter's lock little). The ranking is used where that snapshot is still current.
+        While the query is embedded, the mark is read and the last snapshot's BM25 (past the limit,
+        the last :class:`~langchain_expand.snapshot.LexicalRanking`) ranks the query's ``k`` best
+        (0.3 and about 0.5 ms, free on two cores: the embedding holds the interpreter's lock
+        little). The ranking is used where it is still current.
 
         Where no snapshot is built (past ``snapshot_limit``), None for it, BM25 alone in memory
         (:class:`~langchain_expand.snapshot.LexicalRanking`) where it is current for the mark (else
@@ -532,8 +533,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         if not self.snapshot_limit or self._vectors.kind != "chroma":
             return None
         last = None if self._snapshot is None else self._snapshot[1]
+        earlier = self._ranking.latest(lexical) if last is None else None  # past the limit
         reading = beside(self._vectors.marked)
-        ahead = None if last is None else beside(last.bm25.search, dense.query, k)
+        bm25 = last.bm25 if last is not None else earlier
+        ahead = None if bm25 is None else beside(bm25.search, dense.query, k)
         vector = dense.vector()
         mark = reading.result()
         if mark is None or vector is None:
@@ -544,12 +547,14 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
                 self._snapshot = (mark, snapshot.build(self._vectors, lexical, mark, self.snapshot_limit, previous))
             current = self._snapshot[1]
         if current is None:
-            bm25 = self._ranking.current(mark, lexical)
+            ranking = self._ranking.current(mark, lexical)
             with self._snapshot_lock:
                 if self._heads is None or self._heads.mark != mark:
                     self._heads = HeadsAtMark(mark, self.cache_size)
                 heads = self._heads
-            return None, None if bm25 is None else SearchedAhead(bm25, dense.query, k, None), heads
+            if ranking is None:
+                return None, None, heads
+            return None, SearchedAhead(ranking, dense.query, k, ahead if ranking is earlier else None), heads
         return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None
 
     def _answer(
