@@ -7,7 +7,7 @@ own ids where a size needs more. At each size:
 - **indexing**: ms per sentence of the documents added in that step, ours
   (``SentenceWindowRetriever.add_documents``, ten documents a call, hybrid: a
   ``LexicalIndex``) against a raw Chroma ``add`` of the same sentences with the same
-  embeddings into a collection of its own (the floor);
+  embeddings into a collection of its own with the same HNSW settings (the floor);
 - **query**: the default ``invoke(q, max_tokens=2000)`` against ``similarity_search(q, k=16)``
   on the same Chroma, alternately query by query (:func:`common.interleaved`), p50 and p99.
   Past ``snapshot_limit`` (50,000 sentences) the query runs on the store path, BM25 ranked in
@@ -43,6 +43,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
 from langchain_expand.lexical import words
+from langchain_expand.stores import EF_CONSTRUCTION, EF_SEARCH
 
 HERE = Path(__file__).resolve().parent
 BUDGET = 2000
@@ -144,7 +145,11 @@ def main() -> None:
         row.update(queried(retriever, queries, args.passes))
         print(json.dumps(row), flush=True)
         return
-    floor = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("floor")
+    # The floor's HNSW graph is built as chroma_store builds ours (cosine, its construction
+    # beam), so the ratio is the library's own work, not a choice of index settings.
+    floor = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection(
+        "floor", configuration={"hnsw": {"space": "cosine", "ef_construction": EF_CONSTRUCTION, "ef_search": EF_SEARCH}}
+    )
     step = floor._client.get_max_batch_size()
     stream = copies(docs)
     held = 0

@@ -289,3 +289,49 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
         for k in (1, 7, 30):
             assert bm25.search(query, k) == index.search(query, k) == listed.search(query, k), (query, k)
     assert words("Snake_case CAFÉ x-ray 3.50") == ["snake", "case", "cafe", "x", "ray", "3", "50"]
+
+
+def _work_to_replace_one_document(documents: int) -> int:
+    """SQLite's virtual-machine steps (in thousands) to replace one document among ``documents``."""
+    lexical = LexicalIndex()
+    lexical.replace((f"d{n}", "r1", [f"Sentence {j} of document {n} about prices." for j in range(10)]) for n in range(documents))
+    steps = 0
+
+    def step() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    lexical._db.set_progress_handler(step, 1000)
+    lexical.replace([("d7", "r2", ["A new first sentence.", "A new second one."])])
+    lexical.delete(["d9"])
+    lexical._db.set_progress_handler(None, 0)
+    return steps
+
+
+def test_replacing_or_deleting_a_document_costs_the_same_however_many_others_are_indexed() -> None:
+    # Counted in SQLite's own steps, not in time: FTS5 keeps doc_id unindexed, and a delete by
+    # it scanned every row (4x the steps for 4x the documents) until rows were found by key.
+    small, large = _work_to_replace_one_document(300), _work_to_replace_one_document(1200)
+    assert large <= 1.5 * small + 2, (small, large)
+
+
+def test_an_index_written_before_rows_were_mapped_to_documents_opens_and_replaces_them(tmp_path: Path) -> None:
+    path = tmp_path / "lexical.sqlite"
+    with sqlite3.connect(path) as db:  # the FTS5 table as the previous version created it, without the map
+        db.execute(
+            "CREATE VIRTUAL TABLE sentences USING fts5(doc_id UNINDEXED, i UNINDEXED, rev UNINDEXED, text, "
+            "tokenize='unicode61')"
+        )
+        db.executemany(
+            "INSERT INTO sentences (doc_id, i, rev, text) VALUES (?, ?, 'r1', ?)",
+            [("a", 0, "Old prices rose."), ("b", 0, "Prices fell."), ("a", 1, "Old prices again.")],
+        )
+    lexical = LexicalIndex(path)
+    assert lexical.documents() == {"a", "b"}
+    lexical.replace([("a", "r2", ["New prices."])])
+    assert sorted((h.doc_id, h.index, h.rev) for h in lexical.search("prices", 9)) == [("a", 0, "r2"), ("b", 0, "r1")]
+    lexical.delete(["b"])
+    reopened = LexicalIndex(path)
+    assert [(h.doc_id, h.rev) for h in reopened.search("prices", 9)] == [("a", "r2")]
+    assert reopened.documents(among=["a", "b"]) == {"a"}
