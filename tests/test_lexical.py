@@ -294,7 +294,9 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
 def _work_to_replace_one_document(documents: int) -> int:
     """SQLite's virtual-machine steps (in thousands) to replace one document among ``documents``."""
     lexical = LexicalIndex()
-    lexical.replace((f"d{n}", "r1", [f"Sentence {j} of document {n} about prices." for j in range(10)]) for n in range(documents))
+    lexical.replace(
+        (f"d{n}", "r1", [f"Sentence {j} of document {n} about prices." for j in range(10)]) for n in range(documents)
+    )
     steps = 0
 
     def step() -> int:

@@ -260,7 +260,9 @@ class LexicalIndex(BaseLexicalIndex):
 
     def _delete(self, doc_id: str) -> None:
         rows = f"{self.table}_rows"
-        self._db.execute(f"DELETE FROM {self.table} WHERE rowid IN (SELECT row FROM {rows} WHERE doc_id = ?)", (doc_id,))
+        self._db.execute(
+            f"DELETE FROM {self.table} WHERE rowid IN (SELECT row FROM {rows} WHERE doc_id = ?)", (doc_id,)
+        )
         self._db.execute(f"DELETE FROM {rows} WHERE doc_id = ?", (doc_id,))
         self._db.execute(f"DELETE FROM {self.table}_records WHERE doc_id = ?", (doc_id,))
 
