@@ -57,8 +57,8 @@ from langchain_expand import (
     SQLDocStore,
     TokenCounter,
     chroma_store,
-    snapshot,
 )
+from langchain_expand.windows import snapshot
 
 HERE = Path(__file__).resolve().parent
 BUDGETS = [250, 500, 1000, 2000, 4000, 8000]

@@ -46,7 +46,7 @@ def recall(retriever: SentenceWindowRetriever, queries: list[dict], budget: int,
 
 
 def guided(name: str) -> None:
-    from langchain_expand import growth
+    from langchain_expand.windows import growth
 
     docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
     retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())

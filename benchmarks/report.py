@@ -19,8 +19,8 @@ from pathlib import Path
 
 from common import machine, qmsum_meetings
 
-from langchain_expand.cli import main
-from langchain_expand.stores import default_embeddings
+from langchain_expand.store.defaults import default_embeddings
+from langchain_expand.tools.cli import main
 
 MEETINGS = 12
 RESULTS = Path(__file__).parent / "results" / "report.json"

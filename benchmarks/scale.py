@@ -42,8 +42,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
-from langchain_expand.lexical import words
-from langchain_expand.stores import EF_CONSTRUCTION, EF_SEARCH
+from langchain_expand.store.defaults import EF_CONSTRUCTION, EF_SEARCH
+from langchain_expand.windows.lexical import words
 
 HERE = Path(__file__).resolve().parent
 BUDGET = 2000

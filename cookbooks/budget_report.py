@@ -12,8 +12,8 @@ from pathlib import Path
 
 from _common import DATA
 
-from langchain_expand.corpus import read_corpus
-from langchain_expand.report import budget_report
+from langchain_expand.tools.corpus import read_corpus
+from langchain_expand.tools.report import budget_report
 
 corpus = Path(sys.argv[1]) if len(sys.argv) > 1 else DATA / "emanual" / "docs.jsonl"
 budget = int(sys.argv[2]) if len(sys.argv) > 2 else 2000

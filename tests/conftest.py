@@ -153,7 +153,7 @@ def make_retriever(tmp_path: Path, counting: CountingEmbeddings) -> Callable[...
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """``langchain-expand demo`` run once in this process: its ``--home`` and what it printed."""
-    from langchain_expand.cli import main
+    from langchain_expand.tools.cli import main
 
     home = tmp_path_factory.mktemp("demo")
     out = io.StringIO()

@@ -23,8 +23,8 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
-from langchain_expand.adapters import adapt
-from langchain_expand.core import VectorSearch
+from langchain_expand.store.adapters import adapt
+from langchain_expand.store.search import VectorSearch
 
 from .conftest import CountingEmbeddings, as_documents, load_docs
 

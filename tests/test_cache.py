@@ -19,15 +19,15 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
     default_embeddings,
-    windows,
 )
-from langchain_expand.adapters import StoreAdapter
-from langchain_expand.cache import cosines
-from langchain_expand.core import VectorSearch
-from langchain_expand.growth import Growth, grow
-from langchain_expand.records import unit_id
-from langchain_expand.snapshot import LexicalRanking, Snapshot, ranked_bm25
-from langchain_expand.snapshot import build as build_snapshot
+from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.records import unit_id
+from langchain_expand.store.search import VectorSearch
+from langchain_expand.windows import guided
+from langchain_expand.windows.cache import cosines
+from langchain_expand.windows.growth import Growth, grow
+from langchain_expand.windows.snapshot import LexicalRanking, Snapshot, ranked_bm25
+from langchain_expand.windows.snapshot import build as build_snapshot
 
 from .conftest import as_documents, load_docs, load_queries
 
@@ -221,7 +221,7 @@ def test_on_a_snapshot_growth_knows_every_sentence_it_weighs_and_runs_once_a_sea
         runs.append(grow(*args, **kwargs))
         return runs[-1]
 
-    monkeypatch.setattr(windows, "grow", counted)
+    monkeypatch.setattr(guided, "grow", counted)
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
     for snapshot_limit, expected in ((50_000, "once"), (0, "in rounds")):
         retriever = reader(lexical=True, snapshot_limit=snapshot_limit)
@@ -265,7 +265,7 @@ def test_answers_from_the_snapshot_equal_answers_from_the_store_searched_exactly
     still wanted then is taken on trust). Uncapped, the rounds end where growth wants nothing,
     which is the growth that knows every sentence: the same windows.
     """
-    monkeypatch.setattr(windows, "_GROWTH_ROUNDS", 10_000)
+    monkeypatch.setattr(guided, "GROWTH_ROUNDS", 10_000)
     snapshot = reader(lexical=True, cache_size=0)
     store = exact_search(reader(lexical=True, cache_size=0, snapshot_limit=0), snapshot_of(snapshot).ids)
     log = ReadLog(snapshot._vectors)

@@ -15,13 +15,13 @@ from pathlib import Path
 import chromadb
 import pytest
 
-from langchain_expand.cli import main
+from langchain_expand.tools.cli import main
 
 from .conftest import load_docs
 
 pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
 
-CLI = [sys.executable, "-m", "langchain_expand.cli"]
+CLI = [sys.executable, "-m", "langchain_expand"]
 
 
 def small_docs(path: Path) -> Path:
@@ -114,7 +114,7 @@ def test_a_binary_file_is_refused_naming_it(tmp_path: Path) -> None:
 
 
 def test_jsonl_rows_stream_and_bad_rows_name_their_line(tmp_path: Path) -> None:
-    from langchain_expand.corpus import read_corpus
+    from langchain_expand.tools.corpus import read_corpus
 
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text('{"doc_id": "a", "text": "One."}\n\n{"doc_id": "b", "text": "Two."}\nnot json\n')
@@ -148,7 +148,7 @@ def test_empty_results_are_errors_not_success(tmp_path: Path, caplog: pytest.Log
 
 
 def test_a_repeated_document_id_is_an_error_naming_both_lines_and_replaces_nothing(tmp_path: Path) -> None:
-    from langchain_expand.corpus import read_corpus
+    from langchain_expand.tools.corpus import read_corpus
 
     corpus = tmp_path / "docs.jsonl"
     corpus.write_text(
@@ -215,7 +215,7 @@ def test_query_help_shows_the_retrievers_own_defaults() -> None:
 def test_every_option_says_what_it_does_and_its_default_in_plain_text() -> None:
     import argparse
 
-    from langchain_expand.cli import _parser
+    from langchain_expand.tools.cli import _parser
 
     parser = _parser()
     commands = [parser] + [
@@ -235,7 +235,7 @@ def test_every_option_says_what_it_does_and_its_default_in_plain_text() -> None:
 
 
 def test_demo_answers_every_question_inside_its_budget(demo_run: tuple[Path, str]) -> None:
-    from langchain_expand.cli import DEMO_BUDGET, DEMO_QUESTIONS
+    from langchain_expand.tools.cli import DEMO_BUDGET, DEMO_QUESTIONS
 
     home, out = demo_run
     reports = [line for line in out.splitlines() if "tokens joined" in line]

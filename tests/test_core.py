@@ -20,13 +20,8 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SentenceWindowRetriever
-from langchain_expand.core import (
-    check_non_negative,
-    check_optional_positive,
-    check_positive,
-    check_query,
-    overfetch,
-)
+from langchain_expand.calls import check_non_negative, check_optional_positive, check_positive, check_query
+from langchain_expand.store.search import overfetch
 
 from .conftest import as_documents, load_docs, run_python
 
@@ -224,7 +219,7 @@ def test_an_id_too_long_for_a_docstore_key_is_refused_before_anything_is_written
 
 
 def test_a_huge_query_is_cut_before_it_is_embedded(caplog: pytest.LogCaptureFixture) -> None:
-    from langchain_expand.core import MAX_QUERY_CHARS
+    from langchain_expand.store.search import MAX_QUERY_CHARS
 
     seen: list[int] = []
 
@@ -282,7 +277,7 @@ def test_a_large_text_is_hashed_in_pieces_to_the_digest_of_the_whole() -> None:
     """Hashing a text in pieces (no whole copy of a 50 MB text) must not change any stored revision."""
     import hashlib
 
-    from langchain_expand.records import revision
+    from langchain_expand.store.records import revision
 
     text = "héllo \ud800 wörld, " * 200_000  # over two chunks, non-ASCII and a lone surrogate
     whole = hashlib.sha256((text + "\x00" + "None").encode("utf-8", "surrogatepass")).hexdigest()[:16]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_expand.corpus import read_corpus
+from langchain_expand.tools.corpus import read_corpus
 
 
 def test_a_file_has_one_id_however_its_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

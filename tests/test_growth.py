@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langchain_expand.growth import Growth, Position, Seed, Sentence, decay_for, grow
+from langchain_expand.windows.growth import Growth, Position, Seed, Sentence, decay_for, grow
 
 
 def cost(regions: list, sentences: dict[Position, Sentence], unknown: int) -> int:

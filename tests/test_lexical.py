@@ -20,8 +20,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import LexicalIndex, SentenceSplitter, SentenceWindowRetriever, TokenCounter
-from langchain_expand.lexical import LexicalHit, LocalSentence, fuse, words
-from langchain_expand.snapshot import Bm25, ranked_bm25
+from langchain_expand.windows.lexical import LexicalHit, LocalSentence, fuse, words
+from langchain_expand.windows.snapshot import Bm25, ranked_bm25
 
 from .conftest import load_docs, load_queries
 from .test_core import RecordingStore

@@ -28,6 +28,7 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
+from langchain_expand.parents.assembly import cap_parent
 
 from .conftest import load_docs, load_queries
 
@@ -136,8 +137,7 @@ def test_a_table_is_not_cut_in_the_middle_when_it_fits() -> None:
             ],
         },
     )
-    retriever = BudgetedParentDocumentRetriever.model_construct(max_parent_tokens=120, token_counter=COUNTER)
-    capped = retriever._cap(parent)
+    capped = cap_parent(parent, 120, COUNTER)
     assert table in capped.page_content
     assert capped.metadata["tokens"] <= 120
 
@@ -466,7 +466,7 @@ def test_budget_driven_parents_gather_until_the_fit_fills_the_budget(
     """Issue 13: contexts use at least 95% of the budget. Gathering only the budget's worth left the
     room of a cut or dropped last parent empty where nothing gathered fitted it; parents further
     down now fill it, and only add."""
-    from langchain_expand import parents as module
+    from langchain_expand.parents import retriever as module
 
     retriever = make_parents()
     docs = load_docs(corpus)[:10]  # TAT-QA: the 20 queries' 4 passages and 6 others (the manual is one)

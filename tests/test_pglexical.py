@@ -22,8 +22,8 @@ from langchain_expand import (
     SQLDocStore,
     chroma_store,
 )
-from langchain_expand.lexical import LexicalHit, LocalSentence
-from langchain_expand.snapshot import Bm25
+from langchain_expand.windows.lexical import LexicalHit, LocalSentence
+from langchain_expand.windows.snapshot import Bm25
 
 from .conftest import in_threads, load_docs, load_queries
 from .test_core import RecordingStore

@@ -13,9 +13,9 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import SentenceWindowRetriever, chroma_store
-from langchain_expand.cli import main
-from langchain_expand.corpus import read_corpus
-from langchain_expand.report import SCHEMA_PATH, CorpusReport, Sizes, budget_report, plot, read_index, write_plots
+from langchain_expand.tools.cli import main
+from langchain_expand.tools.corpus import read_corpus
+from langchain_expand.tools.report import SCHEMA_PATH, CorpusReport, Sizes, budget_report, plot, read_index, write_plots
 
 pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
 

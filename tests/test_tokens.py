@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from langchain_expand import TokenCounter
-from langchain_expand.tokens import chained_count, separator_cost, starts_token
+from langchain_expand.text.tokens import chained_count, separator_cost, starts_token
 
 SAMPLES = [
     "Hello world",
@@ -134,7 +134,7 @@ def test_two_ways_of_choosing_is_an_error() -> None:
 _OFFLINE = """
 import sys
 from langchain_expand import TokenCounter
-from langchain_expand.tokens import chained_count, separator_cost, starts_token
+from langchain_expand.text.tokens import chained_count, separator_cost, starts_token
 c = TokenCounter(sys.argv[1])
 print(type(c._encoder).__module__, c("Offline counting works, even air-gapped."))
 """

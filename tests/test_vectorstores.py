@@ -27,7 +27,7 @@ from langchain_expand import (
     StructuralContext,
     TokenCounter,
 )
-from langchain_expand.adapters import adapt
+from langchain_expand.store.adapters import adapt
 
 from .conftest import load_docs
 from .stores import KINDS, make_store

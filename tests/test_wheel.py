@@ -25,7 +25,7 @@ def test_a_wheel_in_a_fresh_virtualenv_runs_the_demo(tmp_path: Path, demo_run: t
     (wheel,) = tmp_path.glob("langchain_expand-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "langchain_expand/data/qmsum/docs.jsonl" in names
-    assert "langchain_expand/report.schema.json" in names
+    assert "langchain_expand/tools/report/report.schema.json" in names
 
     venv = tmp_path / "venv"
     # No pip inside (ensurepip took 8 of the test's seconds): this environment's pip installs into it.

@@ -541,7 +541,7 @@ def test_guided_windows_grow_on_into_the_room_fitting_left(
     sentences: on tables that left a tenth of a small budget empty (TAT-QA at 250 tokens: 90%
     used on average). Growth goes on from the windows kept into that room, and only adds.
     """
-    from langchain_expand import windows
+    from langchain_expand.windows import retriever as windows
 
     sources = {r["doc_id"]: r["text"] for r in load_docs("tatqa")}
     budget = 250
@@ -565,7 +565,7 @@ def test_a_hit_bigger_than_the_budget_is_passed_over(
     tables: SentenceWindowRetriever, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A window holds its hit whole: a row longer than the budget can never be sent, so growth spends nothing on it."""
-    from langchain_expand import windows
+    from langchain_expand.windows import retriever as windows
 
     rows = tables.invoke("total revenue operating income net sales", k=60, expand=False)
     row = max(rows, key=lambda r: joined_tokens([r]))
@@ -586,13 +586,13 @@ def test_a_table_row_is_matched_alone_and_sent_with_its_whole_table(
     (on the benchmark's 60 TAT-QA queries, 0.481 -> 0.609 recall at 250 tokens, 0.768 -> 0.807 at
     2,000). Growth learns each row's tie from the snapshot and, without one, from the store.
     """
-    from langchain_expand import windows
-    from langchain_expand.sentences import tied
+    from langchain_expand.text.sentences import tied
+    from langchain_expand.windows import guided
 
     given: list[Any] = []  # what each run of growth read its sentences from
-    grow = windows.grow
+    grow = guided.grow
     monkeypatch.setattr(
-        windows, "grow", lambda seeds, sentences, *a, **kw: given.append(sentences) or grow(seeds, sentences, *a, **kw)
+        guided, "grow", lambda seeds, sentences, *a, **kw: given.append(sentences) or grow(seeds, sentences, *a, **kw)
     )
     checked = 0
     for row in load_docs("tatqa")[:TABLE_PASSAGES]:
@@ -653,7 +653,7 @@ def test_a_window_does_not_grow_up_past_its_sections_heading(make_retriever: Mak
     60 queries went 0.493 -> 0.512 recall at 250 tokens and 0.844 -> 0.858 at 2,000.
     Growth learns each sentence's heading mark from the snapshot and, without one, from the store.
     """
-    from langchain_expand.sentences import heading
+    from langchain_expand.text.sentences import heading
 
     row = load_docs("emanual")[0]
     text, doc_id = row["text"], row["doc_id"]

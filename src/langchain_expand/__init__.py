@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
-from langchain_expand.context import SentenceContext, StructuralContext
-from langchain_expand.docstore import SQLDocStore
-from langchain_expand.lexical import LexicalIndex
-from langchain_expand.parents import BudgetedParentDocumentRetriever
-from langchain_expand.pglexical import PostgresLexicalIndex
-from langchain_expand.ranges import window_bounds
+from langchain_expand.merge import MergeOverlaps, merge_overlaps
+from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
 from langchain_expand.rerank import (
     EmbeddingsReranker,
     Expandable,
@@ -16,12 +12,16 @@ from langchain_expand.rerank import (
     rerank,
     rerank_then_expand_chain,
 )
-from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
-from langchain_expand.sentences import SentenceSplitter, Span, Splitter
-from langchain_expand.spans import MergeOverlaps, merge_overlaps
-from langchain_expand.stores import chroma_store, default_embeddings
-from langchain_expand.tokens import TokenCounter
-from langchain_expand.windows import SentenceWindowRetriever
+from langchain_expand.store.defaults import chroma_store, default_embeddings
+from langchain_expand.store.docstore import SQLDocStore
+from langchain_expand.text.context import SentenceContext, StructuralContext
+from langchain_expand.text.ranges import window_bounds
+from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
+from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
+from langchain_expand.text.tokens import TokenCounter
+from langchain_expand.windows.lexical import LexicalIndex
+from langchain_expand.windows.pglexical import PostgresLexicalIndex
+from langchain_expand.windows.retriever import SentenceWindowRetriever
 
 __all__ = [
     "BudgetReport",

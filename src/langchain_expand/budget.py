@@ -24,9 +24,9 @@ from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, model_validator
 
-from langchain_expand.ranges import grow, largest_fitting
-from langchain_expand.sentences import SentenceSplitter, Span, Splitter
-from langchain_expand.tokens import TokenCounter, count_many, separator_cost, starts_token
+from langchain_expand.text.ranges import grow, largest_fitting
+from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
+from langchain_expand.text.tokens import TokenCounter, count_many, separator_cost, starts_token
 from langchain_expand.units import (
     BUDGET,
     CHILDREN,

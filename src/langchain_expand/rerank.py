@@ -21,7 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 from pydantic import ConfigDict, model_validator
 
-from langchain_expand.core import AsyncQueryByThread, check_positive, reject_unknown
+from langchain_expand.calls import AsyncQueryByThread, check_positive, reject_unknown
 from langchain_expand.units import RELEVANCE_SCORE, RERANK_SCORE
 
 __all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "rerank", "rerank_then_expand_chain"]

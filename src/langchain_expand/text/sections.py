@@ -15,8 +15,8 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
-from langchain_expand import markdown
-from langchain_expand.sentences import Span
+from langchain_expand.text import markdown
+from langchain_expand.text.sentences import Span
 from langchain_expand.units import END, HEADINGS, SECTIONS, START, TITLE
 
 __all__ = ["MarkdownSectionSplitter", "SectionSplitter", "StructureSplitter", "locate", "located_parents"]
@@ -62,7 +62,7 @@ def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
 class MarkdownSectionSplitter(StructureSplitter):
     """Parents from Markdown headings: each section runs from its heading to the next.
 
-    Headings come from a Markdown parser (:mod:`langchain_expand.markdown`): a ``#`` line
+    Headings come from a Markdown parser (:mod:`langchain_expand.text.markdown`): a ``#`` line
     inside a fenced code block is not one, wherever the fence is (top level, in a
     blockquote, under a list item), and only top-level headings start a section. Each parent carries
     ``headings`` (the path, e.g. ``["Setup", "Install"]``) and ``title``. Text before

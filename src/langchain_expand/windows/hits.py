@@ -15,13 +15,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 from langchain_core.documents import Document
 
-from langchain_expand.cache import Reads, cosines, record_marks
-from langchain_expand.core import VectorSearch
-from langchain_expand.growth import Position
-from langchain_expand.lexical import BaseLexicalIndex, LexicalHit, fuse
-from langchain_expand.records import unit_id, unit_owner
-from langchain_expand.sentences import NO_MARKS, Marks
-from langchain_expand.snapshot import Bm25
+from langchain_expand.store.records import unit_id, unit_owner
+from langchain_expand.store.search import VectorSearch
+from langchain_expand.text.sentences import NO_MARKS, Marks
 from langchain_expand.units import (
     CARRIED,
     DOC_ID,
@@ -33,6 +29,10 @@ from langchain_expand.units import (
     STORED_INDEX,
     STORED_REV,
 )
+from langchain_expand.windows.cache import Reads, cosines, record_marks
+from langchain_expand.windows.growth import Position
+from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, fuse
+from langchain_expand.windows.snapshot import Bm25
 
 __all__ = [
     "DenseSearch",

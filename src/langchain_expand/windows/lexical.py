@@ -82,8 +82,8 @@ class BaseLexicalIndex(ABC):
     """What the window retriever asks of a lexical index: BM25 over its sentences and their local copies.
 
     :class:`LexicalIndex` keeps them in a SQLite file (one machine);
-    :class:`~langchain_expand.pglexical.PostgresLexicalIndex` in PostgreSQL, shared by every
-    process that reaches the database. Both rank as :class:`~langchain_expand.snapshot.Bm25` does.
+    :class:`~langchain_expand.windows.pglexical.PostgresLexicalIndex` in PostgreSQL, shared by every
+    process that reaches the database. Both rank as :class:`~langchain_expand.windows.snapshot.Bm25` does.
     """
 
     @abstractmethod
@@ -133,7 +133,7 @@ class BaseLexicalIndex(ABC):
     def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
         """Every sentence :meth:`search` ranks, as ``(doc_id, i, rev, text)`` in the order written.
 
-        What :class:`~langchain_expand.snapshot.Bm25` is built from past the snapshot's limit, to
+        What :class:`~langchain_expand.windows.snapshot.Bm25` is built from past the snapshot's limit, to
         rank as :meth:`search` does in memory. None where the index does not list them (then
         :meth:`search` answers every query).
         """
@@ -370,7 +370,7 @@ def words(text: str) -> list[str]:
 
     A word is a run of letters and digits, lower-cased, without diacritics. The queries' terms
     are made here, so each is one FTS5 token, and the ranking in memory
-    (:class:`langchain_expand.snapshot.Bm25`) reads the sentences as SQLite does.
+    (:class:`langchain_expand.windows.snapshot.Bm25`) reads the sentences as SQLite does.
     """
     found: list[str] = []
     for token in _TOKEN.findall(unicodedata.normalize("NFC", text).lower()):

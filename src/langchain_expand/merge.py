@@ -15,8 +15,8 @@ from langchain_core.documents import Document
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, model_validator
 
-from langchain_expand.sentences import SentenceSplitter
-from langchain_expand.tokens import TokenCounter
+from langchain_expand.text.sentences import SentenceSplitter
+from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.units import DOC_ID, END, HIT, HITS, SCORE, SENTENCES, SPAN, START, TOKENS, located
 
 __all__ = ["MergeOverlaps", "merge_overlaps"]

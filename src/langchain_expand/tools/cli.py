@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand.corpus import read_corpus
+from langchain_expand.tools.corpus import read_corpus
 from langchain_expand.units import (
     DOC_ID,
     END,
@@ -40,13 +40,13 @@ from langchain_expand.units import (
 if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore
 
-    from langchain_expand.parents import BudgetedParentDocumentRetriever
-    from langchain_expand.windows import SentenceWindowRetriever
+    from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
+    from langchain_expand.windows.retriever import SentenceWindowRetriever
 
 __all__ = ["main"]
 
 HOME = Path(".langchain-expand")
-DEMO_DATA = Path(__file__).with_name("data")
+DEMO_DATA = Path(__file__).parent.parent / "data"
 """Slices of QMSum and the E-Manual that ship inside the package, so the demo runs from a wheel."""
 DEMO_BUDGET = 400
 DEMO_QUESTIONS = [
@@ -58,7 +58,7 @@ DEMO_QUESTIONS = [
 
 
 def _embeddings(args: argparse.Namespace) -> Embeddings:
-    from langchain_expand.stores import default_embeddings
+    from langchain_expand.store.defaults import default_embeddings
 
     return default_embeddings(device=args.device, batch_size=args.embed_batch)
 
@@ -66,7 +66,7 @@ def _embeddings(args: argparse.Namespace) -> Embeddings:
 def _store(args: argparse.Namespace, collection: str, embeddings: Embeddings | None = None) -> VectorStore:
     import chromadb
 
-    from langchain_expand.stores import chroma_store
+    from langchain_expand.store.defaults import chroma_store
 
     embeddings = embeddings or _embeddings(args)
     if args.chroma_host:
@@ -76,9 +76,9 @@ def _store(args: argparse.Namespace, collection: str, embeddings: Embeddings | N
 
 
 def _windows_retriever(args: argparse.Namespace, embeddings: Embeddings | None = None) -> SentenceWindowRetriever:
-    from langchain_expand.lexical import BaseLexicalIndex, LexicalIndex
-    from langchain_expand.pglexical import PostgresLexicalIndex
-    from langchain_expand.windows import SentenceWindowRetriever
+    from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalIndex
+    from langchain_expand.windows.pglexical import PostgresLexicalIndex
+    from langchain_expand.windows.retriever import SentenceWindowRetriever
 
     # A SQLite file is seen by one machine: with a shared Chroma server the lexical index lives in
     # the --docstore database when that is PostgreSQL, and is off otherwise.
@@ -93,9 +93,9 @@ def _windows_retriever(args: argparse.Namespace, embeddings: Embeddings | None =
 def _parents_retriever(
     args: argparse.Namespace, embeddings: Embeddings | None = None
 ) -> BudgetedParentDocumentRetriever:
-    from langchain_expand.docstore import SQLDocStore
-    from langchain_expand.parents import BudgetedParentDocumentRetriever
-    from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
+    from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
+    from langchain_expand.store.docstore import SQLDocStore
+    from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 
     url = args.docstore or f"sqlite:///{args.home / 'docstore.sqlite'}"
     return BudgetedParentDocumentRetriever(
@@ -280,7 +280,7 @@ def _check_indexed(args: argparse.Namespace) -> None:
 
 
 def _print_units(question: str, docs: list[Document], as_json: bool) -> None:
-    from langchain_expand.tokens import TokenCounter
+    from langchain_expand.text.tokens import TokenCounter
 
     context_tokens = TokenCounter()("\n\n".join(d.page_content for d in docs))
     if as_json:
@@ -332,9 +332,9 @@ def _windows(args: argparse.Namespace) -> list[tuple[int, int]]:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from langchain_expand.corpus import read_queries
-    from langchain_expand.report import budget_report, write_plots
-    from langchain_expand.stores import default_embeddings
+    from langchain_expand.store.defaults import default_embeddings
+    from langchain_expand.tools.corpus import read_queries
+    from langchain_expand.tools.report import budget_report, write_plots
 
     windows = _windows(args)
     for flag, value, low in (("--k", args.k, 1), ("--budget", args.budget, 1), ("--reserve", args.reserve, 0)):
@@ -377,8 +377,8 @@ def _report(args: argparse.Namespace) -> int:
 
 def _defaults() -> tuple[dict[str, Any], dict[str, Any]]:
     """The retrievers' own defaults, so ``--help`` shows what the classes do."""
-    from langchain_expand.parents import BudgetedParentDocumentRetriever
-    from langchain_expand.windows import SentenceWindowRetriever
+    from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
+    from langchain_expand.windows.retriever import SentenceWindowRetriever
 
     def of(cls: Any) -> dict[str, Any]:
         return {name: field.default for name, field in cls.model_fields.items()}

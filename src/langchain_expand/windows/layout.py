@@ -15,12 +15,11 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand import core
-from langchain_expand.adapters import StoreAdapter, Vector
-from langchain_expand.core import Prepared, Stored
-from langchain_expand.lexical import BaseLexicalIndex, LocalSentence
-from langchain_expand.records import UnitIds, unit_id
-from langchain_expand.sentences import Span
+from langchain_expand.store import commit
+from langchain_expand.store.adapters import StoreAdapter, Vector
+from langchain_expand.store.commit import Prepared, Stored
+from langchain_expand.store.records import UnitIds, unit_id
+from langchain_expand.text.sentences import Span
 from langchain_expand.units import (
     STORED_COUNT,
     STORED_DOC,
@@ -30,6 +29,7 @@ from langchain_expand.units import (
     STORED_REV,
     STORED_START,
 )
+from langchain_expand.windows.lexical import BaseLexicalIndex, LocalSentence
 
 __all__ = ["SentenceLayout", "SentenceRecords"]
 
@@ -57,7 +57,7 @@ class SentenceRecords:
         """``counts``: each sentence's token count, and each one's joined with the next (for the local copies).
 
         ``prefixes``: what is embedded before each sentence (its context; see
-        :mod:`langchain_expand.context`), None for nothing.
+        :mod:`langchain_expand.text.context`), None for nothing.
         """
         self.doc_id = doc_id
         self.text = text
@@ -150,7 +150,7 @@ class SentenceLayout:
                 committed[d] = (head[0], int(head[1]))
         ids = ((d, unit_id(d, i)) for d, (_, n) in committed.items() for i in range(1, n))
         bad: set[str] = set()
-        for chunk in core.batched(ids, self.batch_size):
+        for chunk in commit.batched(ids, self.batch_size):
             revs = {r.id: r.metadata.get(STORED_REV) for r in self.store.get_by_ids([i for _, i in chunk])}
             bad.update(d for d, i in chunk if revs.get(i) != committed[d][0])
         rest = [d for d in committed if d not in bad]
@@ -164,7 +164,7 @@ class SentenceLayout:
             return {ids[doc.id]: doc.id for doc in self.store.get_by_ids(list(ids)) if doc.id in ids}
 
         left: dict[str, list[str]] = {}
-        for (d, _), found in core.probe_past({d: start.get(d, 0) for d in doc_ids}, lookup, _PROBE).items():
+        for (d, _), found in commit.probe_past({d: start.get(d, 0) for d in doc_ids}, lookup, _PROBE).items():
             left.setdefault(d, []).append(found)
         return left
 
@@ -189,7 +189,7 @@ class SentenceLayout:
             if group and (p is None or size >= self.batch_size):
                 ids = (unit_id(q.doc_id, i) for q in group for i in range(1, q.payload.n))
                 vectors: dict[str, Vector] = {}
-                for chunk in core.batched(ids, self.batch_size):
+                for chunk in commit.batched(ids, self.batch_size):
                     vectors.update(self.store.vectors(chunk))
                 for q in group:
                     yield q.doc_id, q.payload.rev, q.payload.local(vectors, self.counter)
@@ -200,7 +200,7 @@ class SentenceLayout:
         self._write((p.doc_id, 0, p.payload) for p in todo)
 
     def _write(self, units: Iterable[tuple[str, int, SentenceRecords]]) -> None:
-        for chunk in core.batched(units, self.batch_size):
+        for chunk in commit.batched(units, self.batch_size):
             self.store.add_documents(
                 [body.record(i) for _, i, body in chunk],
                 ids=[unit_id(d, i) for d, i, _ in chunk],
@@ -210,5 +210,5 @@ class SentenceLayout:
     def remove(self, stale: Iterable[Stored]) -> None:
         """Delete the records ``stale`` names, in batches."""
         ids = (i for s in stale for i in s.vector_ids)
-        for chunk in core.batched(ids, _DELETE_BATCH):
+        for chunk in commit.batched(ids, _DELETE_BATCH):
             self.store.delete(chunk)

@@ -13,26 +13,30 @@ two designs are compared on identical matches.
 from __future__ import annotations
 
 import bisect
-import itertools
-import json
 import random
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.adapters import StoreAdapter
-from langchain_expand.records import decode_metadata, unit_id
-from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter
-from langchain_expand.sentences import SentenceSplitter, Span, Splitter
-from langchain_expand.spans import merge_overlaps
-from langchain_expand.tokens import TokenCounter
+from langchain_expand.merge import merge_overlaps
+from langchain_expand.store.records import unit_id
+from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
+from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
+from langchain_expand.text.tokens import TokenCounter
+from langchain_expand.tools.report.index import ReadOnce, read_records
+from langchain_expand.tools.report.tables import (
+    SENTENCE_WARNING_P95,
+    CorpusReport,
+    DesignRow,
+    SentenceTable,
+    Sizes,
+    Verdict,
+    WindowRow,
+)
 from langchain_expand.units import (
     DOC_ID,
     END,
@@ -44,240 +48,16 @@ from langchain_expand.units import (
     STORED_COUNT,
     STORED_DOC,
     STORED_END,
-    STORED_GAP,
     STORED_INDEX,
-    STORED_REV,
     STORED_START,
     TOKENS,
 )
-from langchain_expand.windows import SentenceWindowRetriever
+from langchain_expand.windows.retriever import SentenceWindowRetriever
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-    from rich.console import Console
+    pass
 
-__all__ = ["CorpusReport", "budget_report", "read_index", "write_plots"]
-
-SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
-SENTENCE_WARNING_P95 = 128
-"""Above this p95 (tokens, before the cap), sentences are not a unit to count on."""
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """A distribution by its median and its tail."""
-
-    median: float
-    p95: float
-    p99: float
-    max: float
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Sizes:
-        """Percentiles of ``values`` (linear interpolation); zeros when empty."""
-        if not values:
-            return cls(0.0, 0.0, 0.0, 0.0)
-        a = np.asarray(values, dtype=float)
-        med, p95, p99 = (float(x) for x in np.percentile(a, [50, 95, 99]))
-        return cls(med, p95, p99, float(a.max()))
-
-
-@dataclass(frozen=True)
-class SentenceTable:
-    """Are the sentences real? Sizes with the cap, sizes without, and what the cap split."""
-
-    count: int
-    tokens: Sizes
-    uncapped: Sizes
-    cap: int | None
-    capped_share: float
-    warning: str | None
-
-
-@dataclass(frozen=True)
-class WindowRow:
-    """What one window configuration costs, measured and predicted."""
-
-    before: int
-    after: int
-    sentences: int
-    unit: Sizes
-    predicted: float
-    prediction_error: float
-    prompt: Sizes
-    prompt_merged: Sizes
-    over_budget: float
-    over_budget_merged: float
-
-
-@dataclass(frozen=True)
-class DesignRow:
-    """One design's unit and prompt sizes at ``k``."""
-
-    design: str
-    unit: Sizes
-    prompt: Sizes
-    over_budget: float
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """``budget - reserve - p99 prompt``: positive is safe, negative means truncation fires."""
-
-    design: str
-    margin: float
-    safe: bool
-
-
-@dataclass
-class CorpusReport:
-    """Everything the report measured; ``to_json`` follows ``report.schema.json``."""
-
-    corpus: str
-    documents: int
-    queries: int
-    pseudo_queries: bool
-    k: int
-    budget: int
-    reserve: int
-    sentences: SentenceTable
-    windows: list[WindowRow]
-    index_seconds: float
-    sweep_seconds: float
-    reindex_seconds_saved: float
-    read_from_index: bool
-    parents_from: str | None
-    designs: list[DesignRow]
-    verdicts: list[Verdict]
-    recommendation: str
-    samples: dict[str, dict[str, list[float]]] = field(default_factory=dict, repr=False)
-    """Raw sizes for the plots: ``{"units": {design: sizes}, "prompts": {design: sizes}}``."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data, without the raw samples."""
-        data = asdict(self)
-        data.pop("samples")
-        return data
-
-    def to_json(self) -> str:
-        """The report as JSON (see ``report.schema.json``)."""
-        return json.dumps(self.to_dict(), indent=2)
-
-    def to_markdown(self) -> str:
-        """The four tables and the recommendation as Markdown."""
-        return (
-            "\n\n".join(f"### {title}\n\n" + _markdown(header, rows) for title, header, rows in self._tables())
-            + f"\n\n### Recommendation\n\n{self.recommendation}\n"
-        )
-
-    def print_rich(self, console: Console | None = None) -> None:
-        """The tables in the terminal, with rich; each fits 80 columns (cells wrap, never truncate)."""
-        from rich.console import Console
-        from rich.table import Table
-
-        console = console or Console()
-        for title, header, rows in self._tables():
-            table = Table(title=title, title_justify="left")
-            for name in header:
-                left = name in ("design", "configuration")
-                table.add_column(name, justify="left" if left else "right", overflow="fold")
-            for row in rows:
-                table.add_row(*row)
-            console.print(table)
-        console.print(f"[bold]Recommendation.[/bold] {self.recommendation}")
-
-    def _tables(self) -> list[tuple[str, list[str], list[list[str]]]]:
-        s = self.sentences
-        source = "pseudo-queries sampled from the corpus" if self.pseudo_queries else "queries"
-        how = (
-            f"read from the index in {self.index_seconds:.1f}s, no document embedded"
-            if self.read_from_index
-            else f"embedded once in {self.index_seconds:.1f}s"
-        )
-        saved = (
-            f"; re-indexing per window would have cost {self.reindex_seconds_saved:.0f}s more"
-            if self.reindex_seconds_saved
-            else ""
-        )
-        reserve = f" less a {self.reserve:,} reserve" if self.reserve else ""
-        sentence_rows = [
-            ["with the cap", f"{s.count:,}", *_sizes(s.tokens), f"{s.capped_share:.1%}"],
-            ["without a cap", "", *_sizes(s.uncapped), ""],
-        ]
-        window_units = [
-            [
-                f"{w.before}:{w.after}",
-                str(w.sentences),
-                _n(w.unit.median),
-                _n(w.unit.p99),
-                _n(w.unit.max),
-                f"{w.predicted:,.0f}",
-                f"{w.prediction_error:+.0%}",
-            ]
-            for w in self.windows
-        ]
-        window_prompts = [
-            [
-                f"{w.before}:{w.after}",
-                _n(w.prompt.median),
-                _n(w.prompt.p99),
-                _n(w.prompt_merged.median),
-                _n(w.prompt_merged.p99),
-                f"{w.over_budget:.1%}",
-                f"{w.over_budget_merged:.1%}",
-            ]
-            for w in self.windows
-        ]
-        designs = [
-            [d.design, _n(d.unit.median), _n(d.unit.max), _n(d.prompt.median), _n(d.prompt.p99), f"{d.over_budget:.1%}"]
-            for d in self.designs
-        ]
-        verdicts = [
-            [v.design, f"{v.margin:+,.0f}", "safe" if v.safe else "truncation will fire"] for v in self.verdicts
-        ]
-        return [
-            (
-                f"Sentences ({self.corpus}; cap {s.cap} tokens; {s.warning or 'sentences look real'})",
-                ["configuration", "sentences", "median", "p95", "p99", "max", "text the cap split"],
-                sentence_rows,
-            ),
-            (
-                f"Window sizes: {self.queries} {source}, one index ({how}; the sweep took "
-                f"{self.sweep_seconds:.1f}s{saved})",
-                ["window", "sentences", "median", "p99", "max", "predicted", "error"],
-                window_units,
-            ),
-            (
-                f"Prompt sizes at k={self.k}, budget {self.budget:,}{reserve}: unmerged, then merged",
-                ["window", "median", "p99", "merged median", "merged p99", "over", "over merged"],
-                window_prompts,
-            ),
-            (
-                f"Windows against parents ({self.parents_from or 'no sections or headings found'}), "
-                f"budget {self.budget:,}",
-                ["design", "unit median", "unit max", "prompt median", "prompt p99", "over budget"],
-                designs,
-            ),
-            (
-                f"Verdict: budget {self.budget:,} - reserve {self.reserve:,} - p99 prompt = margin",
-                ["configuration", "margin", "verdict"],
-                verdicts,
-            ),
-        ]
-
-
-def _n(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def _sizes(s: Sizes) -> list[str]:
-    return [_n(s.median), _n(s.p95), _n(s.p99), _n(s.max)]
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
+__all__ = ["budget_report"]
 
 
 def budget_report(
@@ -326,7 +106,7 @@ def budget_report(
         ValueError: For an empty corpus or index, both or neither of ``documents`` and
             ``index``, ``k`` below 1, or a reserve that eats the budget.
     """
-    from langchain_expand.stores import chroma_store
+    from langchain_expand.store.defaults import chroma_store
 
     if (documents is None) == (index is None):
         msg = "Give the report either documents (embedded here) or an index (read, not embedded), not both."
@@ -353,8 +133,8 @@ def budget_report(
             retriever.add_documents(batch)
     else:
         retriever = SentenceWindowRetriever(vectorstore=index.vectorstore, token_counter=counter, k=k)
-        documents, spans, records = _read_index(index.vectorstore, 5000)
-        retriever._vectors = _ReadOnce(index.vectorstore, records)  # the records are read already
+        documents, spans, records = read_records(index.vectorstore, 5000)
+        retriever._vectors = ReadOnce(index.vectorstore, records)  # the records are read already
         if not documents:
             msg = "The index holds no documents: index a corpus first, or give the report one to embed."
             raise ValueError(msg)
@@ -650,122 +430,3 @@ def _match(record: Document, score: float) -> Document:
         SCORE: score,
     }
     return Document(record.page_content, metadata=metadata, id=record.id)
-
-
-def read_index(store: VectorStore, page: int = 5000) -> tuple[list[Document], dict[str, list[Span]]]:
-    """The documents a window index holds, rebuilt from its sentences, and each one's sentence spans.
-
-    Reads the Chroma collection in pages, records only (no vectors); a document whose
-    sentences are not all of its head's version (an interrupted run) is left out.
-    """
-    documents, spans, _ = _read_index(store, page)
-    return documents, spans
-
-
-def _read_index(store: VectorStore, page: int) -> tuple[list[Document], dict[str, list[Span]], dict[str, Document]]:
-    """:func:`read_index`, and every sentence record read, by id."""
-    collection = getattr(store, "_collection", None)
-    if collection is None:
-        msg = f"The report reads Chroma indexes; {type(store).__name__} cannot list its records. Give it documents."
-        raise ValueError(msg)
-    by_doc: dict[str, dict[int, Document]] = {}
-    by_id: dict[str, Document] = {}
-    for offset in itertools.count(0, page):
-        got = collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
-        for id_, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-            if meta and STORED_DOC in meta:
-                record = Document(text, metadata=dict(meta), id=id_)
-                by_doc.setdefault(str(meta[STORED_DOC]), {})[int(meta[STORED_INDEX])] = record
-                by_id[id_] = record
-        if len(got["ids"]) < page:
-            break
-    documents: list[Document] = []
-    spans: dict[str, list[Span]] = {}
-    for doc_id, records in by_doc.items():
-        head = records.get(0)
-        if head is None:  # no committed version
-            continue
-        n = int(head.metadata[STORED_COUNT])
-        rev = head.metadata.get(STORED_REV)
-        kept = [r for r in (records.get(i) for i in range(n)) if r is not None and r.metadata.get(STORED_REV) == rev]
-        if len(kept) != n:
-            continue
-        parts = [" " * int(kept[0].metadata[STORED_START])]
-        for r in kept:  # each sentence and the whitespace after it, as they stand in the source
-            parts += [r.page_content, str(r.metadata.get(STORED_GAP, ""))]
-        text = "".join(parts[:-1])
-        documents.append(Document(text, metadata=decode_metadata(head.metadata), id=doc_id))
-        spans[doc_id] = [(int(r.metadata[STORED_START]), int(r.metadata[STORED_END])) for r in kept]
-    return documents, spans, by_id
-
-
-class _ReadOnce(StoreAdapter):
-    """The index's store, with reads by id served from the records the report read already.
-
-    The sweep expands every query's hits once per window configuration: a thousand reads
-    of records that are in memory anyway. Searches still go to the store.
-    """
-
-    def __init__(self, store: VectorStore, records: dict[str, Document]) -> None:
-        super().__init__(store)
-        self.records = records
-
-    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
-        return [self.records[i] for i in ids if i in self.records]
-
-
-def write_plots(report: CorpusReport, folder: Path | str) -> list[Path]:
-    """Histograms of unit and prompt sizes, one outline per window configuration and parents.
-
-    The size axis is logarithmic: parents run to thousands of tokens where windows stay
-    at tens, and on a linear axis the windows shrink to a spike. The prompt plot marks the
-    budget, and the budget less the reserve where there is one.
-
-    Returns:
-        The PNG files written.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for kind in ("units", "prompts"):
-        fig = plot(report, kind)
-        path = out / f"{kind}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        written.append(path)
-    return written
-
-
-def plot(report: CorpusReport, kind: Literal["units", "prompts"]) -> Figure:
-    """One figure of :func:`write_plots`: unit or prompt sizes, every design, log axis."""
-    import matplotlib.pyplot as plt
-
-    title = "Unit size (tokens)" if kind == "units" else f"Prompt size at k={report.k} (tokens)"
-    series = {label: v for label, v in report.samples.get(kind, {}).items() if any(x > 0 for x in v)}
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    if series:
-        low = min(x for v in series.values() for x in v if x > 0)
-        high = max(max(v) for v in series.values())
-        if kind == "prompts":
-            high = max(high, report.budget)
-        bins = [float(b) for b in np.geomspace(max(low, 1.0), max(high, 2.0) * 1.05, 50)]
-        for label, values in series.items():
-            ax.hist([x for x in values if x > 0], bins=bins, histtype="step", linewidth=1.5, label=label)
-        ax.set_xscale("log")
-    if kind == "prompts":
-        ax.axvline(report.budget, color="red", linestyle="--", label=f"budget {report.budget:,}")
-        if report.reserve:
-            limit = report.budget - report.reserve
-            label = f"budget less reserve {report.reserve:,}: {limit:,} for context"
-            ax.axvline(limit, color="darkred", linestyle=":", label=label)
-    ax.set_xlabel(f"{title}, log scale")
-    ax.set_ylabel("count")
-    ax.set_title(f"{report.corpus}: {title.lower()}")
-    ax.legend(fontsize="small")
-    fig.tight_layout()
-    return fig

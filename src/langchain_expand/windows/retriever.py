@@ -1,9 +1,13 @@
-"""Sentence-window retrieval: match one sentence, return its neighbourhood.
+"""Sentence-window retrieval: match one sentence, return its neighbourhood, inside a budget.
 
-Each sentence is embedded on its own. The window around a hit is computed at query
-time from positions, so ``k``, ``before`` and ``after`` change per call with no
-re-embedding. A window's size is fixed by configuration: (before + after + 1)
-sentences, fewer only at the ends of a document.
+Each sentence is embedded on its own (with its context: heading, speaker), and windows are
+computed at query time from positions, so ``k``, ``before``, ``after`` and the budget change
+per call with no re-embedding. With a budget (``max_tokens``) windows are *guided*: each grows
+from its hit toward the neighbours most like the query until the budget is spent
+(:mod:`.guided`, :mod:`.growth`). Without one, or with ``window="fixed"``, a window is
+``before`` + 1 + ``after`` sentences, fewer at the ends of a document. Either way, with
+``merge`` windows that overlap are joined, and windows are fitted to the budget exactly
+(:mod:`langchain_expand.budget`).
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import math
 import threading
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -24,16 +27,41 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import Field, PrivateAttr, model_validator
 
-from langchain_expand import core, snapshot
-from langchain_expand.adapters import StoreAdapter, adapt
+from langchain_expand import calls
 from langchain_expand.budget import fit_to_budget
-from langchain_expand.cache import HeadsAtMark, Reads, SentenceCache
-from langchain_expand.context import SentenceContext, StructuralContext, checked_prefixes
-from langchain_expand.core import AsyncByThread, Indexed, Prepared, VectorSearch, check_query
-from langchain_expand.growth import MAX_RADIUS, Growth, Position, Seed, Sentence, decay_for, grow
-from langchain_expand.hits import (
+from langchain_expand.calls import AsyncByThread, check_query
+from langchain_expand.store import commit
+from langchain_expand.store.adapters import StoreAdapter, adapt
+from langchain_expand.store.commit import Indexed, Prepared
+from langchain_expand.store.records import (
+    UnitIds,
+    document_ids,
+    encode_metadata,
+    metadata_fingerprint,
+    revision,
+    unit_id,
+)
+from langchain_expand.store.search import VectorSearch, overfetch
+from langchain_expand.text.context import SentenceContext, StructuralContext, checked_prefixes
+from langchain_expand.text.ranges import window_bounds
+from langchain_expand.text.sentences import SentenceSplitter, Span
+from langchain_expand.text.tokens import TokenCounter, count_spans, counter_key
+from langchain_expand.units import (
+    DOC_ID,
+    HIT,
+    SPAN,
+    STORED_COUNT,
+    STORED_INDEX,
+    STORED_START,
+    TOKENS,
+)
+from langchain_expand.windows import snapshot
+from langchain_expand.windows.assembly import assemble, copy_of, joined_text, needed_ids, record_runs, runs_of
+from langchain_expand.windows.cache import HeadsAtMark, Reads, SentenceCache
+from langchain_expand.windows.growth import MAX_RADIUS, Growth, decay_for
+from langchain_expand.windows.guided import Growing
+from langchain_expand.windows.hits import (
     DenseSearch,
-    Hit,
     Hits,
     HybridSearch,
     RecordHits,
@@ -45,173 +73,42 @@ from langchain_expand.hits import (
     from_match,
     to_hit,
 )
-from langchain_expand.layout import SentenceLayout, SentenceRecords
-from langchain_expand.lexical import BaseLexicalIndex, LocalSentence
-from langchain_expand.ranges import largest_fitting, window_bounds
-from langchain_expand.records import (
-    UnitIds,
-    decode_metadata,
-    document_ids,
-    encode_metadata,
-    metadata_fingerprint,
-    revision,
-    unit_id,
+from langchain_expand.windows.layout import SentenceLayout, SentenceRecords
+from langchain_expand.windows.lexical import BaseLexicalIndex
+from langchain_expand.windows.plan import (
+    DEFAULT_K,
+    GUIDED_OVERFILL,
+    OVERFILL,
+    TOP_UP,
+    Plan,
+    Unit,
+    absorb,
+    covers,
+    hits_for,
+    seeds_of,
+    used_tokens,
 )
-from langchain_expand.sentences import Marks, SentenceSplitter, Span
-from langchain_expand.snapshot import Run, Snapshot
-from langchain_expand.tokens import TokenCounter, chained_count, count_many, count_spans, counter_key
-from langchain_expand.units import (
-    BUDGET,
-    DOC_ID,
-    END,
-    HIT,
-    HITS,
-    N_SENTENCES,
-    SCORE,
-    SENTENCES,
-    SPAN,
-    START,
-    STORED_COUNT,
-    STORED_END,
-    STORED_GAP,
-    STORED_INDEX,
-    STORED_REV,
-    STORED_START,
-    TOKENS,
-)
+from langchain_expand.windows.snapshot import Snapshot
 
 __all__ = ["SentenceWindowRetriever", "window_bounds"]
 
 logger = logging.getLogger(__name__)
 
-Runs = Callable[[str, int, int], "Run | None"]
-"""Asked for a document's sentences ``first`` to ``last - 1``, gives them at one revision; None where the store
-holds no complete run of them at one revision."""
 
-
-@dataclass
-class _Unit:
-    """A window: sentences ``[first, last)`` of one document, and the hits inside it."""
-
-    doc_id: str
-    first: int
-    last: int
-    n: int
-    hits: list[Hit]
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """One call's settings, checked, and how they turn ranked hits into units."""
-
-    k: int | None
-    """The most units; None: as many as ``max_tokens`` holds."""
-    before: int
-    after: int
-    merge: bool
-    merge_gap: int
-    max_tokens: int | None
-    score_threshold: float | None = None
-    relative_score_threshold: float | None = None
-    shape: str = "fixed"
-    """"fixed": ``before``/``after`` around every hit; "guided": grown toward the evidence."""
-    max_radius: int = MAX_RADIUS
-    excluded: frozenset[str] = frozenset()
-    """Documents whose hits are passed over: found half-written earlier in this call."""
-    skipped: set[str] = field(default_factory=set)
-    """Documents this answer skipped because the store held no whole version of them."""
-
-    @property
-    def budget_decides(self) -> bool:
-        """No ``k``: hits are taken in rank order until the budget is full or evidence runs out."""
-        return self.k is None
-
-    def taken(self, hits: list[Hit]) -> list[Hit]:
-        """The hits above the relevance floor: where the evidence runs out, the rest stop."""
-        if not hits:
-            return hits
-        floor = max(
-            self.score_threshold if self.score_threshold is not None else float("-inf"),
-            hits[0].score * self.relative_score_threshold if self.relative_score_threshold is not None else -1e9,
-        )
-        return [h for h in hits if h.score >= floor and h.doc_id not in self.excluded]
-
-    def units(self, hits: list[Hit]) -> list[_Unit]:
-        """One unit per hit, or, when merging, one per group of overlapping windows."""
-        return self.joined([(hit, *window_bounds(hit.index, hit.n, self.before, self.after)) for hit in hits])
-
-    def joined(self, spans: list[tuple[Hit, int, int]]) -> list[_Unit]:
-        """Each hit's sentences ``[first, last)`` as a unit; merged, when merging, where they touch."""
-        units: list[_Unit] = []
-        by_doc: dict[str, list[_Unit]] = {}  # each document's units, in the order of ``units``
-        gone: set[int] = set()  # units absorbed by another, by id()
-        gap = self.merge_gap
-        for hit, first, last in spans:
-            same = by_doc.setdefault(hit.doc_id, [])
-            joined = [u for u in same if first <= u.last + gap and u.first <= last + gap] if self.merge else []
-            if not joined:
-                unit = _Unit(hit.doc_id, first, last, hit.n, [hit])
-                units.append(unit)
-                same.append(unit)
-                continue
-            keep = joined[0]  # the best-ranked unit absorbs the others
-            keep.first = min([first] + [u.first for u in joined])
-            keep.last = max([last] + [u.last for u in joined])
-            keep.hits = sorted([*keep.hits, *(h for u in joined[1:] for h in u.hits), hit], key=lambda h: -h.score)
-            if len(joined) > 1:
-                gone.update(id(u) for u in joined[1:])
-                same[:] = [u for u in same if id(u) not in gone]
-        return [u for u in units if id(u) not in gone]
-
-    def first_fetch(self) -> int:
-        """Hits asked of the first search: ``k`` (2k when merging), or what the budget may hold."""
-        if self.shape == "guided":
-            assert self.max_tokens is not None
-            return max(4, math.ceil(self.max_tokens / (3 * TOKENS_PER_SENTENCE_GUESS)))
-        if self.k is None:
-            assert self.max_tokens is not None
-            per_window = (self.before + self.after + 1) * TOKENS_PER_SENTENCE_GUESS
-            return max(4, math.ceil(1.5 * self.max_tokens / per_window))
-        return 2 * self.k if self.merge else self.k
-
-
-OVERFILL = 1.5
-"""Budget-driven retrieval gathers windows for this much of the budget, so that when the last
-one is cut down by whole sentences, smaller lower-ranked windows are there to fill the rest."""
-DEFAULT_K = 4
-"""Windows returned when neither ``k`` nor a budget says how many."""
-TOKENS_PER_SENTENCE_GUESS = 15
-"""A first guess of a sentence's size, for how many hits a budget-driven search asks first."""
-GUIDED_OVERFILL = 1.2
-"""Guided growth gathers this much of the budget (sentence counts plus one each); the exact
-fit then keeps the best windows and trims the last by whole sentences around its hit. Measured
-on held-out queries (QMSum 49 on 12 meetings, the others 60; 250 ... 8,000 tokens), 1.0 (the
-fit keeps what growth took first) against 1.2: FriendsQA -7% at 250 tokens and +5 / +4 / +3 /
-+4 / +3% from 500 up, TAT-QA +11 / +1.5 / +1.5 / +2.3 / +3.7% up to 4,000, but QMSum -12 / -7 /
--5% at 1,000 / 2,000 / 8,000 (+25% at 250: 0.020 -> 0.025) and the E-Manual -3.4% at 250 and
--1.5 to -2% from 1,000 up (the best windows whole win where evidence runs long, growth's order
-where it is short); 1.1 fell between."""
-TOP_UP = 0.95
-"""Guided windows that fill less of the budget than this, once fitted, grow on into the room left."""
-_RING = 2
-"""Sentences fetched per neighbour guided growth asks for: it and the next in its direction."""
 _REFILLS = 2
 """Times a call answers again, passing over documents it found half-written (a writer at work)."""
-_GROWTH_ROUNDS = 4
-"""Fetch-and-grow rounds at most per search (each reaches further out, up to ``max_radius``);
-with a snapshot growth knows every sentence it weighs and runs once."""
 
 _RULES: dict[str, Callable[[str, object], None]] = {
-    "k": core.check_optional_positive,
-    "before": core.check_non_negative,
-    "after": core.check_non_negative,
-    "merge_gap": core.check_non_negative,
-    "max_radius": core.check_non_negative,
-    "max_tokens": core.check_optional_positive,
-    "max_sentence_tokens": core.check_optional_positive,
-    "batch_size": core.check_positive,
-    "cache_size": core.check_non_negative,
-    "snapshot_limit": core.check_non_negative,
+    "k": calls.check_optional_positive,
+    "before": calls.check_non_negative,
+    "after": calls.check_non_negative,
+    "merge_gap": calls.check_non_negative,
+    "max_radius": calls.check_non_negative,
+    "max_tokens": calls.check_optional_positive,
+    "max_sentence_tokens": calls.check_optional_positive,
+    "batch_size": calls.check_positive,
+    "cache_size": calls.check_non_negative,
+    "snapshot_limit": calls.check_non_negative,
 }
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
@@ -256,7 +153,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     vectorstore: VectorStore
     """Where sentences are embedded and stored: Chroma, FAISS, Qdrant, ``InMemoryVectorStore``,
-    or any store that implements ``get_by_ids`` and ``delete`` (see :mod:`langchain_expand.adapters`
+    or any store that implements ``get_by_ids`` and ``delete`` (see :mod:`langchain_expand.store.adapters`
     for how each store's scores become relevance in [0, 1])."""
     k: int | None = None
     """The most windows returned. None (the default): as many as ``max_tokens`` holds, taking
@@ -280,7 +177,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     the predictable shape. ``"guided"`` (needs a budget): each hit starts as its own sentence
     and the budget is spent one sentence at a time where evidence is most likely, next to a
     strong hit or similar to the query, up to ``max_radius`` each side (see
-    :mod:`langchain_expand.growth`); a weak hit may get its sentence alone, a table's rows
+    :mod:`langchain_expand.windows.growth`); a weak hit may get its sentence alone, a table's rows
     are taken together where they fit (``splitter``), and a window does not grow up past its
     section's Markdown heading (the text above is another section). Where the fitted
     windows leave more than 5% of the budget free, growth goes on from them into that room.
@@ -299,8 +196,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     lexical: BaseLexicalIndex | None = None
     """A BM25 ranking over the same sentences, fused with the dense one (reciprocal rank fusion)
     before expansion: exact terms (numbers, names, codes) that dense vectors miss. A
-    :class:`~langchain_expand.lexical.LexicalIndex` (a SQLite file) on one machine, a
-    :class:`~langchain_expand.pglexical.PostgresLexicalIndex` where several share a store. Written by
+    :class:`~langchain_expand.windows.lexical.LexicalIndex` (a SQLite file) on one machine, a
+    :class:`~langchain_expand.windows.pglexical.PostgresLexicalIndex` where several share a store. Written by
     ``add_documents`` under the same commit protocol; no extra embedding. Its local copies of the
     sentence records are what queries read neighbours from (about 10 us a record against 120 from
     Chroma), at the revision of each document's head in the store, or from their snapshot in memory
@@ -313,8 +210,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     measured for 52,780 sentences, where Chroma's stays near 5). The first query after any writer
     has finished builds it again on the last one, reading only the documents written since (the
     rest costs 9-17 ms for 3,000-5,300 sentences and 0.13 s for 52,780; built whole, 74-135 ms
-    and 0.9 s; see :mod:`langchain_expand.snapshot`). Past the limit, a SQLite lexical index's BM25
-    is still ranked in memory (:class:`~langchain_expand.snapshot.LexicalRanking`: postings only,
+    and 0.9 s; see :mod:`langchain_expand.windows.snapshot`). Past the limit, a SQLite lexical index's BM25
+    is still ranked in memory (:class:`~langchain_expand.windows.snapshot.LexicalRanking`: postings only,
     about 200 bytes a sentence, built beside the queries after each write; the index ranks until it
     is). 0 turns both off."""
     score_threshold: float | None = None
@@ -352,7 +249,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     about 3.3 KB each with MiniLM's 384 dimensions, so 65 MB when full), so the next queries
     over the same documents read fewer from the store. A record is served only at the revision
     the query finds in the store for its document, so a re-added or deleted document is never
-    answered from memory (see :mod:`langchain_expand.cache`). 0 turns it off."""
+    answered from memory (see :mod:`langchain_expand.windows.cache`). 0 turns it off."""
 
     _vectors: StoreAdapter = PrivateAttr()
     _cache: SentenceCache = PrivateAttr(default_factory=SentenceCache)
@@ -367,8 +264,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """Unknown arguments are errors; LangChain's ``search_kwargs`` maps onto the fields."""
         if not isinstance(data, dict):
             return data
-        data = core.from_search_kwargs(cls.__name__, data, _SEARCH_KWARGS)
-        core.reject_unknown(cls.__name__, data, [*cls.model_fields, "callbacks"])
+        data = calls.from_search_kwargs(cls.__name__, data, _SEARCH_KWARGS)
+        calls.reject_unknown(cls.__name__, data, [*cls.model_fields, "callbacks"])
         return data
 
     @model_validator(mode="after")
@@ -377,7 +274,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             self.splitter = SentenceSplitter(token_counter=self.token_counter, table_rows=True)
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
-        core.check_fraction("relative_score_threshold", self.relative_score_threshold)
+        calls.check_fraction("relative_score_threshold", self.relative_score_threshold)
         _check_window(self.window)
         self._vectors = adapt(self.vectorstore, type(self).__name__)
         return self
@@ -405,7 +302,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
         layout = self._layout()
-        done = core.index(layout, prepared)
+        done = commit.index(layout, prepared)
         if self.lexical is not None:  # documents stored before the lexical index (or its local copies) existed
             known = self.lexical.documents(copied=True, among=[p.doc_id for p in prepared])
             self.lexical.replace(layout.local_rows([p for p in prepared if p.doc_id not in known]))
@@ -414,7 +311,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
-        core.delete(self._layout(), ids)
+        commit.delete(self._layout(), ids)
         if self.lexical is not None:
             self.lexical.delete(ids)
         self._vectors.mark()
@@ -481,7 +378,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         window: Literal["guided", "fixed"] | None = None,
         **unknown: Any,
     ) -> list[Document]:
-        core.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
+        calls.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
         check_query(query)
         plan = self._plan(
             k=k, before=before, after=after, expand=expand, merge=merge, max_tokens=max_tokens, window=window
@@ -521,12 +418,12 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """The snapshot of the store at its current change mark (built when the mark has moved), and its BM25.
 
         While the query is embedded, the mark is read and the last snapshot's BM25 (past the limit,
-        the last :class:`~langchain_expand.snapshot.LexicalRanking`) ranks the query's ``k`` best
+        the last :class:`~langchain_expand.windows.snapshot.LexicalRanking`) ranks the query's ``k`` best
         (0.3 and about 0.5 ms, free on two cores: the embedding holds the interpreter's lock
         little). The ranking is used where it is still current.
 
         Where no snapshot is built (past ``snapshot_limit``), None for it, BM25 alone in memory
-        (:class:`~langchain_expand.snapshot.LexicalRanking`) where it is current for the mark (else
+        (:class:`~langchain_expand.windows.snapshot.LexicalRanking`) where it is current for the mark (else
         None: the lexical index ranks), and the heads read at the mark (:class:`HeadsAtMark`).
         None where the store has no mark.
         """
@@ -558,7 +455,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None
 
     def _answer(
-        self, plan: _Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: Hits | None = None
+        self, plan: Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: Hits | None = None
     ) -> list[Document]:
         """The call's windows by its plan: guided (from ``seeds``, else ``search``'s), budget-driven or ``k`` fixed."""
         if plan.shape == "guided":
@@ -566,17 +463,17 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         if plan.budget_decides:
             return self._budgeted(self._fill(search, plan, reads), plan.max_tokens)
         assert plan.k is not None
-        units: list[_Unit] = []
-        for scored in core.overfetch(search, plan.first_fetch(), plan.k):
+        units: list[Unit] = []
+        for scored in overfetch(search, plan.first_fetch(), plan.k):
             hits = [to_hit(doc, score) for doc, score in scored]
             units = plan.units(plan.taken(hits))
             if len(units) >= plan.k:
                 break
         units = units[: plan.k]
-        records = reads.records(_needed_ids(units))  # the hits among them from the search, unread
-        return self._budgeted(self._assemble(units, _record_runs(records), plan.skipped), plan.max_tokens)
+        records = reads.records(needed_ids(units))  # the hits among them from the search, unread
+        return self._budgeted(assemble(units, record_runs(records), self.token_counter, plan.skipped), plan.max_tokens)
 
-    def _fill(self, search: Search, plan: _Plan, reads: Reads) -> list[Document]:
+    def _fill(self, search: Search, plan: Plan, reads: Reads) -> list[Document]:
         """Windows of the best hits, as many as it takes to hold the budget.
 
         Hits are taken in rank order: the shortest prefix of the ranking whose windows reach
@@ -589,28 +486,28 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         assert budget is not None
         records: dict[str, Document] = {}
         sizes: dict[str, int] = {}
-        units: list[_Unit] = []
+        units: list[Unit] = []
         first = plan.first_fetch()
-        for scored in core.overfetch(search, first, first):
+        for scored in overfetch(search, first, first):
             hits = [to_hit(doc, score) for doc, score in scored]
             taken = plan.taken(hits)
             records.update((d.id, d) for d, _ in scored if d.id is not None)
-            wanted = _needed_ids(plan.units(taken))
+            wanted = needed_ids(plan.units(taken))
             missing = [i for i in wanted if i not in records]
             records.update((d.id, d) for d in reads.records(missing) if d.id is not None)
             fresh = [i for i in wanted if i in records and i not in sizes]
             sizes.update(zip(fresh, reads.tokens([records[i] for i in fresh]), strict=True))
-            needed = _hits_for(math.ceil(OVERFILL * budget), taken, plan, sizes)
+            needed = hits_for(math.ceil(OVERFILL * budget), taken, plan, sizes)
             units = plan.units(taken[:needed])
             if len(taken) < len(hits) or needed < len(taken):
                 break
-        return self._assemble(units, _record_runs(records.values()), plan.skipped)
+        return assemble(units, record_runs(records.values()), self.token_counter, plan.skipped)
 
-    def _grown(self, search: Hits, dense: VectorSearch, plan: _Plan, reads: Reads) -> list[Document]:
+    def _grown(self, search: Hits, dense: VectorSearch, plan: Plan, reads: Reads) -> list[Document]:
         """Windows grown from the best hits toward the evidence, fitted to the budget.
 
         Hits are searched as in :meth:`_fill`; a hit's own relevance is its score in the ranking.
-        Growth gathers ``GUIDED_OVERFILL`` times the budget (:class:`_Growing`) and the windows
+        Growth gathers ``GUIDED_OVERFILL`` times the budget (:class:`Growing`) and the windows
         are fitted to it exactly. Where that leaves more than ``1 - TOP_UP`` of the budget free
         (a hit or a window's last sentences too big for the room left: long table rows), growth
         goes on from the windows kept into the room left, and the result is kept if it holds
@@ -621,29 +518,29 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         vector = dense.vector()
         assert vector is not None  # _shape chose "fixed" for a store without embeddings
         target = math.ceil(GUIDED_OVERFILL * budget)
-        growing = _Growing(reads, vector, plan, decay_for(target))
+        growing = Growing(reads, vector, plan, decay_for(target))
 
         def fitted(growth: Growth) -> list[Document]:
             units = plan.joined([(by_seed[r.seed], r.first, r.last) for r in growth.regions])
-            _absorb(units, hits)
-            return self._budgeted(self._assemble(units, _runs(reads, units), plan.skipped), budget)
+            absorb(units, hits)
+            return self._budgeted(assemble(units, runs_of(reads, units), self.token_counter, plan.skipped), budget)
 
         first = plan.first_fetch()
-        for found in core.overfetch(search, first, first):
+        for found in overfetch(search, first, first):
             above = plan.taken(found)
             hits = growing.seeded(above, search.tokens(above), budget)
-            by_seed = _seeds(hits)
+            by_seed = seeds_of(hits)
             seeds = list(by_seed)
             growth = growing.rounds(seeds, target, heads=[h.doc_id for h in hits])
             if not growth.exhausted or len(above) < len(found):
                 break
         windows = fitted(growth)
-        used = _used(windows)
+        used = used_tokens(windows)
         if used < TOP_UP * budget and not plan.skipped:
             numbers = {(s.doc_id, s.index): n for n, s in enumerate(seeds)}
             taken = {numbers[w.metadata[DOC_ID], w.metadata[HIT]]: tuple(w.metadata[SPAN]) for w in windows}
             more = fitted(growing.rounds(seeds, budget, taken=taken, spent=used))
-            if _used(more) > used and _covers(more, windows):
+            if used_tokens(more) > used and covers(more, windows):
                 return more
         return windows
 
@@ -664,8 +561,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """
         plan = self._plan(k=len(hits) or 1, before=before, after=after, expand=True, merge=merge, max_tokens=max_tokens)
         units = plan.units([from_match(doc) for doc in hits])
-        records = self._vectors.get_by_ids(_needed_ids(units))
-        return self._budgeted(self._assemble(units, _record_runs(records)), plan.max_tokens)
+        records = self._vectors.get_by_ids(needed_ids(units))
+        return self._budgeted(assemble(units, record_runs(records), self.token_counter), plan.max_tokens)
 
     def source_text(self, doc_id: str) -> str:
         """A document's text rebuilt from the store, at the offsets the units carry.
@@ -680,9 +577,9 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         n = int(heads[0].metadata[STORED_COUNT])
         records = self._vectors.get_by_ids([unit_id(doc_id, i) for i in range(n)])
         ordered = sorted(records, key=lambda r: int(r.metadata[STORED_INDEX]))
-        return " " * int(ordered[0].metadata[STORED_START]) + _text([_copy_of(r) for r in ordered])
+        return " " * int(ordered[0].metadata[STORED_START]) + joined_text([copy_of(r) for r in ordered])
 
-    def _plan(self, **given: Any) -> _Plan:
+    def _plan(self, **given: Any) -> Plan:
         """This call's settings: what the call gives, else the instance's fields; checked."""
         values = {name: getattr(self, name) if given.get(name) is None else given[name] for name in given}
         for name, value in values.items():
@@ -695,10 +592,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             "relative_score_threshold": self.relative_score_threshold,
         }
         if not values["expand"]:
-            return _Plan(
+            return Plan(
                 k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"], **floors
             )
-        return _Plan(
+        return Plan(
             k=values["k"],
             before=values["before"],
             after=values["after"],
@@ -741,197 +638,6 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True)
         return kept
 
-    def _assemble(self, units: list[_Unit], runs: Runs, skipped: set[str] | None = None) -> list[Document]:
-        """Build each unit's text from its run of sentences; skip uncommitted documents.
-
-        The ids of documents skipped are added to ``skipped``, so the caller can refill.
-        """
-        out: list[Document] = []
-        derived: list[int | None] = []  # each window's count from its sentences', where exact
-        key = counter_key(self.token_counter)
-        for unit in units:
-            run = runs(unit.doc_id, unit.first, unit.last)
-            if run is None or any(h.rev not in (None, run.rev) for h in unit.hits):
-                logger.warning(
-                    "Skipping a hit in document %r: the store holds an incomplete or "
-                    "superseded version of it (an interrupted or running add_documents). "
-                    "Re-run add_documents for it.",
-                    unit.doc_id,
-                )
-                if skipped is not None:
-                    skipped.add(unit.doc_id)
-                continue
-            out.append(_window(unit, run))
-            derived.append(None if key is None else _run_tokens(self.token_counter, key, run.sentences))
-        counted = iter(
-            count_many(self.token_counter, [d.page_content for d, n in zip(out, derived, strict=True) if n is None])
-        )
-        for doc, tokens in zip(out, derived, strict=True):
-            doc.metadata[TOKENS] = next(counted) if tokens is None else tokens
-        return out
-
-
-class _Known:
-    """What growth knows of each sentence; a sentence the snapshot holds is learned when growth first asks for it.
-
-    With a snapshot every sentence's similarity is already computed (one pass a query), so
-    growth never has to name it as wanted and run again: one run sees what rounds of
-    fetching would have shown it.
-    """
-
-    def __init__(self, held: Callable[[Position], tuple[int, float, Marks] | None] | None) -> None:
-        self._known: dict[Position, Sentence] = {}
-        self._held = held
-        self._not_held: set[Position] = set()
-
-    def get(self, position: Position, /) -> Sentence | None:
-        found = self._known.get(position)
-        if found is None and self._held is not None and position not in self._not_held:
-            held = self._held(position)
-            if held is None:
-                self._not_held.add(position)
-            else:
-                found = self._known[position] = _sentence(*held)
-        return found
-
-    def learn(self, position: Position, sentence: Sentence, *, keep: bool = False) -> None:
-        """Know ``sentence`` at ``position``; with ``keep``, only if nothing is known of it yet."""
-        if not keep or position not in self._known:
-            self._known[position] = sentence
-
-
-def _sentence(tokens: int, similarity: float, mark: Marks) -> Sentence:
-    """What growth knows of a sentence: its token count, its similarity to the query and its marks."""
-    return Sentence(tokens, similarity, tied=mark.tied, heading=mark.heading)
-
-
-class _Growing:
-    """One query's guided growth: what it knows of each sentence, and its fetch-and-grow rounds.
-
-    Growth runs on what is known and names the neighbours it wants next; those (and a few
-    beyond, in the direction it was growing) are fetched with their vectors, scored against
-    the query, and growth runs again, at most ``_GROWTH_ROUNDS`` times. A sentence the
-    snapshot holds is known as soon as growth looks at it (:class:`_Known`).
-    """
-
-    def __init__(self, reads: Reads, vector: Sequence[float], plan: _Plan, decay: float) -> None:
-        self.reads = reads
-        self.vector = vector
-        self.plan = plan
-        self.decay = decay
-        held = None if reads.snapshot is None else (lambda position: reads.held(position, vector))
-        self.known = _Known(held)
-        self._asked: set[Position] = set()
-
-    def seeded(self, hits: list[Hit], counts: list[int], budget: int) -> list[Hit]:
-        """Learn the hits' sentences; the hits that fit ``budget`` (a window holds its hit whole)."""
-        fitting: list[Hit] = []
-        for hit, tokens in zip(hits, counts, strict=True):
-            self._asked.add((hit.doc_id, hit.index))
-            self.known.learn((hit.doc_id, hit.index), _sentence(tokens, hit.score, hit.marks), keep=True)
-            if tokens <= budget:
-                fitting.append(hit)
-        return fitting
-
-    def rounds(
-        self,
-        seeds: list[Seed],
-        target: int,
-        *,
-        heads: list[str] | None = None,
-        taken: dict[int, tuple[int, int]] | None = None,
-        spent: int = 0,
-    ) -> Growth:
-        """Grow ``seeds`` toward ``target`` (on from ``taken``, as :func:`grow`), fetching what it wants between rounds.
-
-        ``heads`` (documents) ride along with the first fetch, for the version check.
-        """
-        sizes = {s.doc_id: s.n for s in seeds}
-        riding = [(doc_id, 0) for doc_id in heads or ()]
-        for attempt in range(1, _GROWTH_ROUNDS + 1):
-            growth = grow(
-                seeds,
-                self.known,
-                target,
-                max_units=self.plan.k,
-                max_radius=self.plan.max_radius,
-                decay=self.decay,
-                unknown_tokens=TOKENS_PER_SENTENCE_GUESS,
-                taken=taken,
-                spent=spent,
-            )
-            if not growth.wanted or attempt == _GROWTH_ROUNDS:
-                break  # what is still wanted comes with the units' text
-            ahead = [
-                (doc, j)
-                for (doc, i), way in growth.wanted.items()
-                for j in range(i, i + way * _RING, way)
-                if 0 <= j < sizes[doc]
-            ]
-            self._fetch(riding + ahead)
-            riding = []
-        return growth
-
-    def _fetch(self, positions: list[Position]) -> None:
-        fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
-        self._asked.update(fresh)
-        for position, tokens, similarity, mark in self.reads.similar(fresh, self.vector):
-            self.known.learn(position, _sentence(tokens, similarity, mark))
-
-
-def _hits_for(budget: int, taken: list[Hit], plan: _Plan, sizes: dict[str, int]) -> int:
-    """How many of the ranked hits it takes for their windows to reach ``budget`` tokens.
-
-    Sizes are the sentences' own token counts (the gaps between them are left out), so the
-    windows may run a little over; fitting them to the budget is exact. All of them when
-    even all fall short.
-    """
-
-    def size(n: int) -> int:
-        return sum(sizes.get(unit_id(u.doc_id, i), 0) for u in plan.units(taken[:n]) for i in range(u.first, u.last))
-
-    counts = list(range(1, len(taken) + 1))
-    last_needed = largest_fitting(counts, lambda n: size(n - 1) < budget)
-    return len(taken) if last_needed is None else counts[last_needed]
-
-
-def _used(windows: list[Document]) -> int:
-    """The tokens fitted windows use together, as their budget report counted them."""
-    return int(windows[0].metadata[BUDGET]["used"]) if windows else 0
-
-
-def _covers(windows: list[Document], others: list[Document]) -> bool:
-    """Every sentence of ``others`` is in one of ``windows``."""
-    spans: dict[str, list[tuple[int, int]]] = {}
-    for w in windows:
-        spans.setdefault(w.metadata[DOC_ID], []).append(tuple(w.metadata[SPAN]))
-    return all(
-        any(a <= o.metadata[SPAN][0] and o.metadata[SPAN][1] <= b for a, b in spans.get(o.metadata[DOC_ID], ()))
-        for o in others
-    )
-
-
-def _absorb(units: list[_Unit], hits: list[Hit]) -> None:
-    """List in each unit every hit inside it, also those another hit's growth reached first."""
-    by_doc: dict[str, list[Hit]] = {}
-    for hit in hits:
-        by_doc.setdefault(hit.doc_id, []).append(hit)
-    for unit in units:
-        inside = [h for h in by_doc.get(unit.doc_id, ()) if unit.first <= h.index < unit.last]
-        listed = {h.index for h in unit.hits}
-        unit.hits = sorted([*unit.hits, *(h for h in inside if h.index not in listed)], key=lambda h: -h.score)
-
-
-def _seeds(hits: list[Hit]) -> dict[Seed, Hit]:
-    """Growth's seeds, in rank order.
-
-    A seed's relevance is a hit's score, reassigned in rank order (the best score to the
-    first hit, and so on): the ranking (dense, or fused with BM25) decides the order, the
-    scores the scale that neighbours' similarities are compared on.
-    """
-    scores = sorted((h.score for h in hits), reverse=True)
-    return {Seed(h.doc_id, h.index, h.n, s): h for h, s in zip(hits, scores, strict=True)}
-
 
 def _check_window(window: object) -> None:
     if window not in (None, "guided", "fixed"):
@@ -955,87 +661,3 @@ def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
         msg = f"Document {doc_id!r}: the splitter found no sentences. Check the splitter or the text."
         raise ValueError(msg)
     return spans
-
-
-def _needed_ids(units: list[_Unit]) -> list[str]:
-    """Every id the units need, plus each document's head, for one batched fetch."""
-    ids: dict[str, None] = {}
-    for unit in units:
-        ids[unit_id(unit.doc_id, 0)] = None
-        for i in range(unit.first, unit.last):
-            ids[unit_id(unit.doc_id, i)] = None
-    return list(ids)
-
-
-def _runs(reads: Reads, units: list[_Unit]) -> Runs:
-    """The units' sentences: sliced from the query's snapshot where it holds their document, else read."""
-    held = reads.snapshot
-    rest = [u for u in units if held is None or u.doc_id not in held.revs]
-    read = _record_runs(reads.records(_needed_ids(rest)) if rest else [])
-    if held is None:
-        return read
-
-    def run(doc_id: str, first: int, last: int) -> Run | None:
-        return held.run(doc_id, first, last) if doc_id in held.revs else read(doc_id, first, last)
-
-    return run
-
-
-def _record_runs(records: Iterable[Document]) -> Runs:
-    """Runs of the sentence records given; one with a record missing, or of another revision than its head, is None."""
-    by_id = {r.id: r for r in records if r.id is not None}
-
-    def run(doc_id: str, first: int, last: int) -> Run | None:
-        head = by_id.get(unit_id(doc_id, 0))
-        rev = None if head is None else head.metadata.get(STORED_REV)
-        parts = [by_id.get(unit_id(doc_id, i)) for i in range(first, last)]
-        present = [p for p in parts if p is not None and p.metadata.get(STORED_REV) == rev]
-        if head is None or not isinstance(rev, str) or len(present) != len(parts):
-            return None
-        return Run(rev, head, [_copy_of(p) for p in present])
-
-    return run
-
-
-def _copy_of(record: Document) -> LocalSentence:
-    """A sentence record as its local copy holds it."""
-    m = record.metadata
-    return LocalSentence(
-        int(m[STORED_INDEX]), record.page_content, int(m[STORED_START]), int(m[STORED_END]), m[STORED_GAP]
-    )
-
-
-def _run_tokens(counter: Callable[[str], int], key: str, sentences: Sequence[LocalSentence]) -> int | None:
-    """A run's token count from its sentences' own and their joined counts (as the local copies keep them)."""
-    counts = [s.tokens for s in sentences if s.counter == key and s.tokens is not None]
-    if len(counts) != len(sentences):
-        return None
-    return chained_count(counter, [s.text for s in sentences], counts, [s.joined for s in sentences[:-1]])
-
-
-def _text(sentences: Sequence[LocalSentence]) -> str:
-    """Consecutive sentences as they stand in the source, gaps included."""
-    parts = []
-    for s in sentences[:-1]:
-        parts += [s.text, s.gap]
-    parts.append(sentences[-1].text)
-    return "".join(parts)
-
-
-def _window(unit: _Unit, run: Run) -> Document:
-    best = unit.hits[0]
-    sentences = run.sentences
-    metadata: dict[str, Any] = {
-        **decode_metadata(run.head.metadata),
-        **best.extra,
-        DOC_ID: unit.doc_id,
-        HIT: best.index,
-        HITS: [h.index for h in unit.hits],
-        SPAN: [unit.first, unit.last],
-        START: sentences[0].start,
-        END: sentences[-1].end,
-        SCORE: best.score,
-        N_SENTENCES: unit.n,
-        SENTENCES: [[s.start, s.end] for s in sentences],
-    }
-    return Document(page_content=_text(sentences), metadata=metadata, id=f"{unit.doc_id}::{unit.first}-{unit.last}")

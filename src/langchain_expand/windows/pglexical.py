@@ -1,18 +1,18 @@
 """The lexical index in PostgreSQL: BM25 and local copies that every process shares.
 
-:class:`~langchain_expand.lexical.LexicalIndex` is a SQLite file, so with a Chroma server and
+:class:`~langchain_expand.windows.lexical.LexicalIndex` is a SQLite file, so with a Chroma server and
 several indexing workers on other machines only one machine would see it. A
 :class:`PostgresLexicalIndex` keeps the same rows in a PostgreSQL database (the one that holds
-the parents' :class:`~langchain_expand.docstore.SQLDocStore`, say), so every worker writes it
+the parents' :class:`~langchain_expand.store.docstore.SQLDocStore`, say), so every worker writes it
 and every reader ranks it.
 
 It ranks as FTS5's ``bm25()`` does, in SQL: each sentence's words
-(:func:`~langchain_expand.lexical.words`) are kept with their counts, and a query sums, over
+(:func:`~langchain_expand.windows.lexical.words`) are kept with their counts, and a query sums, over
 its words, ``idf x tf x (k1 + 1) / (tf + k1 x (1 - b + b x length / average length))`` with
 k1 = 1.2, b = 0.75 and ``idf = log((N - n + 0.5) / (n + 0.5))`` (1e-6 where not positive).
 A query's words are summed in the order FTS5 sums them, so even tied sentences come in the same
 order: the hybrid ranking is the one measured in ``benchmarks/``, and equals the in-memory
-snapshot's (:class:`~langchain_expand.snapshot.Bm25`). PostgreSQL's own ``ts_rank`` is not
+snapshot's (:class:`~langchain_expand.windows.snapshot.Bm25`). PostgreSQL's own ``ts_rank`` is not
 BM25 and stems words, which lost on TAT-QA (benchmarks/README.md, Porter stemming).
 
 A search costs 2.3-3.1x FTS5's (``benchmarks/lexical.py``), paid only where no snapshot serves:
@@ -28,13 +28,13 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 import numpy as np
 import sqlalchemy as sa
 
-from langchain_expand.docstore import forget_connections_after_fork
-from langchain_expand.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row, words
+from langchain_expand.store.docstore import forget_connections_after_fork
+from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row, words
 
 __all__ = ["PostgresLexicalIndex"]
 
 _COPY_COLUMNS = 'i, text, start, "end", gap, tokens, counter, vector, joined'
-"""A local copy's columns, in :class:`~langchain_expand.lexical.LocalSentence`'s order."""
+"""A local copy's columns, in :class:`~langchain_expand.windows.lexical.LocalSentence`'s order."""
 _CREATE_LOCK = 0x6C6578  # one advisory lock for every table's creation: workers that start at once wait in turn
 
 
@@ -71,7 +71,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             table: The name the three tables start with, so several indexes can share a database.
 
         Raises:
-            ValueError: When the URL is not PostgreSQL's (use :class:`~langchain_expand.lexical.LexicalIndex`
+            ValueError: When the URL is not PostgreSQL's (use :class:`~langchain_expand.windows.lexical.LexicalIndex`
                 for a SQLite file) or ``table`` is not a plain identifier.
         """
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", table):

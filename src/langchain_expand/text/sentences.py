@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
-from langchain_expand import markdown
-from langchain_expand.tokens import TokenCounter, count_many, count_spans
+from langchain_expand.text import markdown
+from langchain_expand.text.tokens import TokenCounter, count_many, count_spans
 
 __all__ = ["NO_MARKS", "Marks", "SentenceSplitter", "Span", "Splitter", "heading", "marks", "tied"]
 

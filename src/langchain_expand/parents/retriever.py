@@ -11,8 +11,8 @@ bound what it returns; and its default docstore survives a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
@@ -24,57 +24,44 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 from pydantic import Field, PrivateAttr, model_validator
 
-from langchain_expand import core
-from langchain_expand.adapters import StoreAdapter, adapt
-from langchain_expand.budget import fit_to_budget, trim
-from langchain_expand.context import SentenceContext, StructuralContext, checked_prefixes
-from langchain_expand.core import AsyncByThread, Indexed, Prepared, Stored, VectorSearch, check_query
-from langchain_expand.ranges import grow, largest_fitting
-from langchain_expand.records import (
-    decode_metadata,
+from langchain_expand import calls
+from langchain_expand.budget import fit_to_budget
+from langchain_expand.calls import AsyncByThread, check_query
+from langchain_expand.parents.assembly import Parent, aggregate, cap_parent, child_out, parent_out, same_version
+from langchain_expand.parents.layout import Children, ParentLayout, parent_key
+from langchain_expand.store import commit
+from langchain_expand.store.adapters import StoreAdapter, adapt
+from langchain_expand.store.commit import Indexed, Prepared
+from langchain_expand.store.records import (
     document_ids,
     encode_metadata,
     metadata_fingerprint,
     revision,
-    unit_id,
 )
-from langchain_expand.sections import MarkdownSectionSplitter, SectionSplitter, StructureSplitter, located_parents
-from langchain_expand.sections import locate as locate_chunks
-from langchain_expand.sentences import SentenceSplitter, Span
-from langchain_expand.tokens import TokenCounter
+from langchain_expand.store.search import VectorSearch, overfetch
+from langchain_expand.text.context import SentenceContext, StructuralContext, checked_prefixes
+from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter, StructureSplitter, located_parents
+from langchain_expand.text.sections import locate as locate_chunks
+from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.units import (
     BUDGET,
-    CARRIED,
     CHILD_ID,
-    CHILDREN,
     DOC_ID,
     END,
-    IN_PARENT,
     N_CHILDREN,
     N_PARENTS,
     PARENT_ID,
-    REF_ID,
     REVISION,
     SCORE,
     START,
     STORED_DOC,
-    STORED_END,
-    STORED_INDEX,
     STORED_REV,
-    STORED_START,
     TOKENS,
 )
 
 __all__ = ["BudgetedParentDocumentRetriever", "MarkdownSectionSplitter", "SectionSplitter"]
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class _Parent:
-    parent_id: str
-    children: list[tuple[Document, float]]
-    score: float
 
 
 DEFAULT_K = 4
@@ -104,10 +91,10 @@ def _default_child_splitter() -> TextSplitter:
 
 
 _RULES: dict[str, Callable[[str, object], None]] = {
-    "k": core.check_optional_positive,
-    "max_parent_tokens": core.check_optional_positive,
-    "max_tokens": core.check_optional_positive,
-    "batch_size": core.check_positive,
+    "k": calls.check_optional_positive,
+    "max_parent_tokens": calls.check_optional_positive,
+    "max_tokens": calls.check_optional_positive,
+    "batch_size": calls.check_positive,
 }
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
@@ -202,7 +189,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         """
         if not isinstance(values, dict):
             return values
-        core.reject_unknown(cls.__name__, values, [*cls.model_fields, "callbacks"])
+        calls.reject_unknown(cls.__name__, values, [*cls.model_fields, "callbacks"])
         if values.get("docstore") is None and values.get("byte_store") is None:
             msg = (
                 f"{cls.__name__} needs a `docstore` for the parents, as ParentDocumentRetriever does. "
@@ -223,7 +210,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
     def _validate(self) -> BudgetedParentDocumentRetriever:
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
-        core.check_fraction("score_threshold", self.score_threshold)
+        calls.check_fraction("score_threshold", self.score_threshold)
         search_type = self._search_type
         if search_type not in ("similarity", "similarity_score_threshold", "mmr"):
             msg = f"`search_type` must be 'similarity', 'similarity_score_threshold' or 'mmr', got {search_type!r}."
@@ -235,8 +222,8 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             )
             raise ValueError(msg)
         lambda_mult = self.search_kwargs.get("lambda_mult", 0.5)
-        core.check_fraction("search_kwargs['lambda_mult']", lambda_mult)
-        core.check_positive("search_kwargs['fetch_k']", self.search_kwargs.get("fetch_k", MMR_FETCH_K))
+        calls.check_fraction("search_kwargs['lambda_mult']", lambda_mult)
+        calls.check_positive("search_kwargs['fetch_k']", self.search_kwargs.get("fetch_k", MMR_FETCH_K))
         self._vectors = adapt(self.vectorstore, type(self).__name__)
         return self
 
@@ -286,14 +273,14 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         """:meth:`add_documents`, saying which documents were written and which were unchanged."""
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
-        return core.index(self._layout(kwargs), prepared)
+        return commit.index(self._layout(kwargs), prepared)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove the source documents ``ids``: their parents and all their children."""
-        core.delete(self._layout({}), ids)
+        commit.delete(self._layout({}), ids)
 
-    def _layout(self, add_kwargs: dict[str, Any]) -> _ParentLayout:
-        return _ParentLayout(self._vectors, self.docstore, self._head_id, self.batch_size, add_kwargs)
+    def _layout(self, add_kwargs: dict[str, Any]) -> ParentLayout:
+        return ParentLayout(self._vectors, self.docstore, self._head_id, self.batch_size, add_kwargs)
 
     def _head_id(self, doc_id: str) -> str:
         """The first parent of a document, whose metadata counts its parents (``n_parents``)."""
@@ -312,7 +299,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             self.child_context,
         )
         parents: list[tuple[str, Document]] = []
-        children: list[_Children] = []
+        children: list[Children] = []
         doc_parents = self._parents_of(doc, doc_id)
         for j, parent in enumerate(doc_parents):
             parent_id = doc_id if self.parent_splitter is None else parent_key(doc_id, j)
@@ -346,7 +333,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             parent.metadata[DOC_ID] = doc_id
         return parents
 
-    def _with_context(self, text: str, children: list[_Children], doc_id: str) -> list[_Children]:
+    def _with_context(self, text: str, children: list[Children], doc_id: str) -> list[Children]:
         """The children with what ``child_context`` embeds before each, checked; unchanged without it."""
         if self.child_context is None:
             return children
@@ -360,7 +347,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             at += kids.n
         return out
 
-    def _children_of(self, parent: Document, parent_id: str, doc_id: str, rev: str) -> _Children:
+    def _children_of(self, parent: Document, parent_id: str, doc_id: str, rev: str) -> Children:
         chunks = locate_chunks(parent.page_content, self.child_splitter.split_text(parent.page_content), doc_id)
         kept = parent.metadata
         if self.child_metadata_fields is not None:
@@ -368,7 +355,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         shared = encode_metadata({k: v for k, v in kept.items() if k not in (DOC_ID, self.id_key)}, doc_id)
         # every unit carries its version: a hit never meets another version's parent
         shared.update({self.id_key: parent_id, STORED_DOC: doc_id, STORED_REV: rev})
-        return _Children(parent_id, parent.page_content, int(parent.metadata[START]), chunks, shared)
+        return Children(parent_id, parent.page_content, int(parent.metadata[START]), chunks, shared)
 
     # -- querying ---------------------------------------------------------------------
 
@@ -383,15 +370,15 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         max_tokens: int | None = None,
         **unknown: Any,
     ) -> list[Document]:
-        core.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
+        calls.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
         check_query(query)
         k, max_tokens = self._resolve(k=k, max_tokens=max_tokens)
         search = self._search(query, filter)
         mmr = self._search_type == "mmr"
-        ranked: list[_Parent] = []
+        ranked: list[Parent] = []
         stored: Sequence[Document | None] = []
         first = k or DEFAULT_K
-        for scored in core.overfetch(search, first, first):
+        for scored in overfetch(search, first, first):
             ranked = self._rank(scored, keep_order=mmr)
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
             if k is None and expand:  # the budget decides: enough parents to hold it
@@ -406,7 +393,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             if have >= (k or DEFAULT_K):
                 break
         if not expand:
-            return [_child_out(c, s, self.id_key) for p in ranked[: k or DEFAULT_K] for c, s in p.children[:1]]
+            return [child_out(c, s, self.id_key) for p in ranked[: k or DEFAULT_K] for c, s in p.children[:1]]
         return self._expand(ranked, k, stored, max_tokens)
 
     def _search(
@@ -470,7 +457,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             kwargs["filter"] = metadata_filter
         return kwargs
 
-    def _rank(self, scored: list[tuple[Document, float]], *, keep_order: bool = False) -> list[_Parent]:
+    def _rank(self, scored: list[tuple[Document, float]], *, keep_order: bool = False) -> list[Parent]:
         """Group children by parent and score parents; best first, or in their first child's order."""
         threshold = self.score_threshold
         groups: dict[str, list[tuple[Document, float]]] = {}
@@ -480,11 +467,11 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             parent_id = child.metadata.get(self.id_key)
             if parent_id is not None:
                 groups.setdefault(str(parent_id), []).append((child, score))
-        parents = [_Parent(pid, kids, _aggregate(self.aggregate, [s for _, s in kids])) for pid, kids in groups.items()]
+        parents = [Parent(pid, kids, aggregate(self.aggregate, [s for _, s in kids])) for pid, kids in groups.items()]
         return parents if keep_order else sorted(parents, key=lambda p: -p.score)
 
-    def _rank_hits(self, hits: Sequence[Document]) -> list[_Parent]:
-        groups: dict[str, _Parent] = {}
+    def _rank_hits(self, hits: Sequence[Document]) -> list[Parent]:
+        groups: dict[str, Parent] = {}
         for hit in hits:
             parent_id = str(hit.metadata[PARENT_ID])
             score = float(hit.metadata[SCORE])
@@ -492,20 +479,22 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             if parent_id in groups:
                 groups[parent_id].children.append((child, score))
             else:
-                groups[parent_id] = _Parent(parent_id, [(child, score)], score)
+                groups[parent_id] = Parent(parent_id, [(child, score)], score)
         return list(groups.values())
 
     def _expand(
-        self, ranked: list[_Parent], k: int | None, stored: Sequence[Document | None], max_tokens: int | None
+        self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None], max_tokens: int | None
     ) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
         return self._fit(self._capped(ranked, k, stored), max_tokens)
 
-    def _capped(self, ranked: list[_Parent], k: int | None, stored: Sequence[Document | None]) -> list[Document]:
+    def _capped(self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None]) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), each capped, with its ``tokens``."""
-        out = [self._parent_out(parent, doc) for parent, doc in self._servable(ranked, stored, k, warn=True)]
+        out = [
+            parent_out(parent, doc, self.token_counter) for parent, doc in self._servable(ranked, stored, k, warn=True)
+        ]
         if self.max_parent_tokens is not None:
-            out = [self._cap(doc) for doc in out]
+            out = [cap_parent(doc, self.max_parent_tokens, self.token_counter) for doc in out]
         return out
 
     def _fit(self, parents: list[Document], max_tokens: int | None) -> list[Document]:
@@ -519,14 +508,14 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         return fitted
 
     def _servable(
-        self, ranked: list[_Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False
-    ) -> list[tuple[_Parent, Document]]:
+        self, ranked: list[Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False
+    ) -> list[tuple[Parent, Document]]:
         """The first ``limit`` ranked parents (all, for None) that can be served.
 
         A parent is servable when it is in the docstore and of the version of its children;
         each keeps only its children of its version. With ``warn``, each one skipped is logged.
         """
-        out: list[tuple[_Parent, Document]] = []
+        out: list[tuple[Parent, Document]] = []
         heads = self._heads_of([d for d in stored if d is not None])
         for parent, doc in zip(ranked, stored, strict=True):
             if len(out) == limit:
@@ -539,8 +528,8 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
                         parent.parent_id,
                     )
                 continue
-            same = [(c, score) for c, score in parent.children if _same_version(c, doc)]
-            if not same or not _same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
+            same = [(c, score) for c, score in parent.children if same_version(c, doc)]
+            if not same or not same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
                 if warn:
                     logger.warning(
                         "Skipping parent %r: the matched children are of another version of its document "
@@ -548,7 +537,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
                         parent.parent_id,
                     )
                 continue
-            out.append((_Parent(parent.parent_id, same, parent.score), doc))
+            out.append((Parent(parent.parent_id, same, parent.score), doc))
         return out
 
     def _heads_of(self, parents: list[Document]) -> dict[str, Document | None]:
@@ -558,268 +547,3 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         missing = [d for d in doc_ids if d not in given]
         found = self.docstore.mget([self._head_id(d) for d in missing]) if missing else []
         return {**given, **dict(zip(missing, found, strict=True))}
-
-    def _parent_out(self, parent: _Parent, doc: Document) -> Document:
-        base = int(doc.metadata.get(START, 0))
-        children = []
-        for child, score in sorted(parent.children, key=lambda cs: -cs[1]):
-            m = child.metadata
-            start = int(m.get(STORED_START, m.get(START, base)))
-            end = int(m.get(STORED_END, m.get(END, base)))
-            children.append(
-                {REF_ID: child.id, START: start, END: end, IN_PARENT: [start - base, end - base], SCORE: score}
-            )
-        best = parent.children[0][0].metadata
-        extra = {key: best[key] for key in CARRIED if key in best}
-        metadata = {**doc.metadata, **extra, PARENT_ID: parent.parent_id, SCORE: parent.score, CHILDREN: children}
-        metadata[TOKENS] = self.token_counter(doc.page_content)
-        return Document(doc.page_content, metadata=metadata, id=parent.parent_id)
-
-    def _cap(self, doc: Document) -> Document:
-        """A parent over ``max_parent_tokens`` becomes the largest span around its children that fits."""
-        cap = self.max_parent_tokens
-        assert cap is not None
-        if doc.metadata[TOKENS] <= cap or not doc.metadata.get(CHILDREN):
-            return doc
-        base = int(doc.metadata[START])
-        best = doc.metadata[CHILDREN][0]
-        focus = (int(best[START]), int(best[END]))
-
-        def fits(units: list[Span], r: tuple[int, int]) -> bool:
-            return self.token_counter(doc.page_content[units[r[0]][0] - base : units[r[1] - 1][1] - base]) <= cap
-
-        # Whole tables and code blocks first; if not even the child's own units fit,
-        # finer units (table rows, code lines) from a splitter capped at ``cap``.
-        for unit_cap, seed in ((None, focus), (cap, (focus[0], focus[0] + 1))):
-            splitter = SentenceSplitter(max_tokens=unit_cap, token_counter=self.token_counter)
-            units: list[Span] = [(base + s, base + e) for s, e in splitter(doc.page_content)]
-            ranges = grow(units, seed)
-            fit = largest_fitting(ranges, lambda r, units=units: fits(units, r))  # type: ignore[misc]
-            if fit is not None:
-                return trim(doc, units, ranges[fit], self.token_counter)
-        return trim(doc, units, ranges[0], self.token_counter)
-
-
-_PROBE = 16
-"""Parent keys and child ids probed past the committed counts for units an interrupted run left."""
-
-
-@dataclass(frozen=True)
-class _Children:
-    """One parent's children as offsets; their records are built as they are written."""
-
-    parent_id: str
-    text: str
-    """The parent's text."""
-    base: int
-    """Where the parent starts in the source."""
-    chunks: list[Span]
-    metadata: dict[str, Any]
-    """What every child carries besides its position."""
-    prefixes: list[str] | None = None
-    """What is embedded before each child (``child_context``); None: nothing."""
-
-    @property
-    def n(self) -> int:
-        """The number of children."""
-        return len(self.chunks)
-
-    def ids(self) -> Iterator[str]:
-        """The children's vector-store ids."""
-        return (unit_id(self.parent_id, i) for i in range(self.n))
-
-    def records(self) -> Iterator[tuple[str, Document, str]]:
-        """Each child's id, record and the text embedded for it (its context and its own text)."""
-        for i, (s, e) in enumerate(self.chunks):
-            meta = {**self.metadata, STORED_INDEX: i, STORED_START: self.base + s, STORED_END: self.base + e}
-            own = self.text[s:e]
-            embedded = own if self.prefixes is None else self.prefixes[i] + own
-            yield unit_id(self.parent_id, i), Document(own, metadata=meta), embedded
-
-
-@dataclass
-class _Found:
-    """What is stored for one document: its parents by docstore key, its children by vector id."""
-
-    parents: dict[str, Document] = field(default_factory=dict)
-    children: dict[str, Document] = field(default_factory=dict)
-
-
-class _ParentLayout:
-    """Parents' storage: children in the vector store, parents in the docstore.
-
-    A document's first parent is its head: it records the revision and the parent count,
-    and each parent records how many children it has, so everything stored for a document
-    is found from its head without listing keys.
-    """
-
-    def __init__(
-        self,
-        vectors: StoreAdapter,
-        docstore: BaseStore[str, Document],
-        head_id: Callable[[str], str],
-        batch_size: int,
-        add_kwargs: dict[str, Any],
-    ) -> None:
-        self.vectors = vectors
-        self.docstore = docstore
-        self.head_id = head_id
-        self.batch_size = batch_size
-        self.add_kwargs = add_kwargs
-        self._heads: dict[str, Document] = {}
-
-    def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
-        found = self.docstore.mget([self.head_id(d) for d in doc_ids]) if doc_ids else []
-        self._heads = {d: head for d, head in zip(doc_ids, found, strict=True) if head is not None}
-        return {d: head.metadata.get(REVISION) for d, head in self._heads.items()}
-
-    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> dict[str, Stored]:
-        return {
-            d: Stored(vector_ids=list(found.children), docstore_keys=list(found.parents))
-            for d, found in self._listing(doc_ids).items()
-        }
-
-    def _listing(self, doc_ids: list[str]) -> dict[str, _Found]:
-        """Every parent and child stored for each of ``doc_ids``, keyed by docstore key and vector id.
-
-        Those the heads count, and those an interrupted run left past the counts (probed
-        ``_PROBE`` ids past the last one found, for all documents at once).
-        """
-        keys: list[str] = []
-        owner: dict[str, str] = {}  # parent key -> document
-        ends: dict[str, int] = {}
-        for d in doc_ids:
-            committed = int(self._heads[d].metadata.get(N_PARENTS, 1)) if d in self._heads else 0
-            keys += [self.head_id(d) if j == 0 else parent_key(d, j) for j in range(committed)]
-            owner.update((key, d) for key in keys[len(keys) - committed :])
-            ends[d] = max(committed, 1)
-
-        def parents_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, Document]]:
-            named = [parent_key(d, j) for d, j in asked]
-            got = self.docstore.mget(named)
-            return {at: (key, doc) for at, key, doc in zip(asked, named, got, strict=True) if doc is not None}
-
-        committed_parents = self.docstore.mget(keys) if keys else []
-        parents = {k: v for k, v in zip(keys, committed_parents, strict=True) if v is not None}
-        past = core.probe_past(ends, parents_at, _PROBE)
-        parents.update(past.values())
-        owner.update((key, d) for (d, _), (key, _) in past.items())
-
-        def children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
-            ids = {unit_id(key, i): (key, i) for key, i in asked}
-            return {ids[c.id]: c for c in self.vectors.get_by_ids(list(ids)) if c.id in ids}
-
-        counts = {key: int(parent.metadata.get(N_CHILDREN, 0)) for key, parent in parents.items()}
-        # Children are written before their parents: a run killed in between leaves children
-        # of parents the docstore never got. Each such parent's first child is probed past
-        # the last parent found; the rest of its children are probed from there.
-        split = [d for d in doc_ids if self.head_id(d) == parent_key(d, 0)]
-        beyond = {d: max([ends[d], *(j + 1 for dd, j in past if dd == d)]) for d in split}
-
-        def first_children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
-            found = children_at([(parent_key(d, j), 0) for d, j in asked])
-            return {(d, j): found[(parent_key(d, j), 0)] for d, j in asked if (parent_key(d, j), 0) in found}
-
-        for d, j in core.probe_past(beyond, first_children_at, _PROBE):
-            counts.setdefault(parent_key(d, j), 0)
-            owner[parent_key(d, j)] = d
-        counted = children_at([(key, i) for key, n in counts.items() for i in range(n)])
-        left = core.probe_past(counts, children_at, _PROBE)
-        out = {d: _Found() for d in doc_ids}
-        for key, parent in parents.items():
-            out[owner[key]].parents[key] = parent
-        for (key, i), child in {**counted, **left}.items():
-            out[owner[key]].children[unit_id(key, i)] = child
-        return out
-
-    def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
-        """Documents with a parent or child missing, past the head's counts, or of another version.
-
-        Reads the documents' parents from the docstore and their children's metadata; embeds nothing.
-        """
-        current = [d for d in doc_ids if d in self._heads]
-        bad = set()
-        for d, found in self._listing(current).items():
-            rev = heads.get(d)
-            mine, kids = found.parents, found.children
-            n = int(self._heads[d].metadata.get(N_PARENTS, 1))
-            expected = [self.head_id(d)] + [parent_key(d, j) for j in range(1, n)]
-            counted = [
-                unit_id(k, i) for k in expected if k in mine for i in range(int(mine[k].metadata.get(N_CHILDREN, 0)))
-            ]
-            if (
-                sorted(mine) != sorted(expected)
-                or sorted(kids) != sorted(counted)
-                or any(p.metadata.get(REVISION, rev) != rev for p in mine.values())
-                or any(c.metadata.get(STORED_REV, rev) != rev for c in kids.values())
-            ):
-                bad.add(d)
-        return bad
-
-    def write_body(self, todo: list[Prepared]) -> None:
-        children = (c for p in todo for kids in p.payload[1] for c in kids.records())
-        for batch in core.batched(children, self.batch_size):
-            self.vectors.add_documents(
-                [c for _, c, _ in batch],
-                ids=[i for i, _, _ in batch],
-                embedded=[t for _, _, t in batch],
-                **self.add_kwargs,
-            )
-        body = [(i, parent) for p in todo for i, parent in p.payload[0][1:]]
-        if body:
-            self.docstore.mset(body)
-
-    def write_heads(self, todo: list[Prepared]) -> None:
-        self.docstore.mset([p.payload[0][0] for p in todo])
-
-    def remove(self, stale: Iterable[Stored]) -> None:
-        units = list(stale)
-        children = [i for s in units for i in s.vector_ids]
-        parents = [key for s in units for key in s.docstore_keys]
-        if children:
-            self.vectors.delete(children)
-        if parents:
-            self.docstore.mdelete(parents)
-
-
-def parent_key(doc_id: str, index: int) -> str:
-    """The docstore key of parent ``index`` of document ``doc_id``.
-
-    Only characters that every LangChain store accepts (``LocalFileStore`` allows
-    letters, digits and ``_.-/``) are added to the document id.
-    """
-    return f"{doc_id}.p{index}"
-
-
-def _aggregate(how: str, scores: list[float]) -> float:
-    if how == "mean":
-        return sum(scores) / len(scores)
-    if how == "sum":
-        return sum(scores)
-    return max(scores)
-
-
-def _same_version(unit: Document, parent: Document | None) -> bool:
-    """``unit`` (a child, or a parent) was written by the version ``parent`` holds.
-
-    Units stored before versions were recorded pass; a missing head does not.
-    """
-    if parent is None:
-        return False
-    rev = unit.metadata.get(STORED_REV, unit.metadata.get(REVISION))
-    return rev is None or parent.metadata.get(REVISION) is None or rev == parent.metadata[REVISION]
-
-
-def _child_out(child: Document, score: float, id_key: str) -> Document:
-    """A matched child as a match-only result, in source coordinates."""
-    m = child.metadata
-    metadata = {
-        **{k: v for k, v in decode_metadata(m).items() if k != id_key},
-        DOC_ID: m.get(STORED_DOC),
-        PARENT_ID: m.get(id_key),
-        CHILD_ID: child.id,
-        START: m.get(STORED_START),
-        END: m.get(STORED_END),
-        SCORE: score,
-    }
-    return Document(child.page_content, metadata=metadata, id=child.id)

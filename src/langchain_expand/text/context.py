@@ -30,8 +30,8 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from langchain_expand import markdown
-from langchain_expand.sentences import SPEAKER, Span
+from langchain_expand.text import markdown
+from langchain_expand.text.sentences import SPEAKER, Span
 
 __all__ = ["SentenceContext", "StructuralContext"]
 

@@ -13,12 +13,12 @@ metadata, so a record of that revision is the record the store holds: a document
 new text, or deleted, is read from the store again. Heads (sentence 0, the commit marker) are
 always read from the store, so the final version check sees the store as it is now.
 
-Where the retriever has a lexical index (:class:`~langchain_expand.lexical.BaseLexicalIndex`),
+Where the retriever has a lexical index (:class:`~langchain_expand.windows.lexical.BaseLexicalIndex`),
 its local copies of the records come before the store: read by key (from SQLite, about 10 us a
 record), at the revision of the document's head read in this query, and made into records
 only when asked for (growth needs a sentence's position, count and vector; most of what it
 looks at is never sent). A query then reads the store for its search and its heads alone; where the retriever
-holds a :class:`~langchain_expand.snapshot.Snapshot`, the copies come from memory instead,
+holds a :class:`~langchain_expand.windows.snapshot.Snapshot`, the copies come from memory instead,
 under the same rule.
 """
 
@@ -33,14 +33,14 @@ from typing import Protocol
 import numpy as np
 from langchain_core.documents import Document
 
-from langchain_expand.adapters import StoreAdapter, Vector
-from langchain_expand.growth import Position
-from langchain_expand.lexical import LocalSentence
-from langchain_expand.records import unit_id, unit_position
-from langchain_expand.sentences import Marks, marks
-from langchain_expand.snapshot import Scores, Snapshot
-from langchain_expand.tokens import count_many, counter_key
+from langchain_expand.store.adapters import StoreAdapter, Vector
+from langchain_expand.store.records import unit_id, unit_position
+from langchain_expand.text.sentences import Marks, marks
+from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
+from langchain_expand.windows.growth import Position
+from langchain_expand.windows.lexical import LocalSentence
+from langchain_expand.windows.snapshot import Scores, Snapshot
 
 __all__ = ["HeadsAtMark", "Reads", "SentenceCache", "cosines", "record_marks"]
 
@@ -408,7 +408,7 @@ def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
 
 
 def record_marks(record: Document) -> Marks:
-    """A sentence record's :class:`~langchain_expand.sentences.Marks`, from its text and stored gap."""
+    """A sentence record's :class:`~langchain_expand.text.sentences.Marks`, from its text and stored gap."""
     return marks(record.page_content, str(record.metadata.get(STORED_GAP, "")))
 
 

@@ -1,0 +1,150 @@
+"""The call contract every retriever and runnable keeps: strict arguments, one wording per rule, async.
+
+A call's parameters are resolved against the instance's fields and checked once, by the rules
+here (one wording per rule, naming the parameter and the fix); an unknown keyword is refused
+with the closest valid name.
+
+Sync and async share one implementation: :class:`AsyncByThread` runs the sync method in an
+executor, forwarding every argument. The default stack (Chroma, SQLite) has no native async
+I/O, so a thread is what an async call would cost anyway.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.runnables.config import run_in_executor
+
+__all__ = [
+    "AsyncByThread",
+    "AsyncQueryByThread",
+    "check_fraction",
+    "check_non_negative",
+    "check_optional_positive",
+    "check_positive",
+    "check_query",
+    "from_search_kwargs",
+    "reject_unknown",
+]
+
+
+def reject_unknown(owner: str, given: dict[str, Any], known: Iterable[str]) -> None:
+    """A typo (``befor=3``) is an error naming the closest valid argument, not a silent default."""
+    valid = sorted(known)
+    for name in given:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1)
+            hint = f" Did you mean `{close[0]}`?" if close else f" Valid arguments: {', '.join(valid)}."
+            msg = f"{owner} got an unknown argument `{name}`.{hint}"
+            raise ValueError(msg)
+
+
+def from_search_kwargs(owner: str, given: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
+    """LangChain's ``search_kwargs={...}`` turned into this library's own arguments.
+
+    Each key maps to one argument (``mapping``); a key with no meaning here, or given both
+    ways, is an error that says so.
+    """
+    if "search_kwargs" not in given:
+        return given
+    out = {k: v for k, v in given.items() if k != "search_kwargs"}
+    for key, value in (given["search_kwargs"] or {}).items():
+        if key not in mapping:
+            msg = (
+                f"{owner}: search_kwargs key `{key}` has no meaning here; it accepts "
+                f"{', '.join(f'`{k}`' for k in mapping)} (mapped to {', '.join(sorted(set(mapping.values())))})."
+            )
+            raise ValueError(msg)
+        name = mapping[key]
+        if name in out and out[name] != value:
+            msg = f"{owner}: `{name}` is given twice, as `{name}={out[name]!r}` and in search_kwargs; give it once."
+            raise ValueError(msg)
+        out[name] = value
+    return out
+
+
+def check_query(query: str) -> None:
+    """An empty query matches nothing meaningfully: say so instead of returning noise.
+
+    A very long query is accepted; the embedding model reads its beginning (MiniLM: the
+    first 256 word pieces).
+    """
+    if not isinstance(query, str) or not query.strip():
+        msg = f"The query is empty ({query!r}); pass the question text."
+        raise ValueError(msg)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_positive(name: str, value: object) -> None:
+    """``value`` must be an integer >= 1."""
+    if not _is_int(value) or value < 1:  # type: ignore[operator]
+        msg = f"`{name}` must be a positive integer, got {value!r}."
+        raise ValueError(msg)
+
+
+def check_optional_positive(name: str, value: object) -> None:
+    """``value`` must be an integer >= 1, or None for "no limit"."""
+    if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
+        msg = f"`{name}` must be a positive integer or None (no limit), got {value!r}."
+        raise ValueError(msg)
+
+
+def check_non_negative(name: str, value: object) -> None:
+    """``value`` must be an integer >= 0."""
+    if not _is_int(value) or value < 0:  # type: ignore[operator]
+        msg = f"`{name}` must be an integer >= 0, got {value!r}."
+        raise ValueError(msg)
+
+
+def check_fraction(name: str, value: object) -> None:
+    """``value`` must be a number in [0, 1], or None."""
+    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1):
+        msg = f"`{name}` must be a number between 0 and 1, or None, got {value!r}."
+        raise ValueError(msg)
+
+
+class AsyncQueryByThread:
+    """An async query that runs the sync implementation in an executor.
+
+    Every argument is forwarded (LangChain's default ``_aget_relevant_documents`` drops
+    keyword arguments), and callbacks reach the same run.
+    """
+
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
+    ) -> list[Document]:
+        result: list[Document] = await run_in_executor(
+            None,
+            self._get_relevant_documents,  # type: ignore[attr-defined]
+            query,
+            run_manager=run_manager.get_sync(),
+            **kwargs,
+        )
+        return result
+
+
+class AsyncByThread(AsyncQueryByThread):
+    """Async query, indexing, deletion and expansion, each running its sync twin in a thread."""
+
+    async def aadd_documents(
+        self, documents: Sequence[Document], ids: Sequence[str] | None = None, **kwargs: Any
+    ) -> list[str]:
+        """Async :meth:`add_documents`, run in a thread."""
+        done: list[str] = await run_in_executor(None, self.add_documents, documents, ids, **kwargs)  # type: ignore[attr-defined]
+        return done
+
+    async def adelete(self, ids: Sequence[str]) -> None:
+        """Async :meth:`delete`, run in a thread."""
+        await run_in_executor(None, self.delete, ids)  # type: ignore[attr-defined]
+
+    async def aexpand_hits(self, hits: Sequence[Document], **kwargs: Any) -> list[Document]:
+        """Async :meth:`expand_hits`, run in a thread, with every argument forwarded."""
+        out: list[Document] = await run_in_executor(None, self.expand_hits, hits, **kwargs)  # type: ignore[attr-defined]
+        return out

@@ -1,0 +1,118 @@
+"""Parents as served: ranked by their children's scores, checked against the head, placed and capped."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from langchain_core.documents import Document
+
+from langchain_expand.budget import trim
+from langchain_expand.store.records import (
+    decode_metadata,
+)
+from langchain_expand.text.ranges import grow, largest_fitting
+from langchain_expand.text.sentences import SentenceSplitter, Span
+from langchain_expand.units import (
+    CARRIED,
+    CHILD_ID,
+    CHILDREN,
+    DOC_ID,
+    END,
+    IN_PARENT,
+    PARENT_ID,
+    REF_ID,
+    REVISION,
+    SCORE,
+    START,
+    STORED_DOC,
+    STORED_END,
+    STORED_REV,
+    STORED_START,
+    TOKENS,
+)
+
+__all__ = ["Parent", "aggregate", "cap_parent", "child_out", "parent_out", "same_version"]
+
+
+@dataclass
+class Parent:
+    """A ranked parent: its id, its matched children with their scores, and its own score."""
+
+    parent_id: str
+    children: list[tuple[Document, float]]
+    score: float
+
+
+def aggregate(how: str, scores: list[float]) -> float:
+    """A parent's score from its children's: their ``max``, ``mean`` or ``sum``."""
+    if how == "mean":
+        return sum(scores) / len(scores)
+    if how == "sum":
+        return sum(scores)
+    return max(scores)
+
+
+def same_version(unit: Document, parent: Document | None) -> bool:
+    """``unit`` (a child, or a parent) was written by the version ``parent`` holds.
+
+    Units stored before versions were recorded pass; a missing head does not.
+    """
+    if parent is None:
+        return False
+    rev = unit.metadata.get(STORED_REV, unit.metadata.get(REVISION))
+    return rev is None or parent.metadata.get(REVISION) is None or rev == parent.metadata[REVISION]
+
+
+def child_out(child: Document, score: float, id_key: str) -> Document:
+    """A matched child as a match-only result, in source coordinates."""
+    m = child.metadata
+    metadata = {
+        **{k: v for k, v in decode_metadata(m).items() if k != id_key},
+        DOC_ID: m.get(STORED_DOC),
+        PARENT_ID: m.get(id_key),
+        CHILD_ID: child.id,
+        START: m.get(STORED_START),
+        END: m.get(STORED_END),
+        SCORE: score,
+    }
+    return Document(child.page_content, metadata=metadata, id=child.id)
+
+
+def parent_out(parent: Parent, doc: Document, counter: Callable[[str], int]) -> Document:
+    """A parent as served: its matched children with their places, its score and its token count."""
+    base = int(doc.metadata.get(START, 0))
+    children = []
+    for child, score in sorted(parent.children, key=lambda cs: -cs[1]):
+        m = child.metadata
+        start = int(m.get(STORED_START, m.get(START, base)))
+        end = int(m.get(STORED_END, m.get(END, base)))
+        children.append({REF_ID: child.id, START: start, END: end, IN_PARENT: [start - base, end - base], SCORE: score})
+    best = parent.children[0][0].metadata
+    extra = {key: best[key] for key in CARRIED if key in best}
+    metadata = {**doc.metadata, **extra, PARENT_ID: parent.parent_id, SCORE: parent.score, CHILDREN: children}
+    metadata[TOKENS] = counter(doc.page_content)
+    return Document(doc.page_content, metadata=metadata, id=parent.parent_id)
+
+
+def cap_parent(doc: Document, cap: int, counter: Callable[[str], int]) -> Document:
+    """A parent over ``cap`` tokens becomes the largest span around its best child that fits."""
+    if doc.metadata[TOKENS] <= cap or not doc.metadata.get(CHILDREN):
+        return doc
+    base = int(doc.metadata[START])
+    best = doc.metadata[CHILDREN][0]
+    focus = (int(best[START]), int(best[END]))
+
+    def fits(units: list[Span], r: tuple[int, int]) -> bool:
+        return counter(doc.page_content[units[r[0]][0] - base : units[r[1] - 1][1] - base]) <= cap
+
+    # Whole tables and code blocks first; if not even the child's own units fit,
+    # finer units (table rows, code lines) from a splitter capped at ``cap``.
+    for unit_cap, seed in ((None, focus), (cap, (focus[0], focus[0] + 1))):
+        splitter = SentenceSplitter(max_tokens=unit_cap, token_counter=counter)
+        units: list[Span] = [(base + s, base + e) for s, e in splitter(doc.page_content)]
+        ranges = grow(units, seed)
+        fit = largest_fitting(ranges, lambda r, units=units: fits(units, r))  # type: ignore[misc]
+        if fit is not None:
+            return trim(doc, units, ranges[fit], counter)
+    return trim(doc, units, ranges[0], counter)

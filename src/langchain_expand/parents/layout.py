@@ -1,0 +1,230 @@
+"""Parents' storage: children in the vector store, parents in the docstore, the first parent the head.
+
+A document's parents are stored under keys :func:`parent_key` makes from its id, its children
+under ids from their parent's; the first parent is the document's head, written last, so it
+commits the version (:mod:`langchain_expand.store.commit`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.stores import BaseStore
+
+from langchain_expand.store import commit
+from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.commit import Prepared, Stored
+from langchain_expand.store.records import (
+    unit_id,
+)
+from langchain_expand.text.sentences import Span
+from langchain_expand.units import (
+    N_CHILDREN,
+    N_PARENTS,
+    REVISION,
+    STORED_END,
+    STORED_INDEX,
+    STORED_REV,
+    STORED_START,
+)
+
+__all__ = ["Children", "ParentLayout", "parent_key"]
+
+
+_PROBE = 16
+"""Parent keys and child ids probed past the committed counts for units an interrupted run left."""
+
+
+@dataclass(frozen=True)
+class Children:
+    """One parent's children as offsets; their records are built as they are written."""
+
+    parent_id: str
+    text: str
+    """The parent's text."""
+    base: int
+    """Where the parent starts in the source."""
+    chunks: list[Span]
+    metadata: dict[str, Any]
+    """What every child carries besides its position."""
+    prefixes: list[str] | None = None
+    """What is embedded before each child (``child_context``); None: nothing."""
+
+    @property
+    def n(self) -> int:
+        """The number of children."""
+        return len(self.chunks)
+
+    def ids(self) -> Iterator[str]:
+        """The children's vector-store ids."""
+        return (unit_id(self.parent_id, i) for i in range(self.n))
+
+    def records(self) -> Iterator[tuple[str, Document, str]]:
+        """Each child's id, record and the text embedded for it (its context and its own text)."""
+        for i, (s, e) in enumerate(self.chunks):
+            meta = {**self.metadata, STORED_INDEX: i, STORED_START: self.base + s, STORED_END: self.base + e}
+            own = self.text[s:e]
+            embedded = own if self.prefixes is None else self.prefixes[i] + own
+            yield unit_id(self.parent_id, i), Document(own, metadata=meta), embedded
+
+
+@dataclass
+class Found:
+    """What is stored for one document: its parents by docstore key, its children by vector id."""
+
+    parents: dict[str, Document] = field(default_factory=dict)
+    children: dict[str, Document] = field(default_factory=dict)
+
+
+class ParentLayout:
+    """Parents' storage: children in the vector store, parents in the docstore.
+
+    A document's first parent is its head: it records the revision and the parent count,
+    and each parent records how many children it has, so everything stored for a document
+    is found from its head without listing keys.
+    """
+
+    def __init__(
+        self,
+        vectors: StoreAdapter,
+        docstore: BaseStore[str, Document],
+        head_id: Callable[[str], str],
+        batch_size: int,
+        add_kwargs: dict[str, Any],
+    ) -> None:
+        self.vectors = vectors
+        self.docstore = docstore
+        self.head_id = head_id
+        self.batch_size = batch_size
+        self.add_kwargs = add_kwargs
+        self._heads: dict[str, Document] = {}
+
+    def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
+        """Each document's committed revision, read from its head parent (kept for :meth:`stored`)."""
+        found = self.docstore.mget([self.head_id(d) for d in doc_ids]) if doc_ids else []
+        self._heads = {d: head for d, head in zip(doc_ids, found, strict=True) if head is not None}
+        return {d: head.metadata.get(REVISION) for d, head in self._heads.items()}
+
+    def stored(self, doc_ids: list[str], heads: dict[str, Hashable]) -> dict[str, Stored]:
+        """Every child and parent key stored for each document, committed or left by an interrupted run."""
+        return {
+            d: Stored(vector_ids=list(found.children), docstore_keys=list(found.parents))
+            for d, found in self._listing(doc_ids).items()
+        }
+
+    def _listing(self, doc_ids: list[str]) -> dict[str, Found]:
+        """Every parent and child stored for each of ``doc_ids``, keyed by docstore key and vector id.
+
+        Those the heads count, and those an interrupted run left past the counts (probed
+        ``_PROBE`` ids past the last one found, for all documents at once).
+        """
+        keys: list[str] = []
+        owner: dict[str, str] = {}  # parent key -> document
+        ends: dict[str, int] = {}
+        for d in doc_ids:
+            committed = int(self._heads[d].metadata.get(N_PARENTS, 1)) if d in self._heads else 0
+            keys += [self.head_id(d) if j == 0 else parent_key(d, j) for j in range(committed)]
+            owner.update((key, d) for key in keys[len(keys) - committed :])
+            ends[d] = max(committed, 1)
+
+        def parents_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], tuple[str, Document]]:
+            named = [parent_key(d, j) for d, j in asked]
+            got = self.docstore.mget(named)
+            return {at: (key, doc) for at, key, doc in zip(asked, named, got, strict=True) if doc is not None}
+
+        committed_parents = self.docstore.mget(keys) if keys else []
+        parents = {k: v for k, v in zip(keys, committed_parents, strict=True) if v is not None}
+        past = commit.probe_past(ends, parents_at, _PROBE)
+        parents.update(past.values())
+        owner.update((key, d) for (d, _), (key, _) in past.items())
+
+        def children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
+            ids = {unit_id(key, i): (key, i) for key, i in asked}
+            return {ids[c.id]: c for c in self.vectors.get_by_ids(list(ids)) if c.id in ids}
+
+        counts = {key: int(parent.metadata.get(N_CHILDREN, 0)) for key, parent in parents.items()}
+        # Children are written before their parents: a run killed in between leaves children
+        # of parents the docstore never got. Each such parent's first child is probed past
+        # the last parent found; the rest of its children are probed from there.
+        split = [d for d in doc_ids if self.head_id(d) == parent_key(d, 0)]
+        beyond = {d: max([ends[d], *(j + 1 for dd, j in past if dd == d)]) for d in split}
+
+        def first_children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
+            found = children_at([(parent_key(d, j), 0) for d, j in asked])
+            return {(d, j): found[(parent_key(d, j), 0)] for d, j in asked if (parent_key(d, j), 0) in found}
+
+        for d, j in commit.probe_past(beyond, first_children_at, _PROBE):
+            counts.setdefault(parent_key(d, j), 0)
+            owner[parent_key(d, j)] = d
+        counted = children_at([(key, i) for key, n in counts.items() for i in range(n)])
+        left = commit.probe_past(counts, children_at, _PROBE)
+        out = {d: Found() for d in doc_ids}
+        for key, parent in parents.items():
+            out[owner[key]].parents[key] = parent
+        for (key, i), child in {**counted, **left}.items():
+            out[owner[key]].children[unit_id(key, i)] = child
+        return out
+
+    def unsettled(self, doc_ids: list[str], heads: dict[str, Hashable]) -> set[str]:
+        """Documents with a parent or child missing, past the head's counts, or of another version.
+
+        Reads the documents' parents from the docstore and their children's metadata; embeds nothing.
+        """
+        current = [d for d in doc_ids if d in self._heads]
+        bad = set()
+        for d, found in self._listing(current).items():
+            rev = heads.get(d)
+            mine, kids = found.parents, found.children
+            n = int(self._heads[d].metadata.get(N_PARENTS, 1))
+            expected = [self.head_id(d)] + [parent_key(d, j) for j in range(1, n)]
+            counted = [
+                unit_id(k, i) for k in expected if k in mine for i in range(int(mine[k].metadata.get(N_CHILDREN, 0)))
+            ]
+            if (
+                sorted(mine) != sorted(expected)
+                or sorted(kids) != sorted(counted)
+                or any(p.metadata.get(REVISION, rev) != rev for p in mine.values())
+                or any(c.metadata.get(STORED_REV, rev) != rev for c in kids.values())
+            ):
+                bad.add(d)
+        return bad
+
+    def write_body(self, todo: list[Prepared]) -> None:
+        """Every child, then every parent but the heads."""
+        children = (c for p in todo for kids in p.payload[1] for c in kids.records())
+        for batch in commit.batched(children, self.batch_size):
+            self.vectors.add_documents(
+                [c for _, c, _ in batch],
+                ids=[i for i, _, _ in batch],
+                embedded=[t for _, _, t in batch],
+                **self.add_kwargs,
+            )
+        body = [(i, parent) for p in todo for i, parent in p.payload[0][1:]]
+        if body:
+            self.docstore.mset(body)
+
+    def write_heads(self, todo: list[Prepared]) -> None:
+        """The heads, last: each commits its document's new version."""
+        self.docstore.mset([p.payload[0][0] for p in todo])
+
+    def remove(self, stale: Iterable[Stored]) -> None:
+        """Delete the children and parents ``stale`` names, in batches."""
+        units = list(stale)
+        children = [i for s in units for i in s.vector_ids]
+        parents = [key for s in units for key in s.docstore_keys]
+        if children:
+            self.vectors.delete(children)
+        if parents:
+            self.docstore.mdelete(parents)
+
+
+def parent_key(doc_id: str, index: int) -> str:
+    """The docstore key of parent ``index`` of document ``doc_id``.
+
+    Only characters that every LangChain store accepts (``LocalFileStore`` allows
+    letters, digits and ``_.-/``) are added to the document id.
+    """
+    return f"{doc_id}.p{index}"

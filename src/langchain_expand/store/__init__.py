@@ -1,0 +1,6 @@
+"""Storage: the vector-store adapter, the commit protocol, records, the docstore, the defaults.
+
+The retrievers write under one commit protocol (:mod:`.commit`) through one face for every
+vector store (:mod:`.adapters`), read back :mod:`.records`, and open the embedded defaults
+(:mod:`.defaults`: Chroma, MiniLM). Nothing here knows about windows, parents or budgets.
+"""

@@ -1,0 +1,84 @@
+"""One query against a vector store: embedded once, asked by vector as often as the over-fetch needs.
+
+Each retriever turns the ranked matches into its units (windows or parents), then merges and
+fits them to the budget; :func:`overfetch` asks for ever more matches until it has enough.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sized
+from typing import Any, TypeVar
+
+from langchain_core.documents import Document
+
+from langchain_expand.store.adapters import StoreAdapter
+
+__all__ = ["MAX_QUERY_CHARS", "OVERFETCH_LIMIT", "Scored", "VectorSearch", "overfetch"]
+
+OVERFETCH_LIMIT = 64
+"""A search asks at most this many times the matches a call needs, then stops."""
+MAX_QUERY_CHARS = 32_000
+"""A longer query is cut to this before it is embedded or searched lexically: about 8,000
+tokens, the most any common embedding model reads (MiniLM reads 256 word pieces). A 10 MB
+query otherwise took 79 s and 1.9 GB in the tokenizer before the model cut it anyway."""
+
+Scored = list[tuple[Document, float]]
+R = TypeVar("R", bound=Sized)
+logger = logging.getLogger(__name__)
+
+
+class VectorSearch:
+    """One query against a vector store: embedded once, asked by vector as often as needed.
+
+    Stores that search by vector (Chroma, FAISS, Qdrant and most others) are asked that way;
+    a store without one is asked by text, which embeds the query on every call. Relevance
+    comes from :class:`~langchain_expand.store.adapters.StoreAdapter`: in [0, 1], the cosine
+    similarity for unit-length embeddings, whatever the store's distance.
+    """
+
+    def __init__(self, store: StoreAdapter, query: str, search_kwargs: dict[str, Any] | None = None) -> None:
+        """Prepare the search; nothing is embedded until the first call.
+
+        Args:
+            store: The vector store, adapted.
+            query: The query text.
+            search_kwargs: Passed to every search, e.g. ``{"filter": {...}}``.
+        """
+        self.store = store
+        if len(query) > MAX_QUERY_CHARS:
+            logger.warning(
+                "The query is %d characters; searching with its first %d (embedding models read less).",
+                len(query),
+                MAX_QUERY_CHARS,
+            )
+        self.query = query[:MAX_QUERY_CHARS]
+        self.where = dict(search_kwargs or {})
+        self._vector: list[float] | None = None
+
+    def vector(self) -> list[float] | None:
+        """The query's embedding, computed once; None for a store without embeddings."""
+        embeddings = self.store.embeddings
+        if embeddings is None:
+            return None
+        if self._vector is None:
+            self._vector = embeddings.embed_query(self.query)
+        return self._vector
+
+    def __call__(self, k: int) -> Scored:
+        """The ``k`` best matches with their relevance (higher is better)."""
+        return self.store.search(self.query, self.vector(), k, **self.where)
+
+
+def overfetch(search: Callable[[int], R], first: int, need: int) -> Iterator[R]:
+    """Ever larger result lists, doubling from ``first``; the caller stops when it has enough.
+
+    Stops by itself when the store has no more matches, or at ``OVERFETCH_LIMIT x need``.
+    """
+    asked = first
+    while True:
+        scored = search(asked)
+        yield scored
+        if len(scored) < asked or asked >= OVERFETCH_LIMIT * need:
+            return
+        asked *= 2

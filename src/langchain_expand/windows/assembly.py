@@ -1,0 +1,165 @@
+"""Assembly: each window's text from its run of sentences, checked against its document's head.
+
+A window is built from sentences ``[first, last)`` read at one revision, the revision its
+document's head commits; a unit whose sentences are missing or of another version is skipped
+(a writer is at work) and its document named, so the caller can answer again without it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+
+from langchain_expand.store.records import decode_metadata, unit_id
+from langchain_expand.text.tokens import chained_count, count_many, counter_key
+from langchain_expand.units import (
+    DOC_ID,
+    END,
+    HIT,
+    HITS,
+    N_SENTENCES,
+    SCORE,
+    SENTENCES,
+    SPAN,
+    START,
+    STORED_END,
+    STORED_GAP,
+    STORED_INDEX,
+    STORED_REV,
+    STORED_START,
+    TOKENS,
+)
+from langchain_expand.windows.cache import Reads
+from langchain_expand.windows.lexical import LocalSentence
+from langchain_expand.windows.plan import Unit
+from langchain_expand.windows.snapshot import Run
+
+__all__ = ["Runs", "assemble", "copy_of", "joined_text", "needed_ids", "record_runs", "runs_of"]
+
+logger = logging.getLogger(__name__)
+
+
+Runs = Callable[[str, int, int], "Run | None"]
+"""Asked for a document's sentences ``first`` to ``last - 1``, gives them at one revision; None where the store
+holds no complete run of them at one revision."""
+
+
+def assemble(
+    units: list[Unit], runs: Runs, counter: Callable[[str], int], skipped: set[str] | None = None
+) -> list[Document]:
+    """Each unit's window, its text built from its run of sentences and counted by ``counter``.
+
+    Units of a document the store holds no whole version of are skipped, with a warning.
+
+    The ids of documents skipped are added to ``skipped``, so the caller can refill.
+    """
+    out: list[Document] = []
+    derived: list[int | None] = []  # each window's count from its sentences', where exact
+    key = counter_key(counter)
+    for unit in units:
+        run = runs(unit.doc_id, unit.first, unit.last)
+        if run is None or any(h.rev not in (None, run.rev) for h in unit.hits):
+            logger.warning(
+                "Skipping a hit in document %r: the store holds an incomplete or "
+                "superseded version of it (an interrupted or running add_documents). "
+                "Re-run add_documents for it.",
+                unit.doc_id,
+            )
+            if skipped is not None:
+                skipped.add(unit.doc_id)
+            continue
+        out.append(window_of(unit, run))
+        derived.append(None if key is None else run_tokens(counter, key, run.sentences))
+    counted = iter(count_many(counter, [d.page_content for d, n in zip(out, derived, strict=True) if n is None]))
+    for doc, tokens in zip(out, derived, strict=True):
+        doc.metadata[TOKENS] = next(counted) if tokens is None else tokens
+    return out
+
+
+def needed_ids(units: list[Unit]) -> list[str]:
+    """Every id the units need, plus each document's head, for one batched fetch."""
+    ids: dict[str, None] = {}
+    for unit in units:
+        ids[unit_id(unit.doc_id, 0)] = None
+        for i in range(unit.first, unit.last):
+            ids[unit_id(unit.doc_id, i)] = None
+    return list(ids)
+
+
+def runs_of(reads: Reads, units: list[Unit]) -> Runs:
+    """The units' sentences: sliced from the query's snapshot where it holds their document, else read."""
+    held = reads.snapshot
+    rest = [u for u in units if held is None or u.doc_id not in held.revs]
+    read = record_runs(reads.records(needed_ids(rest)) if rest else [])
+    if held is None:
+        return read
+
+    def run(doc_id: str, first: int, last: int) -> Run | None:
+        return held.run(doc_id, first, last) if doc_id in held.revs else read(doc_id, first, last)
+
+    return run
+
+
+def record_runs(records: Iterable[Document]) -> Runs:
+    """Runs of the sentence records given; one with a record missing, or of another revision than its head, is None."""
+    by_id = {r.id: r for r in records if r.id is not None}
+
+    def run(doc_id: str, first: int, last: int) -> Run | None:
+        head = by_id.get(unit_id(doc_id, 0))
+        rev = None if head is None else head.metadata.get(STORED_REV)
+        parts = [by_id.get(unit_id(doc_id, i)) for i in range(first, last)]
+        present = [p for p in parts if p is not None and p.metadata.get(STORED_REV) == rev]
+        if head is None or not isinstance(rev, str) or len(present) != len(parts):
+            return None
+        return Run(rev, head, [copy_of(p) for p in present])
+
+    return run
+
+
+def copy_of(record: Document) -> LocalSentence:
+    """A sentence record as its local copy holds it."""
+    m = record.metadata
+    return LocalSentence(
+        int(m[STORED_INDEX]), record.page_content, int(m[STORED_START]), int(m[STORED_END]), m[STORED_GAP]
+    )
+
+
+def run_tokens(counter: Callable[[str], int], key: str, sentences: Sequence[LocalSentence]) -> int | None:
+    """A run's token count from its sentences' own and their joined counts (as the local copies keep them)."""
+    counts = [s.tokens for s in sentences if s.counter == key and s.tokens is not None]
+    if len(counts) != len(sentences):
+        return None
+    return chained_count(counter, [s.text for s in sentences], counts, [s.joined for s in sentences[:-1]])
+
+
+def joined_text(sentences: Sequence[LocalSentence]) -> str:
+    """Consecutive sentences as they stand in the source, gaps included."""
+    parts = []
+    for s in sentences[:-1]:
+        parts += [s.text, s.gap]
+    parts.append(sentences[-1].text)
+    return "".join(parts)
+
+
+def window_of(unit: Unit, run: Run) -> Document:
+    best = unit.hits[0]
+    sentences = run.sentences
+    metadata: dict[str, Any] = {
+        **decode_metadata(run.head.metadata),
+        **best.extra,
+        DOC_ID: unit.doc_id,
+        HIT: best.index,
+        HITS: [h.index for h in unit.hits],
+        SPAN: [unit.first, unit.last],
+        START: sentences[0].start,
+        END: sentences[-1].end,
+        SCORE: best.score,
+        N_SENTENCES: unit.n,
+        SENTENCES: [[s.start, s.end] for s in sentences],
+    }
+    return Document(
+        page_content=joined_text(sentences), metadata=metadata, id=f"{unit.doc_id}::{unit.first}-{unit.last}"
+    )

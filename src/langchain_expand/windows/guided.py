@@ -1,0 +1,135 @@
+"""Guided growth, driven for one query: what growth knows of each sentence, and its fetch rounds.
+
+:func:`~langchain_expand.windows.growth.grow` decides; this module feeds it. With a snapshot
+every sentence is known the first time growth looks at it; from the store, the neighbours
+growth wants are fetched and scored between rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from langchain_expand.text.sentences import Marks
+from langchain_expand.windows.cache import Reads
+from langchain_expand.windows.growth import Growth, Position, Seed, Sentence, grow
+from langchain_expand.windows.hits import Hit
+from langchain_expand.windows.plan import TOKENS_PER_SENTENCE_GUESS, Plan
+
+__all__ = ["GROWTH_ROUNDS", "Growing"]
+
+
+_RING = 2
+"""Sentences fetched per neighbour guided growth asks for: it and the next in its direction."""
+
+
+GROWTH_ROUNDS = 4
+"""Fetch-and-grow rounds at most per search (each reaches further out, up to ``max_radius``);
+with a snapshot growth knows every sentence it weighs and runs once."""
+
+
+class _Known:
+    """What growth knows of each sentence; a sentence the snapshot holds is learned when growth first asks for it.
+
+    With a snapshot every sentence's similarity is already computed (one pass a query), so
+    growth never has to name it as wanted and run again: one run sees what rounds of
+    fetching would have shown it.
+    """
+
+    def __init__(self, held: Callable[[Position], tuple[int, float, Marks] | None] | None) -> None:
+        self._known: dict[Position, Sentence] = {}
+        self._held = held
+        self._not_held: set[Position] = set()
+
+    def get(self, position: Position, /) -> Sentence | None:
+        found = self._known.get(position)
+        if found is None and self._held is not None and position not in self._not_held:
+            held = self._held(position)
+            if held is None:
+                self._not_held.add(position)
+            else:
+                found = self._known[position] = _sentence(*held)
+        return found
+
+    def learn(self, position: Position, sentence: Sentence, *, keep: bool = False) -> None:
+        """Know ``sentence`` at ``position``; with ``keep``, only if nothing is known of it yet."""
+        if not keep or position not in self._known:
+            self._known[position] = sentence
+
+
+def _sentence(tokens: int, similarity: float, mark: Marks) -> Sentence:
+    """What growth knows of a sentence: its token count, its similarity to the query and its marks."""
+    return Sentence(tokens, similarity, tied=mark.tied, heading=mark.heading)
+
+
+class Growing:
+    """One query's guided growth: what it knows of each sentence, and its fetch-and-grow rounds.
+
+    Growth runs on what is known and names the neighbours it wants next; those (and a few
+    beyond, in the direction it was growing) are fetched with their vectors, scored against
+    the query, and growth runs again, at most ``GROWTH_ROUNDS`` times. A sentence the
+    snapshot holds is known as soon as growth looks at it (:class:`_Known`).
+    """
+
+    def __init__(self, reads: Reads, vector: Sequence[float], plan: Plan, decay: float) -> None:
+        self.reads = reads
+        self.vector = vector
+        self.plan = plan
+        self.decay = decay
+        held = None if reads.snapshot is None else (lambda position: reads.held(position, vector))
+        self.known = _Known(held)
+        self._asked: set[Position] = set()
+
+    def seeded(self, hits: list[Hit], counts: list[int], budget: int) -> list[Hit]:
+        """Learn the hits' sentences; the hits that fit ``budget`` (a window holds its hit whole)."""
+        fitting: list[Hit] = []
+        for hit, tokens in zip(hits, counts, strict=True):
+            self._asked.add((hit.doc_id, hit.index))
+            self.known.learn((hit.doc_id, hit.index), _sentence(tokens, hit.score, hit.marks), keep=True)
+            if tokens <= budget:
+                fitting.append(hit)
+        return fitting
+
+    def rounds(
+        self,
+        seeds: list[Seed],
+        target: int,
+        *,
+        heads: list[str] | None = None,
+        taken: dict[int, tuple[int, int]] | None = None,
+        spent: int = 0,
+    ) -> Growth:
+        """Grow ``seeds`` toward ``target`` (on from ``taken``, as :func:`grow`), fetching what it wants between rounds.
+
+        ``heads`` (documents) ride along with the first fetch, for the version check.
+        """
+        sizes = {s.doc_id: s.n for s in seeds}
+        riding = [(doc_id, 0) for doc_id in heads or ()]
+        for attempt in range(1, GROWTH_ROUNDS + 1):
+            growth = grow(
+                seeds,
+                self.known,
+                target,
+                max_units=self.plan.k,
+                max_radius=self.plan.max_radius,
+                decay=self.decay,
+                unknown_tokens=TOKENS_PER_SENTENCE_GUESS,
+                taken=taken,
+                spent=spent,
+            )
+            if not growth.wanted or attempt == GROWTH_ROUNDS:
+                break  # what is still wanted comes with the units' text
+            ahead = [
+                (doc, j)
+                for (doc, i), way in growth.wanted.items()
+                for j in range(i, i + way * _RING, way)
+                if 0 <= j < sizes[doc]
+            ]
+            self._fetch(riding + ahead)
+            riding = []
+        return growth
+
+    def _fetch(self, positions: list[Position]) -> None:
+        fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
+        self._asked.update(fresh)
+        for position, tokens, similarity, mark in self.reads.similar(fresh, self.vector):
+            self.known.learn(position, _sentence(tokens, similarity, mark))

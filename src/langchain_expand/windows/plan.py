@@ -1,0 +1,204 @@
+"""One call's plan: its settings, checked, and how a budget turns ranked hits into windows.
+
+The constants here are how the window retriever reads a budget: how many hits a first search
+asks for (:meth:`Plan.first_fetch`), how far past the budget windows are gathered before the
+exact fit (``OVERFILL`` for fixed windows, ``GUIDED_OVERFILL`` for guided growth), and when
+guided windows grow on into room left (``TOP_UP``). Each was measured on the evidence
+benchmark (``benchmarks/README.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from langchain_core.documents import Document
+
+from langchain_expand.store.records import unit_id
+from langchain_expand.text.ranges import largest_fitting, window_bounds
+from langchain_expand.units import BUDGET, DOC_ID, SPAN
+from langchain_expand.windows.growth import MAX_RADIUS, Seed
+from langchain_expand.windows.hits import Hit
+
+__all__ = [
+    "DEFAULT_K",
+    "GUIDED_OVERFILL",
+    "OVERFILL",
+    "TOKENS_PER_SENTENCE_GUESS",
+    "TOP_UP",
+    "Plan",
+    "Unit",
+    "absorb",
+    "covers",
+    "hits_for",
+    "seeds_of",
+    "used_tokens",
+]
+
+
+@dataclass
+class Unit:
+    """A window: sentences ``[first, last)`` of one document, and the hits inside it."""
+
+    doc_id: str
+    first: int
+    last: int
+    n: int
+    hits: list[Hit]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One call's settings, checked, and how they turn ranked hits into units."""
+
+    k: int | None
+    """The most units; None: as many as ``max_tokens`` holds."""
+    before: int
+    after: int
+    merge: bool
+    merge_gap: int
+    max_tokens: int | None
+    score_threshold: float | None = None
+    relative_score_threshold: float | None = None
+    shape: str = "fixed"
+    """"fixed": ``before``/``after`` around every hit; "guided": grown toward the evidence."""
+    max_radius: int = MAX_RADIUS
+    excluded: frozenset[str] = frozenset()
+    """Documents whose hits are passed over: found half-written earlier in this call."""
+    skipped: set[str] = field(default_factory=set)
+    """Documents this answer skipped because the store held no whole version of them."""
+
+    @property
+    def budget_decides(self) -> bool:
+        """No ``k``: hits are taken in rank order until the budget is full or evidence runs out."""
+        return self.k is None
+
+    def taken(self, hits: list[Hit]) -> list[Hit]:
+        """The hits above the relevance floor: where the evidence runs out, the rest stop."""
+        if not hits:
+            return hits
+        floor = max(
+            self.score_threshold if self.score_threshold is not None else float("-inf"),
+            hits[0].score * self.relative_score_threshold if self.relative_score_threshold is not None else -1e9,
+        )
+        return [h for h in hits if h.score >= floor and h.doc_id not in self.excluded]
+
+    def units(self, hits: list[Hit]) -> list[Unit]:
+        """One unit per hit, or, when merging, one per group of overlapping windows."""
+        return self.joined([(hit, *window_bounds(hit.index, hit.n, self.before, self.after)) for hit in hits])
+
+    def joined(self, spans: list[tuple[Hit, int, int]]) -> list[Unit]:
+        """Each hit's sentences ``[first, last)`` as a unit; merged, when merging, where they touch."""
+        units: list[Unit] = []
+        by_doc: dict[str, list[Unit]] = {}  # each document's units, in the order of ``units``
+        gone: set[int] = set()  # units absorbed by another, by id()
+        gap = self.merge_gap
+        for hit, first, last in spans:
+            same = by_doc.setdefault(hit.doc_id, [])
+            joined = [u for u in same if first <= u.last + gap and u.first <= last + gap] if self.merge else []
+            if not joined:
+                unit = Unit(hit.doc_id, first, last, hit.n, [hit])
+                units.append(unit)
+                same.append(unit)
+                continue
+            keep = joined[0]  # the best-ranked unit absorbs the others
+            keep.first = min([first] + [u.first for u in joined])
+            keep.last = max([last] + [u.last for u in joined])
+            keep.hits = sorted([*keep.hits, *(h for u in joined[1:] for h in u.hits), hit], key=lambda h: -h.score)
+            if len(joined) > 1:
+                gone.update(id(u) for u in joined[1:])
+                same[:] = [u for u in same if id(u) not in gone]
+        return [u for u in units if id(u) not in gone]
+
+    def first_fetch(self) -> int:
+        """Hits asked of the first search: ``k`` (2k when merging), or what the budget may hold."""
+        if self.shape == "guided":
+            assert self.max_tokens is not None
+            return max(4, math.ceil(self.max_tokens / (3 * TOKENS_PER_SENTENCE_GUESS)))
+        if self.k is None:
+            assert self.max_tokens is not None
+            per_window = (self.before + self.after + 1) * TOKENS_PER_SENTENCE_GUESS
+            return max(4, math.ceil(1.5 * self.max_tokens / per_window))
+        return 2 * self.k if self.merge else self.k
+
+
+OVERFILL = 1.5
+"""Budget-driven retrieval gathers windows for this much of the budget, so that when the last
+one is cut down by whole sentences, smaller lower-ranked windows are there to fill the rest."""
+
+
+DEFAULT_K = 4
+"""Windows returned when neither ``k`` nor a budget says how many."""
+
+
+TOKENS_PER_SENTENCE_GUESS = 15
+"""A first guess of a sentence's size, for how many hits a budget-driven search asks first."""
+
+
+GUIDED_OVERFILL = 1.2
+"""Guided growth gathers this much of the budget (sentence counts plus one each); the exact
+fit then keeps the best windows and trims the last by whole sentences around its hit. Measured
+on held-out queries (QMSum 49 on 12 meetings, the others 60; 250 ... 8,000 tokens), 1.0 (the
+fit keeps what growth took first) against 1.2: FriendsQA -7% at 250 tokens and +5 / +4 / +3 /
++4 / +3% from 500 up, TAT-QA +11 / +1.5 / +1.5 / +2.3 / +3.7% up to 4,000, but QMSum -12 / -7 /
+-5% at 1,000 / 2,000 / 8,000 (+25% at 250: 0.020 -> 0.025) and the E-Manual -3.4% at 250 and
+-1.5 to -2% from 1,000 up (the best windows whole win where evidence runs long, growth's order
+where it is short); 1.1 fell between."""
+
+
+TOP_UP = 0.95
+"""Guided windows that fill less of the budget than this, once fitted, grow on into the room left."""
+
+
+def hits_for(budget: int, taken: list[Hit], plan: Plan, sizes: dict[str, int]) -> int:
+    """How many of the ranked hits it takes for their windows to reach ``budget`` tokens.
+
+    Sizes are the sentences' own token counts (the gaps between them are left out), so the
+    windows may run a little over; fitting them to the budget is exact. All of them when
+    even all fall short.
+    """
+
+    def size(n: int) -> int:
+        return sum(sizes.get(unit_id(u.doc_id, i), 0) for u in plan.units(taken[:n]) for i in range(u.first, u.last))
+
+    counts = list(range(1, len(taken) + 1))
+    last_needed = largest_fitting(counts, lambda n: size(n - 1) < budget)
+    return len(taken) if last_needed is None else counts[last_needed]
+
+
+def used_tokens(windows: list[Document]) -> int:
+    """The tokens fitted windows use together, as their budget report counted them."""
+    return int(windows[0].metadata[BUDGET]["used"]) if windows else 0
+
+
+def covers(windows: list[Document], others: list[Document]) -> bool:
+    """Every sentence of ``others`` is in one of ``windows``."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for w in windows:
+        spans.setdefault(w.metadata[DOC_ID], []).append(tuple(w.metadata[SPAN]))
+    return all(
+        any(a <= o.metadata[SPAN][0] and o.metadata[SPAN][1] <= b for a, b in spans.get(o.metadata[DOC_ID], ()))
+        for o in others
+    )
+
+
+def absorb(units: list[Unit], hits: list[Hit]) -> None:
+    """List in each unit every hit inside it, also those another hit's growth reached first."""
+    by_doc: dict[str, list[Hit]] = {}
+    for hit in hits:
+        by_doc.setdefault(hit.doc_id, []).append(hit)
+    for unit in units:
+        inside = [h for h in by_doc.get(unit.doc_id, ()) if unit.first <= h.index < unit.last]
+        listed = {h.index for h in unit.hits}
+        unit.hits = sorted([*unit.hits, *(h for h in inside if h.index not in listed)], key=lambda h: -h.score)
+
+
+def seeds_of(hits: list[Hit]) -> dict[Seed, Hit]:
+    """Growth's seeds, in rank order.
+
+    A seed's relevance is a hit's score, reassigned in rank order (the best score to the
+    first hit, and so on): the ranking (dense, or fused with BM25) decides the order, the
+    scores the scale that neighbours' similarities are compared on.
+    """
+    scores = sorted((h.score for h in hits), reverse=True)
+    return {Seed(h.doc_id, h.index, h.n, s): h for h, s in zip(hits, scores, strict=True)}
