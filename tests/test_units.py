@@ -77,8 +77,6 @@ def test_storage_keys_carry_the_reserved_prefix() -> None:
 def test_accessors_read_the_contract() -> None:
     window = {units.DOC_ID: "d", units.START: 3, units.END: 9, units.SPAN: [2, 5], units.HIT: 3}
     assert units.located(window)
-    assert units.span_of(window) == (2, 5)
     assert not units.is_window(window)  # no sentence offsets: cannot be trimmed by sentences
     assert units.is_window({**window, units.SENTENCES: [[3, 5], [6, 7], [8, 9]]})
     assert not units.located({units.DOC_ID: "d", units.START: "3", units.END: 9})
-    assert units.span_of({units.DOC_ID: "d"}) is None

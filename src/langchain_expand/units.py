@@ -190,12 +190,6 @@ def located(metadata: Mapping[str, Any]) -> bool:
     )
 
 
-def span_of(metadata: Mapping[str, Any]) -> tuple[int, int] | None:
-    """A window's ``[first, last + 1)`` sentence range, or None for a unit without one."""
-    span = metadata.get(SPAN)
-    return None if span is None else (int(span[0]), int(span[1]))
-
-
 def is_window(metadata: Mapping[str, Any]) -> bool:
     """Whether a unit can be trimmed by sentences: it knows its sentences and its hit."""
     return bool(metadata.get(SENTENCES)) and HIT in metadata and SPAN in metadata

@@ -95,8 +95,17 @@ def _kind(store: VectorStore) -> str:
     return "other"
 
 
+def relevance(similarity: float) -> float:
+    """A similarity as LangChain's relevance: clamped to [0, 1].
+
+    LangChain expects relevance in [0, 1] and warns on every query otherwise; a cosine is
+    negative only for texts that point away from the query, which rank last either way.
+    """
+    return min(1.0, max(0.0, similarity))
+
+
 def _clamped(fn: Callable[[float], float]) -> Callable[[float], float]:
-    return lambda raw: min(1.0, max(0.0, float(fn(raw))))
+    return lambda raw: relevance(float(fn(raw)))
 
 
 def relevance_rule(store: VectorStore) -> Callable[[float], float]:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from langchain_chroma import Chroma
 
+from langchain_expand.store.adapters import relevance
+
 __all__ = ["chroma_store", "default_embeddings"]
 
 EF_SEARCH = 500
@@ -84,10 +86,5 @@ def chroma_store(
 
 
 def cosine_relevance(distance: float) -> float:
-    """Relevance from Chroma's cosine distance: the cosine similarity, clamped to [0, 1].
-
-    LangChain expects relevance in [0, 1] and warns on every query otherwise; cosine
-    similarity is negative only for texts that point away from the query, which rank
-    last either way (the order comes from the distances, not from this score).
-    """
-    return min(1.0, max(0.0, 1.0 - distance))
+    """Relevance from Chroma's cosine distance: the cosine similarity, clamped to [0, 1] (:func:`relevance`)."""
+    return relevance(1.0 - distance)

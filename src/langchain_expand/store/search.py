@@ -10,9 +10,7 @@ import logging
 from collections.abc import Callable, Iterator, Sized
 from typing import Any, TypeVar
 
-from langchain_core.documents import Document
-
-from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.adapters import Scored, StoreAdapter
 
 __all__ = ["MAX_QUERY_CHARS", "OVERFETCH_LIMIT", "Scored", "VectorSearch", "overfetch"]
 
@@ -23,7 +21,6 @@ MAX_QUERY_CHARS = 32_000
 tokens, the most any common embedding model reads (MiniLM reads 256 word pieces). A 10 MB
 query otherwise took 79 s and 1.9 GB in the tokenizer before the model cut it anyway."""
 
-Scored = list[tuple[Document, float]]
 R = TypeVar("R", bound=Sized)
 logger = logging.getLogger(__name__)
 

@@ -14,12 +14,8 @@ offsets and windows are the sentence's own):
 - **labels**: a ``Speaker: text`` line's label, for the sentences of the line after the first
   (the first holds it).
 
-Measured on the four dev corpora with the hybrid guided default (evidence recall, 250 ...
-8,000 tokens): dialogue (FriendsQA, 120 queries) +11 / +5 / +8 / +4 / +1.5 / +3%, the E-Manual
-(120 queries) +7 / +7 / +3 / +0.6 / +0.2 / -0.9%, meetings (QMSum, 15 meetings, 66 queries) +40 /
-+31 / +18 / +1 / +2 / +3%, financial tables (TAT-QA, 120 queries) +2 / 0 / -0.6 / -1 / -0.9 /
--0.8% (benchmarks/README.md). Neighbouring sentences as context, tried before, won on dialogue
-and lost on tables: a row's neighbours are other rows, its headings are what it lacks.
+Structure, not neighbouring sentences: a table row's neighbours are other rows, and its
+headings are what it lacks.
 """
 
 from __future__ import annotations

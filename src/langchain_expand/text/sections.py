@@ -8,7 +8,6 @@ are located in the source (:func:`locate`), so every parent knows where it stand
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,12 +15,11 @@ from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
 from langchain_expand.text import markdown
-from langchain_expand.text.sentences import Span
+from langchain_expand.text.sentences import LINE, Span, stripped
 from langchain_expand.units import END, HEADINGS, SECTIONS, START, TITLE
 
 __all__ = ["MarkdownSectionSplitter", "SectionSplitter", "StructureSplitter", "locate", "located_parents"]
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 """A line as the Markdown parser counts them."""
 
 
@@ -51,14 +49,6 @@ class StructureSplitter(TextSplitter):
         return out
 
 
-def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None
-
-
 class MarkdownSectionSplitter(StructureSplitter):
     """Parents from Markdown headings: each section runs from its heading to the next.
 
@@ -80,7 +70,7 @@ class MarkdownSectionSplitter(StructureSplitter):
     def sections(self, document: Document) -> list[tuple[int, int, dict[str, Any]]]:
         """One section per heading of level ``max_level`` or above."""
         text = document.page_content
-        starts = [m.start() for m in _LINE.finditer(text) if m.end() > m.start()]
+        starts = [m.start() for m in LINE.finditer(text) if m.end() > m.start()]
         cuts: list[tuple[int, list[str]]] = [(0, [])]
         path: list[tuple[int, str]] = []
         for heading in markdown.headings(text, self.max_level):
@@ -88,7 +78,7 @@ class MarkdownSectionSplitter(StructureSplitter):
             cuts.append((starts[heading.line], [t for _, t in path]))
         out = []
         for (start, headings), (end, _) in zip(cuts, [*cuts[1:], (len(text), [])], strict=True):
-            span = _trimmed(text, start, end)
+            span = stripped(text, start, end)
             if span:
                 out.append((*span, {HEADINGS: headings, TITLE: headings[-1] if headings else ""}))
         return out
@@ -134,14 +124,14 @@ class SectionSplitter(StructureSplitter):
             start = max(start, at)  # overlapping sections are clipped: no text in two parents
             if start >= end:
                 continue
-            gap = _trimmed(text, at, start)
+            gap = stripped(text, at, start)
             if gap:
                 out.append((*gap, {TITLE: ""}))
-            span = _trimmed(text, start, end)
+            span = stripped(text, start, end)
             if span:
                 out.append((*span, {TITLE: section.get(TITLE, "")}))
             at = end
-        tail = _trimmed(text, at, len(text))
+        tail = stripped(text, at, len(text))
         if tail:
             out.append((*tail, {TITLE: ""}))
         return out

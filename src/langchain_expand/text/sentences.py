@@ -18,7 +18,7 @@ from typing import Literal, NamedTuple
 from langchain_expand.text import markdown
 from langchain_expand.text.tokens import TokenCounter, count_many, count_spans
 
-__all__ = ["NO_MARKS", "Marks", "SentenceSplitter", "Span", "Splitter", "heading", "marks", "tied"]
+__all__ = ["LINE", "NO_MARKS", "Marks", "SentenceSplitter", "Span", "Splitter", "heading", "marks", "stripped", "tied"]
 
 Span = tuple[int, int]
 """A half-open ``[start, end)`` range of char offsets."""
@@ -33,7 +33,8 @@ ABBREVIATIONS = frozenset(
 )
 """Words that a period follows without ending the sentence (lower case, no final '.')."""
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
+"""One line with its line break (the last may have none); an empty match ends the text."""
 _ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
 _ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -152,7 +153,7 @@ class SentenceSplitter:
     # -- structure ---------------------------------------------------------------
 
     def _units(self, text: str) -> Iterator[Span]:
-        lines = [(m.start(), m.end()) for m in _LINE.finditer(text) if m.end() > m.start()]
+        lines = [(m.start(), m.end()) for m in LINE.finditer(text) if m.end() > m.start()]
         hard = self._hard_lines(text, lines)
         for block in self._blocks(text, lines):
             if block.kind == "table" and self.table_rows:
@@ -397,7 +398,7 @@ def _table_rows(text: str, start: int, end: int) -> Iterator[Span]:
 
 
 def _lines_within(text: str, start: int, end: int) -> Iterator[Span]:
-    for m in _LINE.finditer(text, start, end):
+    for m in LINE.finditer(text, start, end):
         if m.end() > m.start():
             yield from _trimmed(text, m.start(), m.end())
 
@@ -405,7 +406,7 @@ def _lines_within(text: str, start: int, end: int) -> Iterator[Span]:
 def _list_items(text: str, start: int, end: int) -> Iterator[Span]:
     """Split a soft-wrapped paragraph before each Markdown list item."""
     cut = start
-    for m in _LINE.finditer(text, start, end):
+    for m in LINE.finditer(text, start, end):
         if m.start() > cut and _LIST_ITEM.match(text, m.start(), m.end()):
             yield (cut, m.start())
             cut = m.start()
@@ -413,13 +414,20 @@ def _list_items(text: str, start: int, end: int) -> Iterator[Span]:
         yield (cut, end)
 
 
-def _trimmed(text: str, start: int, end: int) -> Iterator[Span]:
+def stripped(text: str, start: int, end: int) -> Span | None:
+    """``text[start:end]`` without its leading and trailing whitespace, as offsets; None if nothing is left."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
         end -= 1
-    if start < end:
-        yield (start, end)
+    return (start, end) if start < end else None
+
+
+def _trimmed(text: str, start: int, end: int) -> Iterator[Span]:
+    """:func:`stripped`, as a span to yield, or none."""
+    span = stripped(text, start, end)
+    if span is not None:
+        yield span
 
 
 def _next_visible(text: str, pos: int, end: int) -> str | None:

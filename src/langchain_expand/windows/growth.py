@@ -23,19 +23,9 @@ a time.
 
 A region does not grow up past a Markdown heading: the text above a section's heading is
 another section. It may grow down into the next section (a section's subsections follow it,
-and a question's evidence may run on). Measured on the E-Manual (Markdown with ``##``
-sections; 250 ... 8,000 tokens), the benchmark's 60 queries 0.493 / 0.695 / 0.772 / 0.844 /
-0.917 / 0.948 -> 0.512 / 0.698 / 0.777 / 0.858 / 0.920 / 0.949 and 60 held out 0.443 / 0.567 /
-0.691 / 0.780 / 0.836 / 0.900 -> 0.456 / 0.577 / 0.690 / 0.796 / 0.844 / 0.906. Stopping at
-the next section's heading as well lost 1.3% at 8,000 tokens on the benchmark's queries
-(0.936), and stopping only there lost at 4,000 and 8,000 (0.908, 0.935).
-
-Measured (40 queries per corpus, hybrid ranking, budget-driven, evidence recall at 250 /
-1,000 / 4,000 tokens; ``benchmarks/explore.py guided`` reruns it), fixed radius-2 windows
-against guided growth: QMSum 0.026/0.062/0.161 -> 0.029/0.091/0.249; E-Manual
-0.385/0.654/0.850 -> 0.402/0.701/0.893; FriendsQA 0.382/0.618/0.818 -> 0.447/0.632/0.835;
-TAT-QA 0.374/0.673/0.816 -> 0.472/0.686/0.913. Latency is the same as fixed windows' (60-100
-ms a query here, most of it the embedding and the search).
+and a question's evidence may run on). Each default here was measured against its
+alternatives on the evidence benchmark: ``benchmarks/README.md``, "Defaults and what they
+were measured against".
 """
 
 from __future__ import annotations
@@ -67,34 +57,19 @@ MAX_DECAY = 0.98
 """The closeness prior's factor per sentence of distance is ``decay_for(target)``:
 ``1 - DECAY_SCALE / sqrt(target)``, at most ``MAX_DECAY``. It is 0.95 for a 250-token budget,
 0.965 for 500, 0.975 for 1,000 and 0.98 from 2,000 up (a budget's growth target is 1.2x it).
-
 A small budget holds a dozen sentences, better spent on several hits than on one hit's
-neighbours; a large one holds whole runs of evidence around each hit. Measured on the shipped
-retriever (40 queries on each of four corpora, 250 ... 8,000 tokens), a fixed factor could not
-serve both: 0.95 against 0.98 gave QMSum 0.029 / 0.095 / 0.271 / 0.390 against 0.027 / 0.110
-/ 0.306 / 0.458 at 250 / 1,000 / 4,000 / 8,000 tokens, the E-Manual 0.402 / 0.705 / 0.896 /
-0.929 against 0.439 / 0.766 / 0.905 / 0.943, but TAT-QA 0.472 against 0.421 and FriendsQA
-0.447 against 0.433 at 250 tokens. 0.97 was best at 500 tokens on all four; 0.99 lost on
-FriendsQA at 250 (-19%) and TAT-QA at 8,000 (-4%). On the growth prototype, 0.9 lost to 0.95
-in 10 of 12 cells."""
+neighbours; a large one holds whole runs of evidence around each hit, so no fixed factor
+serves both."""
 SIMILARITY_WEIGHT = 0.15
-"""Weight of a neighbour's own similarity to the query. On the prototype, 0.5 and 0.7 lost to
-0.3 on QMSum, the E-Manual and FriendsQA at every budget (a single sentence of a dialogue or
-transcript says little on its own); 0 against 0.15 was mixed (better on the E-Manual, worse
-at 250 tokens on FriendsQA and TAT-QA)."""
+"""Weight of a neighbour's own similarity to the query, beside its closeness to a hit: a
+single sentence of a dialogue or transcript says little on its own, so it weighs little."""
 FULL = 0.95
 """Growth that ran out of seeds and neighbours below this share of its target is exhausted:
 the caller searches for more hits. (Near the target, what is left is sentences too big for
 the room left, not a lack of evidence.)"""
 MAX_RADIUS = 32
-"""A window grows at most this many sentences on each side of its hit. Measured on held-out
-queries (none of the benchmark's; QMSum: 49 queries on 12 other meetings, the others 60),
-hybrid, 250 ... 8,000 tokens, 32 against 16: QMSum 0.020 / 0.037 / 0.067 / 0.109 / 0.172 /
-0.267 -> 0.020 / 0.037 / 0.068 / 0.116 / 0.181 / 0.281 (a meeting question's evidence runs
-over many short turns), the E-Manual 0.442 / 0.566 / 0.688 / 0.776 / 0.825 / 0.878 -> 0.442 /
-0.566 / 0.692 / 0.784 / 0.836 / 0.900, FriendsQA and TAT-QA the same figures; 24 fell between,
-64 gave 32's figures (the closeness prior, not the radius, ends growth there). Earlier, on the
-benchmark's queries, 16 beat 8 on QMSum and 4 lost on QMSum and the E-Manual."""
+"""A window grows at most this many sentences on each side of its hit (the closeness prior,
+not the radius, usually ends growth first)."""
 
 Position = tuple[str, int]
 """A sentence: its document's id and its index in the document."""

@@ -15,6 +15,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 
 from langchain_core.documents import Document
 
+from langchain_expand.store.adapters import relevance
 from langchain_expand.store.records import unit_id, unit_owner
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import NO_MARKS, Marks
@@ -237,7 +238,7 @@ class HybridSearch:
         scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
         read = self.reads.with_vectors([i for i in ids if i not in held])
         scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
-        return [(doc, _relevance(c)) for doc, c in scored]
+        return [(doc, relevance(c)) for doc, c in scored]
 
 
 class Hits(Protocol):
@@ -303,7 +304,7 @@ class SnapshotHits:
                 continue
             tokens, cosine, mark = held[position]
             self._tokens[position] = tokens
-            score = dense[position] if position in dense else _relevance(cosine)
+            score = dense[position] if position in dense else relevance(cosine)
             doc_id, index = position
             hits.append(Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}, mark))
         return hits
@@ -311,8 +312,3 @@ class SnapshotHits:
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
         """The token count of each hit's sentence, from the snapshot's copy."""
         return [self._tokens[h.doc_id, h.index] for h in hits]
-
-
-def _relevance(cosine: float) -> float:
-    """A lexical-only hit's cosine as a relevance in [0, 1], on the dense hits' scale."""
-    return min(1.0, max(0.0, cosine))

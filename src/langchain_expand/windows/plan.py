@@ -137,13 +137,7 @@ TOKENS_PER_SENTENCE_GUESS = 15
 
 GUIDED_OVERFILL = 1.2
 """Guided growth gathers this much of the budget (sentence counts plus one each); the exact
-fit then keeps the best windows and trims the last by whole sentences around its hit. Measured
-on held-out queries (QMSum 49 on 12 meetings, the others 60; 250 ... 8,000 tokens), 1.0 (the
-fit keeps what growth took first) against 1.2: FriendsQA -7% at 250 tokens and +5 / +4 / +3 /
-+4 / +3% from 500 up, TAT-QA +11 / +1.5 / +1.5 / +2.3 / +3.7% up to 4,000, but QMSum -12 / -7 /
--5% at 1,000 / 2,000 / 8,000 (+25% at 250: 0.020 -> 0.025) and the E-Manual -3.4% at 250 and
--1.5 to -2% from 1,000 up (the best windows whole win where evidence runs long, growth's order
-where it is short); 1.1 fell between."""
+fit then keeps the best windows and trims the last by whole sentences around its hit."""
 
 
 TOP_UP = 0.95

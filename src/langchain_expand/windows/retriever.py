@@ -183,9 +183,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     windows leave more than 5% of the budget free, growth goes on from them into that room.
     None (the default):
     guided when the call has a budget and neither ``before`` nor ``after`` was given (here or
-    per call), fixed otherwise. Measured: guided holds more of the gold evidence than
-    fixed radius-2 windows in the same budget in 23 of 24 corpus-budget cells, up to 68% more
-    (README, benchmarks)."""
+    per call), fixed otherwise (guided holds more of the gold evidence in the same budget:
+    ``benchmarks/README.md``)."""
     max_radius: int = MAX_RADIUS
     """Guided windows grow at most this many sentences on each side of their hit."""
     max_tokens: int | None = None
@@ -224,17 +223,11 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     """Turns a text into sentence spans. By default a ``SentenceSplitter`` with ``table_rows``: a
     Markdown table's column headings are one sentence and each later row another, so a question
     about one row matches that row, and guided growth takes the rows of a table together where
-    they fit. Measured on TAT-QA (financial passages with tables; 60 queries, and 60 others held
-    out), 250 ... 8,000 tokens, against each table as one sentence: 0.481 / 0.590 / 0.681 / 0.768
-    / 0.856 / 0.900 -> 0.609 / 0.697 / 0.743 / 0.807 / 0.861 / 0.902, held out 0.540 / 0.739 /
-    0.823 / 0.859 / 0.891 / 0.948 -> 0.554 / 0.682 / 0.849 / 0.910 / 0.949 / 0.952 (the one loss:
-    500 tokens there). Text without tables splits as before."""
+    they fit. Text without tables splits as it would without ``table_rows``."""
     sentence_context: SentenceContext | None = Field(default_factory=StructuralContext)
     """What is embedded before each sentence, never returned: by default its heading, its table's
     column headings and its line's speaker label (:class:`StructuralContext`); None embeds each
-    sentence alone. Measured against sentences embedded alone: more evidence in 18 of 24
-    corpus-budget cells, up to +35% (README, benchmarks). Changing it re-embeds a document when
-    it is next added."""
+    sentence alone. Changing it re-embeds a document when it is next added."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
     """Counts the ``tokens`` of each returned unit."""
     max_sentence_tokens: int | None = 2048
@@ -242,7 +235,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     batch_size: int = 4096
     """Sentences embedded and written per call to the vector store. Large on purpose:
     sentence-transformers sorts each call's texts by length before batching, so big calls
-    pad less (measured: 512 ran at 0.65x the raw-encode floor, 4096+ at ~0.95x). Keep it
+    pad less. Keep it
     under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
     cache_size: int = 20_000
     """Sentence records kept in memory between queries (text, metadata, vector, token count:
