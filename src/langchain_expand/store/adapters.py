@@ -267,9 +267,22 @@ class StoreAdapter:
         if marks is not None:
             marks.upsert(ids=[_MARK], embeddings=[[0.0]], metadatas=[{_MARK: uuid.uuid4().hex}])
 
+    @property
+    def keeps_marks(self) -> bool:
+        """Whether the store keeps change marks (:meth:`mark`): what a snapshot of it is keyed by."""
+        return self.kind == "chroma"
+
+    def count(self) -> int | None:
+        """How many records the store holds; None where it cannot say without reading them all."""
+        if self.kind == "chroma":
+            return int(self.store._collection.count())  # type: ignore[attr-defined]
+        if self.kind == "memory":
+            return len(self.store.store)  # type: ignore[attr-defined]
+        return None
+
     def marked(self) -> str | None:
         """The mark the last finished writer left: ``""`` before any, None where the store keeps none."""
-        if self.kind != "chroma":
+        if not self.keeps_marks:
             return None
         marks = self._mark_collection(create=False)
         if marks is None:

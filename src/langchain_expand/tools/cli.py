@@ -208,9 +208,10 @@ def _indexed_ids(args: argparse.Namespace, retriever: Any) -> list[str]:
     """Every document id the index of this mode holds."""
     if args.mode == "parent":
         return [key[: -len(".p0")] for key in retriever.docstore.yield_keys() if key.endswith(".p0")]
-    collection = retriever.vectorstore._collection
-    heads = collection.get(where={STORED_INDEX: 0}, include=["metadatas"])
-    return [str(m[STORED_DOC]) for m in heads["metadatas"] if m and STORED_DOC in m]
+    from langchain_expand.store.adapters import adapt
+
+    heads = adapt(retriever.vectorstore, "The CLI").where({STORED_INDEX: 0}, vectors=False) or []
+    return [str(head.metadata[STORED_DOC]) for head, _ in heads if STORED_DOC in head.metadata]
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -260,8 +261,10 @@ def _query(args: argparse.Namespace) -> int:
 def _check_indexed(args: argparse.Namespace) -> None:
     """A query needs an index of its mode: say how to build one instead of answering "0 units"."""
     collection = "children" if args.mode == "parent" else "sentences"
+    from langchain_expand.store.adapters import adapt
+
     if args.chroma_host:
-        empty = _store(args, collection)._collection.count() == 0  # type: ignore[attr-defined]
+        empty = adapt(_store(args, collection), "The CLI").count() == 0
     else:
         import chromadb
 
@@ -269,7 +272,7 @@ def _check_indexed(args: argparse.Namespace) -> None:
         names = (
             {c.name for c in chromadb.PersistentClient(path=str(path)).list_collections()} if path.exists() else set()
         )
-        empty = collection not in names or _store(args, collection)._collection.count() == 0  # type: ignore[attr-defined]
+        empty = collection not in names or adapt(_store(args, collection), "The CLI").count() == 0
     if empty:
         where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
         msg = (

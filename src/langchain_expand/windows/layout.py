@@ -9,8 +9,9 @@ written before the heads too.
 
 from __future__ import annotations
 
+import itertools
 from array import array
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
 from langchain_core.documents import Document
@@ -18,8 +19,10 @@ from langchain_core.documents import Document
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
-from langchain_expand.store.records import UnitIds, unit_id
+from langchain_expand.store.records import UnitIds, encode_metadata, metadata_fingerprint, revision, unit_id
+from langchain_expand.text.context import SentenceContext, checked_prefixes
 from langchain_expand.text.sentences import Span
+from langchain_expand.text.tokens import count_spans
 from langchain_expand.units import (
     STORED_COUNT,
     STORED_DOC,
@@ -212,3 +215,72 @@ class SentenceLayout:
         ids = (i for s in stale for i in s.vector_ids)
         for chunk in commit.batched(ids, _DELETE_BATCH):
             self.store.delete(chunk)
+
+
+def prepare(
+    doc: Document,
+    doc_id: str,
+    *,
+    splitter: Callable[[str], list[Span]],
+    token_counter: Callable[[str], int],
+    sentence_context: SentenceContext | None,
+    max_sentence_tokens: int | None,
+    keep_counts: bool,
+) -> Prepared:
+    """Validate one document and build its sentence records, before anything is written.
+
+    With ``keep_counts`` (a lexical index that keeps local copies, and a counter it can name),
+    each sentence's token count and each one's joined with the next are counted here, so a
+    window's count is their sum at query time.
+    """
+    text = doc.page_content
+    if not isinstance(text, str) or not text.strip():
+        msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
+        raise ValueError(msg)
+    spans = _checked_spans(splitter(text), len(text), doc_id)
+    counts = None
+    if keep_counts:
+        pairs = [(start, end) for (start, _), (_, end) in itertools.pairwise(spans)]
+        counts = (
+            array("q", count_spans(token_counter, text, spans)),
+            array("q", count_spans(token_counter, text, pairs)),
+        )
+    if max_sentence_tokens is not None:
+        own = counts[0] if counts is not None else count_spans(token_counter, text, spans)
+        _check_sentence_sizes(own, spans, doc_id, max_sentence_tokens)
+    prefixes = None
+    if sentence_context is not None:
+        prefixes = checked_prefixes(sentence_context, text, spans, doc_id, setting="sentence_context", unit="sentence")
+    base = encode_metadata(doc.metadata, doc_id)
+    rev = revision(text, splitter, metadata_fingerprint(base), sentence_context)
+    body = SentenceRecords(doc_id, text, spans, base, rev, counts, prefixes)
+    return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
+
+
+def _check_sentence_sizes(counts: Iterable[int], spans: list[Span], doc_id: str, limit: int) -> None:
+    for i, count in enumerate(counts):
+        if count > limit:
+            msg = (
+                f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
+                f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
+                "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
+            )
+            raise ValueError(msg)
+
+
+def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
+    """Reject what a custom splitter got wrong, naming the document."""
+    end = 0
+    for i, (s, e) in enumerate(spans):
+        if not (end <= s < e <= length):
+            msg = (
+                f"Document {doc_id!r}: the splitter returned span {i} = ({s}, {e}), which is "
+                "empty, out of order, overlapping or outside the text. A splitter must return "
+                "ordered, non-overlapping (start, end) offsets into the text."
+            )
+            raise ValueError(msg)
+        end = e
+    if not spans:
+        msg = f"Document {doc_id!r}: the splitter found no sentences. Check the splitter or the text."
+        raise ValueError(msg)
+    return spans

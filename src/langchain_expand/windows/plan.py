@@ -29,6 +29,7 @@ __all__ = [
     "Plan",
     "Unit",
     "absorb",
+    "check_window",
     "covers",
     "hits_for",
     "seeds_of",
@@ -196,3 +197,10 @@ def seeds_of(hits: list[Hit]) -> dict[Seed, Hit]:
     """
     scores = sorted((h.score for h in hits), reverse=True)
     return {Seed(h.doc_id, h.index, h.n, s): h for h, s in zip(hits, scores, strict=True)}
+
+
+def check_window(window: object) -> None:
+    """Refuse a ``window`` that is not one of the shapes, naming them."""
+    if window not in (None, "guided", "fixed"):
+        msg = f"`window` must be 'guided', 'fixed' or None (guided when there is a budget), got {window!r}."
+        raise ValueError(msg)

@@ -13,12 +13,10 @@ from its hit toward the neighbours most like the query until the budget is spent
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import math
 import threading
-from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -34,18 +32,14 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.records import (
-    UnitIds,
     document_ids,
-    encode_metadata,
-    metadata_fingerprint,
-    revision,
     unit_id,
 )
 from langchain_expand.store.search import VectorSearch, overfetch
-from langchain_expand.text.context import SentenceContext, StructuralContext, checked_prefixes
+from langchain_expand.text.context import SentenceContext, StructuralContext
 from langchain_expand.text.ranges import window_bounds
 from langchain_expand.text.sentences import SentenceSplitter, Span
-from langchain_expand.text.tokens import TokenCounter, count_spans, counter_key
+from langchain_expand.text.tokens import TokenCounter, counter_key
 from langchain_expand.units import (
     DOC_ID,
     HIT,
@@ -73,7 +67,7 @@ from langchain_expand.windows.hits import (
     from_match,
     to_hit,
 )
-from langchain_expand.windows.layout import SentenceLayout, SentenceRecords
+from langchain_expand.windows.layout import SentenceLayout, prepare
 from langchain_expand.windows.lexical import BaseLexicalIndex
 from langchain_expand.windows.plan import (
     DEFAULT_K,
@@ -83,6 +77,7 @@ from langchain_expand.windows.plan import (
     Plan,
     Unit,
     absorb,
+    check_window,
     covers,
     hits_for,
     seeds_of,
@@ -268,7 +263,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
         calls.check_fraction("relative_score_threshold", self.relative_score_threshold)
-        _check_window(self.window)
+        check_window(self.window)
         self._vectors = adapt(self.vectorstore, type(self).__name__)
         return self
 
@@ -314,45 +309,15 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its records, before anything is written."""
-        text = doc.page_content
-        if not isinstance(text, str) or not text.strip():
-            msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
-            raise ValueError(msg)
-        spans = _checked_spans(self.splitter(text), len(text), doc_id)
-        kept = self.lexical is not None and counter_key(self.token_counter) is not None
-        counts = None
-        if kept:  # each sentence's count, and each one's joined with the next: a window's count is their sum
-            pairs = [(start, end) for (start, _), (_, end) in itertools.pairwise(spans)]
-            counts = (
-                array("q", count_spans(self.token_counter, text, spans)),
-                array("q", count_spans(self.token_counter, text, pairs)),
-            )
-        if self.max_sentence_tokens is not None:
-            own = counts[0] if counts is not None else count_spans(self.token_counter, text, spans)
-            self._check_sentence_sizes(own, spans, doc_id)
-        prefixes = self._prefixes(text, spans, doc_id)
-        base = encode_metadata(doc.metadata, doc_id)
-        rev = revision(text, self.splitter, metadata_fingerprint(base), self.sentence_context)
-        body = SentenceRecords(doc_id, text, spans, base, rev, counts, prefixes)
-        return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
-
-    def _prefixes(self, text: str, spans: list[Span], doc_id: str) -> list[str] | None:
-        """Each sentence's context to embed before it (``sentence_context``), checked."""
-        if self.sentence_context is None:
-            return None
-        return checked_prefixes(self.sentence_context, text, spans, doc_id, setting="sentence_context", unit="sentence")
-
-    def _check_sentence_sizes(self, counts: Iterable[int], spans: list[Span], doc_id: str) -> None:
-        limit = self.max_sentence_tokens
-        assert limit is not None
-        for i, count in enumerate(counts):
-            if count > limit:
-                msg = (
-                    f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
-                    f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
-                    "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
-                )
-                raise ValueError(msg)
+        return prepare(
+            doc,
+            doc_id,
+            splitter=self.splitter,
+            token_counter=self.token_counter,
+            sentence_context=self.sentence_context,
+            max_sentence_tokens=self.max_sentence_tokens,
+            keep_counts=self.lexical is not None and counter_key(self.token_counter) is not None,
+        )
 
     # -- querying ---------------------------------------------------------------------
 
@@ -420,7 +385,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         None: the lexical index ranks), and the heads read at the mark (:class:`HeadsAtMark`).
         None where the store has no mark.
         """
-        if not self.snapshot_limit or self._vectors.kind != "chroma":
+        if not self.snapshot_limit or not self._vectors.keeps_marks:
             return None
         last = None if self._snapshot is None else self._snapshot[1]
         earlier = self._ranking.latest(lexical) if last is None else None  # past the limit
@@ -603,7 +568,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     def _shape(self, given: dict[str, Any], max_tokens: int | None) -> str:
         """The call's window shape, "guided" or "fixed", by the rule in ``window``'s docstring."""
         window = given.get("window") or self.window
-        _check_window(window)
+        check_window(window)
         shaped_here = [name for name in ("before", "after") if given.get(name) is not None]
         if window == "guided":
             if max_tokens is None:
@@ -630,27 +595,3 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         counts = [w.metadata[TOKENS] for w in windows]  # counted by _assemble, with the same counter
         kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True)
         return kept
-
-
-def _check_window(window: object) -> None:
-    if window not in (None, "guided", "fixed"):
-        msg = f"`window` must be 'guided', 'fixed' or None (guided when there is a budget), got {window!r}."
-        raise ValueError(msg)
-
-
-def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
-    """Reject what a custom splitter got wrong, naming the document."""
-    end = 0
-    for i, (s, e) in enumerate(spans):
-        if not (end <= s < e <= length):
-            msg = (
-                f"Document {doc_id!r}: the splitter returned span {i} = ({s}, {e}), which is "
-                "empty, out of order, overlapping or outside the text. A splitter must return "
-                "ordered, non-overlapping (start, end) offsets into the text."
-            )
-            raise ValueError(msg)
-        end = e
-    if not spans:
-        msg = f"Document {doc_id!r}: the splitter found no sentences. Check the splitter or the text."
-        raise ValueError(msg)
-    return spans

@@ -23,6 +23,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand.merge import merge_overlaps
+from langchain_expand.store.adapters import adapt
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
@@ -410,7 +411,7 @@ def _matches_of_sentences(
     retriever: SentenceWindowRetriever, picked: list[tuple[str, int]], k: int, progress: bool
 ) -> list[list[Document]]:
     """Each picked sentence used as a query: searched by its stored vector, matches as ``expand=False`` gives."""
-    store = retriever._vectors  # the retriever's own adapter: no second one to build
+    store = adapt(retriever.vectorstore, "The report")
     vectors = {doc.id: [float(x) for x in v] for doc, v in store.with_vectors([unit_id(d, i) for d, i in picked])}
     out = []
     for d, i in _progress(picked, "querying", progress, len(picked)):
