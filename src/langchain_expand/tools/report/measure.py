@@ -28,7 +28,7 @@ from langchain_expand.store.records import unit_id
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.text.tokens import TokenCounter
-from langchain_expand.tools.report.index import ReadOnce, read_records
+from langchain_expand.tools.report.index import read_once, read_records
 from langchain_expand.tools.report.tables import (
     SENTENCE_WARNING_P95,
     CorpusReport,
@@ -135,7 +135,7 @@ def budget_report(
     else:
         retriever = SentenceWindowRetriever(vectorstore=index.vectorstore, token_counter=counter, k=k)
         documents, spans, records = read_records(index.vectorstore, 5000)
-        retriever._vectors = ReadOnce(index.vectorstore, records)  # the records are read already
+        retriever._vectors = read_once(index.vectorstore, records)  # the records are read already
         if not documents:
             msg = "The index holds no documents: index a corpus first, or give the report one to embed."
             raise ValueError(msg)

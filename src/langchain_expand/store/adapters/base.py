@@ -1,0 +1,205 @@
+"""The adapter's base: what the retrievers need of a vector store, as any LangChain store gives it.
+
+Each store the library knows has its own adapter beside this one (:mod:`.chroma`,
+:mod:`.memory`, :mod:`.faiss`, :mod:`.qdrant`), overriding only where that store differs or
+can do better; any other store runs on this base.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeAlias
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+__all__ = ["Scored", "StoreAdapter", "Vector", "clamped", "relevance"]
+
+Vector: TypeAlias = "Sequence[float] | np.ndarray"
+"""A stored vector: a list, or a NumPy row as the store gives it."""
+Scored = list[tuple[Document, float]]
+"""Records with their relevance, best first."""
+
+
+def relevance(similarity: float) -> float:
+    """A similarity as LangChain's relevance: clamped to [0, 1].
+
+    LangChain expects relevance in [0, 1] and warns on every query otherwise; a cosine is
+    negative only for texts that point away from the query, which rank last either way.
+    """
+    return min(1.0, max(0.0, similarity))
+
+
+def clamped(fn: Callable[[float], float]) -> Callable[[float], float]:
+    """``fn``'s relevance, clamped to [0, 1]."""
+    return lambda raw: relevance(float(fn(raw)))
+
+
+class StoreAdapter:
+    """A vector store as the retrievers use it: ids kept, writes replacing, relevance in [0, 1].
+
+    The method names are ``VectorStore``'s, with the behaviour :mod:`langchain_expand.store.adapters`
+    lists. This base serves any store: it writes and reads through LangChain's interface, embeds
+    texts again where vectors are asked for, and keeps no change marks.
+    """
+
+    keeps_marks = False
+    """Whether the store keeps change marks (:meth:`mark`): what a snapshot of it is keyed by."""
+    space: str | None = None
+    """The distance the store ranks by, where a snapshot can rank as it does (Chroma's); else None."""
+
+    def __init__(self, store: VectorStore) -> None:
+        """Wrap ``store``; see :func:`~langchain_expand.store.adapters.adapt` for what it must implement."""
+        self.store = store
+        self.relevance = self._relevance_rule()
+
+    def _relevance_rule(self) -> Callable[[float], float]:
+        """Raw score to relevance in [0, 1]: the store's own relevance function, clamped."""
+        try:
+            return clamped(self.store._select_relevance_score_fn())
+        except NotImplementedError:
+            return clamped(float)
+
+    @property
+    def embeddings(self) -> Embeddings | None:
+        """The store's embedding model, None for a store without one."""
+        return self.store.embeddings
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add_documents(
+        self,
+        documents: Sequence[Document],
+        *,
+        ids: Sequence[str],
+        embedded: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Write ``documents`` under ``ids``, replacing records whose id exists.
+
+        ``embedded``: the text to embed for each record, where it is not its ``page_content``
+        (a sentence with its context). A store whose adapter can write vectors stores each
+        record's own text with that text's vector; any other store embeds ``page_content``
+        (and embeds it again when a query asks for vectors, so the two agree).
+        """
+        docs = list(documents)
+        if embedded is not None:
+            if len(embedded) != len(docs):
+                msg = f"`embedded` has {len(embedded)} texts for {len(docs)} documents; give one per document."
+                raise ValueError(msg)
+            differs = any(t != d.page_content for t, d in zip(embedded, docs, strict=True))
+            if differs and self.embeddings is not None and self._takes_vectors():
+                vectors = self.embeddings.embed_documents(list(embedded))
+                self._write_vectors(list(ids), docs, vectors)
+                return
+        self._write(docs, list(ids), **kwargs)
+
+    def _takes_vectors(self) -> bool:
+        """Whether :meth:`_write_vectors` can store a record's text with another text's vector."""
+        return False
+
+    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
+        raise NotImplementedError
+
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> None:
+        """Write through LangChain's ``add_documents`` (the store embeds)."""
+        self.store.add_documents(docs, ids=ids, **kwargs)
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete the records ``ids`` name; unknown ids are skipped."""
+        if ids:
+            self.store.delete(list(ids))
+
+    def mark(self) -> None:
+        """Leave a new change mark: a writer has finished (a no-op where the store keeps none)."""
+
+    def marked(self) -> str | None:
+        """The mark the last finished writer left: ``""`` before any, None where the store keeps none."""
+        return None
+
+    def count(self) -> int | None:
+        """How many records the store holds; None where it cannot say without reading them all."""
+        return None
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_by_ids(self, ids: Sequence[str]) -> list[Document]:
+        """The records ``ids`` name, with their own ids; unknown ids are left out."""
+        if not ids:
+            return []  # some stores refuse an empty list
+        return self._restored(self.store.get_by_ids(list(ids)), ids)
+
+    def _restored(self, found: list[Document], asked: Sequence[str]) -> list[Document]:
+        """The records as the store gave them, with their own ids."""
+        return found
+
+    def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
+        """The records ``ids`` name, each with its stored vector; unknown ids are left out.
+
+        This base embeds their texts again (same vectors, more time); an adapter whose store
+        hands vectors back reads them.
+        """
+        if not ids:
+            return []
+        docs = self.get_by_ids(ids)
+        if self.embeddings is None:
+            name = type(self.store).__name__
+            msg = f"{name} has no embeddings to score sentences with; give it an embedding function."
+            raise ValueError(msg)
+        return list(zip(docs, self.embeddings.embed_documents([d.page_content for d in docs]), strict=True))
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of the records ``ids`` name, by id, read without their text.
+
+        Empty for a store that does not hand vectors back (nothing is embedded again).
+        """
+        return {}
+
+    def where(self, where: dict[str, Any], *, vectors: bool = True) -> list[tuple[Document, Vector | None]] | None:
+        """Every record whose metadata matches ``where``, with its vector unless ``vectors`` is False.
+
+        None where the store cannot list records by metadata.
+        """
+        return None
+
+    def pages(self, size: int) -> Iterator[list[Document]] | None:
+        """Every record, ``size`` at a time, without vectors; None where the store cannot list them."""
+        return None
+
+    # -- searching -------------------------------------------------------------------------
+
+    def search_ids(self, vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]] | None:
+        """The ids of the ``k`` records nearest ``vector``, with relevance, best first; records not read.
+
+        None where the store always reads the records it finds (the caller searches instead).
+        """
+        return None
+
+    def search(self, query: str, vector: list[float] | None, k: int, **kwargs: Any) -> Scored:
+        """The ``k`` records nearest the query, with relevance in [0, 1], best first.
+
+        By ``vector`` where the store searches by vector (no re-embedding), else by text.
+        """
+        by_vector = _by_vector_search(self.store)
+        if by_vector is None or vector is None:
+            found = self.store.similarity_search_with_score(query, k=k, **kwargs)
+        else:
+            found = by_vector(vector, k=k, **kwargs)
+        return [(self._found(doc), self.relevance(raw)) for doc, raw in found]
+
+    def _found(self, doc: Document) -> Document:
+        """A search result as the retrievers read it."""
+        return doc
+
+
+def _by_vector_search(store: VectorStore) -> Callable[..., Scored] | None:
+    """The store's search by vector that returns raw scores, where it has one."""
+    if store.embeddings is None:
+        return None
+    for name in ("similarity_search_by_vector_with_relevance_scores", "similarity_search_with_score_by_vector"):
+        method = getattr(store, name, None)
+        if callable(method):
+            return method  # type: ignore[no-any-return]
+    return None

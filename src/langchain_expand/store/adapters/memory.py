@@ -1,0 +1,43 @@
+"""LangChain's ``InMemoryVectorStore``: records and vectors read from its dict, vectors written to it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+
+from langchain_expand.store.adapters.base import StoreAdapter, Vector, clamped
+
+__all__ = ["MemoryAdapter"]
+
+
+class MemoryAdapter(StoreAdapter):
+    """An ``InMemoryVectorStore``: its ``store`` dict maps id -> {"id", "text", "metadata", "vector"}."""
+
+    def _relevance_rule(self) -> Callable[[float], float]:
+        return clamped(float)  # the cosine
+
+    @property
+    def _held(self) -> dict[str, Any]:
+        return self.store.store  # type: ignore[attr-defined,no-any-return]
+
+    def _takes_vectors(self) -> bool:
+        return True
+
+    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
+        for id_, doc, vector in zip(ids, docs, vectors, strict=True):
+            self._held[id_] = {"id": id_, "vector": vector, "text": doc.page_content, "metadata": dict(doc.metadata)}
+
+    def count(self) -> int | None:
+        """How many records the store holds."""
+        return len(self._held)
+
+    def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
+        """The records with their stored vectors."""
+        found = [self._held[i] for i in ids if i in self._held]
+        return [(Document(r["text"], metadata=dict(r["metadata"]), id=r["id"]), list(r["vector"])) for r in found]
+
+    def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors, by id."""
+        return {d.id: v for d, v in self.with_vectors(ids) if d.id is not None}
