@@ -107,8 +107,64 @@ def budget_report(
         ValueError: For an empty corpus or index, both or neither of ``documents`` and
             ``index``, ``k`` below 1, or a reserve that eats the budget.
     """
-    from langchain_expand.store.defaults import chroma_store
+    _check_arguments(documents, index, k, budget, reserve)
+    counter = token_counter or TokenCounter()
+    room = budget - reserve
+    started = time.perf_counter()
+    if index is None:
+        assert documents is not None
+        retriever, spans = _embedded(documents, embeddings, counter, cap, k, progress)
+    else:
+        retriever, documents, spans = _read(index, counter, k)
+        cap = getattr(index.splitter, "max_tokens", cap)
+    splitter = retriever.splitter if index is None else index.splitter
+    texts = {str(d.id): d.page_content for d in documents}
+    index_seconds = time.perf_counter() - started
 
+    # 1. Sentences, with and without the cap.
+    sizes = [n for doc_id, text in texts.items() for n in counter.count_many([text[s:e] for s, e in spans[doc_id]])]
+    sentences = _sentence_table(texts, sizes, cap, counter, table_rows=getattr(splitter, "table_rows", False))
+
+    # 2. One index for every window configuration.
+    sweep_started = time.perf_counter()
+    asked, hits_per_query = _asked(retriever, queries, texts, spans, sizes, 4 * k, pseudo_queries, seed, progress)
+    median_sentence = float(np.median(sizes)) if sizes else 0.0
+    rows, samples = _window_rows(retriever, hits_per_query, windows, k, counter, median_sentence, room)
+    sweep_seconds = time.perf_counter() - sweep_started
+
+    # 3. Parents: the sections enclosing the same hits.
+    parents_from, sections = _sections(documents)
+    designs = [DesignRow(f"window {w.before}:{w.after}", w.unit, w.prompt, w.over_budget) for w in rows]
+    if sections:
+        units, prompts = _parent_sizes(hits_per_query, sections, texts, k, counter)
+        designs.append(DesignRow(f"parent ({parents_from})", Sizes.of(units), Sizes.of(prompts), _over(prompts, room)))
+        samples["units"]["parents"], samples["prompts"]["parents"] = units, prompts
+
+    return CorpusReport(
+        corpus=corpus_name,
+        documents=len(documents),
+        queries=len(asked),
+        pseudo_queries=not queries,
+        k=k,
+        budget=budget,
+        reserve=reserve,
+        sentences=sentences,
+        windows=rows,
+        index_seconds=round(index_seconds, 2),
+        read_from_index=index is not None,
+        sweep_seconds=round(sweep_seconds, 2),
+        reindex_seconds_saved=0.0 if index is not None else round(index_seconds * (len(rows) - 1), 2),
+        parents_from=parents_from,
+        designs=designs,
+        verdicts=_verdicts(rows, designs, room),
+        recommendation=_recommend(sentences, rows, designs, room),
+        samples=samples,
+    )
+
+
+def _check_arguments(
+    documents: Sequence[Document] | None, index: SentenceWindowRetriever | None, k: int, budget: int, reserve: int
+) -> None:
     if (documents is None) == (index is None):
         msg = "Give the report either documents (embedded here) or an index (read, not embedded), not both."
         raise ValueError(msg)
@@ -118,50 +174,79 @@ def budget_report(
     if k < 1 or budget < 1 or not 0 <= reserve < budget:
         msg = f"Need k >= 1 and 0 <= reserve < budget; got k={k}, budget={budget}, reserve={reserve}."
         raise ValueError(msg)
-    counter = token_counter or TokenCounter()
-    started = time.perf_counter()
-    if index is None:
-        assert documents is not None
-        splitter: Splitter = SentenceSplitter(
-            max_tokens=cap, token_counter=counter, table_rows=True
-        )  # as the retriever
-        texts = {str(d.id): d.page_content for d in documents}
-        spans = {doc_id: splitter(text) for doc_id, text in texts.items()}
-        store = chroma_store(f"report-{random.Random().getrandbits(48):x}", embeddings=embeddings)
-        retriever = SentenceWindowRetriever(vectorstore=store, splitter=splitter, token_counter=counter, k=k)
-        plain = [Document(d.page_content, id=str(d.id)) for d in documents]
-        for batch in _progress(_batches(plain, 64), "indexing", progress, len(plain) // 64 + 1):
-            retriever.add_documents(batch)
-    else:
-        retriever = SentenceWindowRetriever(vectorstore=index.vectorstore, token_counter=counter, k=k)
-        documents, spans, records = read_records(index.vectorstore, 5000)
-        retriever._vectors = read_once(index.vectorstore, records)  # the records are read already
-        if not documents:
-            msg = "The index holds no documents: index a corpus first, or give the report one to embed."
-            raise ValueError(msg)
-        texts = {str(d.id): d.page_content for d in documents}
-        splitter = index.splitter
-        cap = getattr(splitter, "max_tokens", cap)
-    index_seconds = time.perf_counter() - started
 
-    # 1. Sentences, with and without the cap.
-    sizes = [n for doc_id, text in texts.items() for n in counter.count_many([text[s:e] for s, e in spans[doc_id]])]
-    sentences = _sentence_table(texts, sizes, cap, counter, table_rows=getattr(splitter, "table_rows", False))
 
-    # 2. One index for every window configuration.
-    sweep_started = time.perf_counter()
+def _embedded(
+    documents: Sequence[Document],
+    embeddings: Embeddings | None,
+    counter: TokenCounter,
+    cap: int | None,
+    k: int,
+    progress: bool,
+) -> tuple[SentenceWindowRetriever, dict[str, list[Span]]]:
+    """A throwaway in-memory index of ``documents``, split as the retriever splits, and each one's spans."""
+    from langchain_expand.store.defaults import chroma_store
+
+    splitter: Splitter = SentenceSplitter(max_tokens=cap, token_counter=counter, table_rows=True)
+    spans = {str(d.id): splitter(d.page_content) for d in documents}
+    store = chroma_store(f"report-{random.Random().getrandbits(48):x}", embeddings=embeddings)
+    retriever = SentenceWindowRetriever(vectorstore=store, splitter=splitter, token_counter=counter, k=k)
+    plain = [Document(d.page_content, id=str(d.id)) for d in documents]
+    for batch in _progress(_batches(plain, 64), "indexing", progress, len(plain) // 64 + 1):
+        retriever.add_documents(batch)
+    return retriever, spans
+
+
+def _read(
+    index: SentenceWindowRetriever, counter: TokenCounter, k: int
+) -> tuple[SentenceWindowRetriever, list[Document], dict[str, list[Span]]]:
+    """A retriever on ``index``'s store, the documents rebuilt from it, and each one's spans."""
+    retriever = SentenceWindowRetriever(vectorstore=index.vectorstore, token_counter=counter, k=k)
+    documents, spans, records = read_records(index.vectorstore, 5000)
+    retriever._vectors = read_once(index.vectorstore, records)  # the records are read already
+    if not documents:
+        msg = "The index holds no documents: index a corpus first, or give the report one to embed."
+        raise ValueError(msg)
+    return retriever, documents, spans
+
+
+def _asked(
+    retriever: SentenceWindowRetriever,
+    queries: Sequence[str] | None,
+    texts: dict[str, str],
+    spans: dict[str, list[Span]],
+    sizes: list[int],
+    k: int,
+    pseudo_queries: int,
+    seed: int,
+    progress: bool,
+) -> tuple[list[str], list[list[Document]]]:
+    """The queries asked and each one's ``k`` matched sentences.
+
+    Without ``queries``, sentences of the corpus sampled (seeded) and searched by their stored
+    vectors: nothing is embedded.
+    """
     if queries:
         asked = list(queries)
-        hits_per_query = [
-            retriever.invoke(q, k=4 * k, expand=False) for q in _progress(asked, "querying", progress, len(asked))
-        ]
-    else:  # sentences of the corpus, searched by their stored vectors: nothing is embedded
-        picked = _sample(texts, spans, sizes, pseudo_queries, seed)
-        asked = [texts[d][spans[d][i][0] : spans[d][i][1]] for d, i in picked]
-        hits_per_query = _matches_of_sentences(retriever, picked, 4 * k, progress)
-    median_sentence = float(np.median(sizes)) if sizes else 0.0
+        found = [retriever.invoke(q, k=k, expand=False) for q in _progress(asked, "querying", progress, len(asked))]
+        return asked, found
+    picked = _sample(texts, spans, sizes, pseudo_queries, seed)
+    asked = [texts[d][spans[d][i][0] : spans[d][i][1]] for d, i in picked]
+    return asked, _matches_of_sentences(retriever, picked, k, progress)
+
+
+def _window_rows(
+    retriever: SentenceWindowRetriever,
+    hits_per_query: list[list[Document]],
+    windows: Sequence[tuple[int, int]],
+    k: int,
+    counter: TokenCounter,
+    median_sentence: float,
+    room: int,
+) -> tuple[list[WindowRow], dict[str, dict[str, list[float]]]]:
+    """Each window configuration's unit and prompt sizes over the same hits, and the samples plotted."""
     rows: list[WindowRow] = []
-    window_samples: dict[str, tuple[list[float], list[float]]] = {}
+    samples: dict[str, dict[str, list[float]]] = {"units": {}, "prompts": {}}
     for before, after in windows:
         units: list[float] = []
         prompts: list[float] = []
@@ -183,69 +268,21 @@ def budget_report(
                 prediction_error=(unit.median - predicted) / predicted if predicted else 0.0,
                 prompt=Sizes.of(prompts),
                 prompt_merged=Sizes.of(merged),
-                over_budget=_over(prompts, budget - reserve),
-                over_budget_merged=_over(merged, budget - reserve),
+                over_budget=_over(prompts, room),
+                over_budget_merged=_over(merged, room),
             )
         )
-        window_samples[f"{before}:{after}"] = (units, prompts)
-    sweep_seconds = time.perf_counter() - sweep_started
+        samples["units"][f"window {before}:{after}"] = units
+        samples["prompts"][f"window {before}:{after}"] = prompts
+    return rows, samples
 
-    # 3. Parents: the sections enclosing the same hits.
-    parents_from, sections = _sections(documents)
-    designs = [DesignRow(f"window {w.before}:{w.after}", w.unit, w.prompt, w.over_budget) for w in rows]
-    samples: dict[str, dict[str, list[float]]] = {"units": {}, "prompts": {}}
-    for label, (units, prompts) in window_samples.items():
-        samples["units"][f"window {label}"], samples["prompts"][f"window {label}"] = units, prompts
-    if sections:
-        parent_units, parent_prompts = _parent_sizes(hits_per_query, sections, texts, k, counter)
-        designs.append(
-            DesignRow(
-                f"parent ({parents_from})",
-                Sizes.of(parent_units),
-                Sizes.of(parent_prompts),
-                _over(parent_prompts, budget - reserve),
-            )
-        )
-        samples["units"]["parents"], samples["prompts"]["parents"] = parent_units, parent_prompts
 
-    # 4. Verdict.
-    verdicts = [
-        Verdict(f"window {w.before}:{w.after}", budget - reserve - w.prompt.p99, budget - reserve - w.prompt.p99 >= 0)
-        for w in rows
-    ]
-    verdicts += [
-        Verdict(
-            f"window {w.before}:{w.after} merged",
-            budget - reserve - w.prompt_merged.p99,
-            budget - reserve - w.prompt_merged.p99 >= 0,
-        )
-        for w in rows
-    ]
-    verdicts += [
-        Verdict(d.design, budget - reserve - d.prompt.p99, budget - reserve - d.prompt.p99 >= 0)
-        for d in designs
-        if d.design.startswith("parent")
-    ]
-    return CorpusReport(
-        corpus=corpus_name,
-        documents=len(documents),
-        queries=len(asked),
-        pseudo_queries=not queries,
-        k=k,
-        budget=budget,
-        reserve=reserve,
-        sentences=sentences,
-        windows=rows,
-        index_seconds=round(index_seconds, 2),
-        read_from_index=index is not None,
-        sweep_seconds=round(sweep_seconds, 2),
-        reindex_seconds_saved=0.0 if index is not None else round(index_seconds * (len(rows) - 1), 2),
-        parents_from=parents_from,
-        designs=designs,
-        verdicts=verdicts,
-        recommendation=_recommend(sentences, rows, designs, budget - reserve),
-        samples=samples,
-    )
+def _verdicts(rows: list[WindowRow], designs: list[DesignRow], room: int) -> list[Verdict]:
+    """Whether each design's p99 prompt fits the room the budget leaves, and by how much."""
+    sizes = [(f"window {w.before}:{w.after}", w.prompt.p99) for w in rows]
+    sizes += [(f"window {w.before}:{w.after} merged", w.prompt_merged.p99) for w in rows]
+    sizes += [(d.design, d.prompt.p99) for d in designs if d.design.startswith("parent")]
+    return [Verdict(design, room - p99, room - p99 >= 0) for design, p99 in sizes]
 
 
 def _sentence_table(
