@@ -59,9 +59,35 @@ class ChromaAdapter(StoreAdapter):
         return True
 
     def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
+        gone = self._gone(ids, docs)
+        metadatas = [{**d.metadata, **dict.fromkeys(keys)} or None for d, keys in zip(docs, gone, strict=True)]
         texts = [d.page_content for d in docs]
-        metadatas = [dict(d.metadata) for d in docs]
         self.collection.upsert(ids=ids, embeddings=vectors, documents=texts, metadatas=metadatas)
+
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> None:
+        """Embed with the store's model and write as :meth:`_write_vectors` does, so metadata is replaced.
+
+        With arguments for the store's own ``add_documents``, or no model, the store writes, and
+        the keys its records no longer have are removed after.
+        """
+        if self.embeddings is not None and not kwargs:
+            self._write_vectors(ids, docs, self.embeddings.embed_documents([d.page_content for d in docs]))
+            return
+        gone = self._gone(ids, docs)
+        super()._write(docs, ids, **kwargs)
+        stale = [(i, dict.fromkeys(keys)) for i, keys in zip(ids, gone, strict=True) if keys]
+        if stale:
+            self.collection.update(ids=[i for i, _ in stale], metadatas=[m for _, m in stale])
+
+    def _gone(self, ids: list[str], docs: list[Document]) -> list[list[str]]:
+        """Each record's stored metadata keys that its new version lacks.
+
+        Chroma merges an upsert's metadata into the record it replaces: such a key would stay,
+        and filters would go on matching it. Written as None, Chroma removes it.
+        """
+        got = self.collection.get(ids=ids, include=["metadatas"])
+        stored = {i: m or {} for i, m in zip(got["ids"], got["metadatas"], strict=True)}
+        return [[k for k in stored.get(i, {}) if k not in d.metadata] for i, d in zip(ids, docs, strict=True)]
 
     def mark(self) -> None:
         """Leave a new change mark: a writer has finished."""

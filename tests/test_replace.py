@@ -1,0 +1,78 @@
+"""A re-add replaces a document: its metadata exactly as given, keys it no longer has removed.
+
+Issue #34, finding 1: Chroma merges an upsert's metadata into the record it replaces, so a key
+removed in a re-add stayed on the stored records, in the served metadata, and in what filters
+match: anyone filtering on metadata for access control was served revoked permissions. Run
+on every store the retrievers support (real stores, real MiniLM).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.stores import InMemoryStore
+
+from langchain_expand import BudgetedParentDocumentRetriever, LexicalIndex, SentenceWindowRetriever
+
+from .stores import KINDS, make_store
+
+TEXT = (
+    "## Warranty\n\nThe warranty lasts two years from the date of purchase. Returns are accepted within "
+    "thirty days. Support answers by phone on weekdays.\n"
+)
+QUERY = "how long does the warranty last"
+VERSIONS: list[dict[str, Any]] = [
+    {"acl": "public", "group": "hr", "level": 3, "tags": "a"},
+    {"acl": "public", "owner": "ann"},
+    {"acl": "public"},
+    {"acl": "private", "group": "it", "level": 1},
+]
+"""Keys added, changed and removed from one version to the next."""
+USER_KEYS = {key for version in VERSIONS for key in version}
+
+pytestmark = pytest.mark.integration
+
+
+def make(kind: str, design: str, folder: Path, embeddings: Embeddings) -> Any:
+    store = make_store(kind, folder, embeddings)
+    if design == "windows":
+        return SentenceWindowRetriever(vectorstore=store)
+    if design == "hybrid windows":  # the lexical index's copies and, on Chroma, the snapshot
+        return SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(folder / "lexical.sqlite"))
+    return BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore())
+
+
+def served(retriever: Any) -> list[dict[str, Any]]:
+    """The user's keys of every unit a query returns."""
+    return [{k: v for k, v in d.metadata.items() if k in USER_KEYS} for d in retriever.invoke(QUERY)]
+
+
+@pytest.mark.parametrize("design", ["windows", "hybrid windows", "parents"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_unit_carries_the_latest_metadata_exactly(
+    kind: str, design: str, tmp_path: Path, minilm: Embeddings
+) -> None:
+    retriever = make(kind, design, tmp_path, minilm)
+    for version in VERSIONS:
+        retriever.add_documents([Document(TEXT, id="memo", metadata=version)])
+        units = served(retriever)
+        assert units, version
+        assert all(unit == version for unit in units), (version, units)
+
+
+@pytest.mark.parametrize("design", ["windows", "parents"])
+@pytest.mark.parametrize("kind", ["chroma-cosine", "chroma-l2"])
+def test_a_filter_on_a_removed_key_finds_nothing(kind: str, design: str, tmp_path: Path, minilm: Embeddings) -> None:
+    retriever = make(kind, design, tmp_path, minilm)
+    retriever.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[0])])
+    assert retriever.invoke(QUERY, filter={"group": "hr"})
+    retriever.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[2])])
+    assert retriever.invoke(QUERY, filter={"group": "hr"}) == []
+    assert retriever.invoke(QUERY, filter={"acl": "public"})
+    stored = retriever.vectorstore._collection.get(include=["metadatas"])["metadatas"]
+    assert stored
+    assert not any("group" in m or "tags" in m or "level" in m for m in stored)
