@@ -17,6 +17,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryStore
 
 from langchain_expand import BudgetedParentDocumentRetriever, LexicalIndex, SentenceWindowRetriever
+from langchain_expand.units import STORED_DOC
 
 from .stores import KINDS, make_store
 
@@ -76,3 +77,36 @@ def test_a_filter_on_a_removed_key_finds_nothing(kind: str, design: str, tmp_pat
     stored = retriever.vectorstore._collection.get(include=["metadatas"])["metadatas"]
     assert stored
     assert not any("group" in m or "tags" in m or "level" in m for m in stored)
+
+
+def docstore_keys(retriever: BudgetedParentDocumentRetriever) -> list[str]:
+    return sorted(retriever.docstore.yield_keys())
+
+
+@pytest.mark.parametrize("docstore", ["memory", "sqlite"])
+@pytest.mark.parametrize("split", [False, True])
+def test_a_document_never_touches_another_whose_id_looks_like_its_parent_keys(
+    docstore: str, split: bool, tmp_path: Path, minilm: Embeddings
+) -> None:
+    """Issue #34, finding 2: without a parent splitter a document is its own parent, stored under
+    its id; the probe for parents an interrupted run left past the head asked for "x.p1", found
+    the document with that id, and an update or delete of "x" removed it."""
+    from langchain_expand import MarkdownSectionSplitter, SQLDocStore, chroma_store
+
+    store = SQLDocStore(f"sqlite:///{tmp_path}/docstore.sqlite") if docstore == "sqlite" else InMemoryStore()
+    retriever = BudgetedParentDocumentRetriever(
+        vectorstore=chroma_store("children", persist_directory=tmp_path / "chroma", embeddings=minilm),
+        docstore=store,
+        parent_splitter=MarkdownSectionSplitter(max_level=2) if split else None,
+    )
+    others = ["x.p1", "x.p0", "x.p2.p0", "x::0", "x.p1::0"]
+    texts = [Document(f"{TEXT}\n## Other {i}\n\nText of {name}.\n", id=name) for i, name in enumerate(others)]
+    retriever.add_documents(texts)
+    theirs = docstore_keys(retriever)
+    retriever.add_documents([Document(TEXT, id="x")])
+    retriever.add_documents([Document(TEXT + "\nOne more sentence about returns.\n", id="x")])  # an update
+    assert set(theirs) <= set(docstore_keys(retriever))
+    retriever.delete(["x"])
+    assert docstore_keys(retriever) == theirs
+    children = retriever.vectorstore.get()["metadatas"]
+    assert {m[STORED_DOC] for m in children} == set(others)

@@ -137,7 +137,10 @@ class ParentLayout:
 
         committed_parents = self.docstore.mget(keys) if keys else []
         parents = {k: v for k, v in zip(keys, committed_parents, strict=True) if v is not None}
-        past = commit.probe_past(ends, parents_at, _PROBE)
+        # Only a split document has parents past its head; one that is its own parent (no
+        # parent_splitter) has none, and "d.p1" may be another document's id.
+        split = [d for d in doc_ids if self.head_id(d) == parent_key(d, 0)]
+        past = commit.probe_past({d: ends[d] for d in split}, parents_at, _PROBE)
         parents.update(past.values())
         owner.update((key, d) for (d, _), (key, _) in past.items())
 
@@ -149,7 +152,6 @@ class ParentLayout:
         # Children are written before their parents: a run killed in between leaves children
         # of parents the docstore never got. Each such parent's first child is probed past
         # the last parent found; the rest of its children are probed from there.
-        split = [d for d in doc_ids if self.head_id(d) == parent_key(d, 0)]
         beyond = {d: max([ends[d], *(j + 1 for dd, j in past if dd == d)]) for d in split}
 
         def first_children_at(asked: list[tuple[str, int]]) -> dict[tuple[str, int], Document]:
