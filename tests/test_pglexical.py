@@ -200,3 +200,15 @@ def test_a_forked_process_opens_its_own_connections_and_the_parent_keeps_working
     assert os.read(read, 1) == b"1"
     assert backends() == parent  # the parent's connections still work
     assert index.search("remote", 1)
+
+
+def test_a_document_with_a_nul_character_is_refused_before_its_batch_writes_anything(postgres_url: str) -> None:
+    """Issue #34, finding 3: PostgreSQL refused the NUL after the batch's other update was half-written."""
+    store, table = RecordingStore(), f"lexical_{next(_tables)}"
+    writer = SentenceWindowRetriever(vectorstore=store, lexical=PostgresLexicalIndex(postgres_url, table=table))
+    writer.add_documents([Document("Old text here. Old end.", id="upd")])
+    before, rows = dict(store.store), sorted((d, rev, s.text) for d, rev, s in writer.lexical.copies())
+    with pytest.raises(ValueError, match=r"Document 'bad'.*NUL character at char 4"):
+        writer.add_documents([Document("New text now. New end.", id="upd"), Document("Some\x00text.", id="bad")])
+    assert store.store == before
+    assert sorted((d, rev, s.text) for d, rev, s in writer.lexical.copies()) == rows

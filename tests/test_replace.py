@@ -110,3 +110,31 @@ def test_a_document_never_touches_another_whose_id_looks_like_its_parent_keys(
     assert docstore_keys(retriever) == theirs
     children = retriever.vectorstore.get()["metadatas"]
     assert {m[STORED_DOC] for m in children} == set(others)
+
+
+BAD = [
+    pytest.param({"$x": 1}, TEXT, r"metadata key '\$x' is reserved by Chroma", id="operator-key"),
+    pytest.param(
+        {"chroma:document": "a"}, TEXT, r"metadata key 'chroma:document' is reserved by Chroma", id="chroma-key"
+    ),
+    pytest.param({}, "Text with a lone \ud800 surrogate.", r"lone surrogate '\\ud800' at char 17", id="surrogate-text"),
+    pytest.param({"note": "a\udc80"}, TEXT, r"metadata 'note' holds a lone surrogate", id="surrogate-value"),
+]
+
+
+@pytest.mark.parametrize("design", ["hybrid windows", "parents"])
+@pytest.mark.parametrize(("metadata", "text", "message"), BAD)
+def test_a_bad_document_is_refused_before_its_batch_writes_anything(
+    design: str, metadata: dict[str, Any], text: str, message: str, tmp_path: Path, minilm: Embeddings
+) -> None:
+    """Issue #34, findings 3 and 10: the store refused the bad document after the batch's update of
+    another had written its sentences, and that document's hits were skipped until a re-add."""
+    retriever = make("chroma-cosine", design, tmp_path, minilm)
+    retriever.add_documents([Document(TEXT, id="upd", metadata={"v": 1})])
+    stored = retriever.vectorstore.get(include=["metadatas", "documents"])
+    update = Document(TEXT.replace("two years", "three years"), id="upd", metadata={"v": 2})
+    with pytest.raises(ValueError, match=rf"Document 'bad'.*{message}"):
+        retriever.add_documents([update, Document(text, id="bad", metadata=metadata)])
+    assert retriever.vectorstore.get(include=["metadatas", "documents"]) == stored
+    assert {d.metadata.get("v") for d in retriever.invoke(QUERY)} == {1}
+    assert "two years" in " ".join(d.page_content for d in retriever.invoke(QUERY))

@@ -33,6 +33,7 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.records import (
+    check_text,
     document_ids,
     encode_metadata,
     metadata_fingerprint,
@@ -284,6 +285,8 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
         if not isinstance(doc.page_content, str) or not doc.page_content.strip():
             msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
             raise ValueError(msg)
+        check_text(doc.page_content, doc_id)
+        self._vectors.check_metadata(encode_metadata(doc.metadata, doc_id), doc_id)
         rev = revision(
             doc.page_content,
             self.parent_splitter,

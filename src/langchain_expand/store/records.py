@@ -33,6 +33,7 @@ from langchain_expand.units import PREFIX, STORED_JSON, STORED_NONE
 
 __all__ = [
     "UnitIds",
+    "check_text",
     "decode_metadata",
     "document_ids",
     "encode_metadata",
@@ -182,6 +183,23 @@ def document_ids(documents: Sequence[Document], ids: Sequence[str | None] | None
     return out
 
 
+def check_text(text: str, doc_id: str, what: str = "text") -> None:
+    """Refuse text no store can write: a lone surrogate (half of a UTF-16 pair) has no UTF-8 form.
+
+    Such text usually comes from a file decoded with ``errors="surrogateescape"``; every store
+    fails on it mid-write, so it is refused before the first write, naming the document.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        msg = (
+            f"Document {doc_id!r}: its {what} holds a lone surrogate {text[exc.start]!r} at char {exc.start}, "
+            "which has no UTF-8 form and no store can write. Decode the source with errors='replace', "
+            "or remove the character."
+        )
+        raise ValueError(msg) from None
+
+
 def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
     """Turn a document's metadata into values every vector store accepts.
 
@@ -200,6 +218,9 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
                 "Rename the key."
             )
             raise ValueError(msg)
+        check_text(key, doc_id, f"metadata key {key!r}")
+        if isinstance(value, str):
+            check_text(value, doc_id, f"metadata {key!r}")
         if isinstance(value, float) and not math.isfinite(value):
             msg = (
                 f"Document {doc_id!r}: metadata {key!r} is {value}, which vector stores drop or refuse "

@@ -19,7 +19,7 @@ from langchain_core.documents import Document
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
-from langchain_expand.store.records import UnitIds, encode_metadata, metadata_fingerprint, revision, unit_id
+from langchain_expand.store.records import UnitIds, check_text, encode_metadata, metadata_fingerprint, revision, unit_id
 from langchain_expand.text.context import SentenceContext, checked_prefixes
 from langchain_expand.text.sentences import Span
 from langchain_expand.text.tokens import count_spans
@@ -226,17 +226,20 @@ def prepare(
     sentence_context: SentenceContext | None,
     max_sentence_tokens: int | None,
     keep_counts: bool,
+    check_metadata: Callable[[dict[str, Any], str], None],
 ) -> Prepared:
     """Validate one document and build its sentence records, before anything is written.
 
     With ``keep_counts`` (a lexical index that keeps local copies, and a counter it can name),
     each sentence's token count and each one's joined with the next are counted here, so a
-    window's count is their sum at query time.
+    window's count is their sum at query time. ``check_metadata`` refuses what the store
+    would refuse, before anything of the batch is written.
     """
     text = doc.page_content
     if not isinstance(text, str) or not text.strip():
         msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
         raise ValueError(msg)
+    check_text(text, doc_id)
     spans = _checked_spans(splitter(text), len(text), doc_id)
     counts = None
     if keep_counts:
@@ -252,6 +255,7 @@ def prepare(
     if sentence_context is not None:
         prefixes = checked_prefixes(sentence_context, text, spans, doc_id, setting="sentence_context", unit="sentence")
     base = encode_metadata(doc.metadata, doc_id)
+    check_metadata(base, doc_id)
     rev = revision(text, splitter, metadata_fingerprint(base), sentence_context)
     body = SentenceRecords(doc_id, text, spans, base, rev, counts, prefixes)
     return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)

@@ -86,6 +86,9 @@ class BaseLexicalIndex(ABC):
     process that reaches the database. Both rank as :class:`~langchain_expand.windows.snapshot.Bm25` does.
     """
 
+    def check_text(self, text: str, doc_id: str) -> None:  # noqa: B027  (optional: most indexes hold any text)
+        """Refuse a document's text this index cannot hold, before anything of its batch is written."""
+
     @abstractmethod
     def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
         """Make each ``(doc_id, rev, sentences)`` the whole of what is stored for its document.

@@ -107,6 +107,16 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         url = self._engine.url.render_as_string(hide_password=True)
         return f"PostgresLexicalIndex({url!r}, table={self.table!r})"
 
+    def check_text(self, text: str, doc_id: str) -> None:
+        """Refuse a NUL character: PostgreSQL's text cannot hold one."""
+        at = text.find("\x00")
+        if at >= 0:
+            msg = (
+                f"Document {doc_id!r}: its text holds a NUL character at char {at}, which PostgreSQL cannot "
+                "store. Remove it (e.g. text.replace('\\x00', '')), or use LexicalIndex (SQLite)."
+            )
+            raise ValueError(msg)
+
     def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
         """See :meth:`BaseLexicalIndex.replace`. Documents are locked in id order, so writers never deadlock."""
         ranked: list[tuple[str, int, str, Counter[str]]] = []  # document, position, revision, words

@@ -309,6 +309,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its records, before anything is written."""
+        if self.lexical is not None:
+            self.lexical.check_text(doc.page_content, doc_id)
         return prepare(
             doc,
             doc_id,
@@ -317,6 +319,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             sentence_context=self.sentence_context,
             max_sentence_tokens=self.max_sentence_tokens,
             keep_counts=self.lexical is not None and counter_key(self.token_counter) is not None,
+            check_metadata=self._vectors.check_metadata,
         )
 
     # -- querying ---------------------------------------------------------------------

@@ -67,6 +67,13 @@ class StoreAdapter:
         """The store's embedding model, None for a store without one."""
         return self.store.embeddings
 
+    def check_metadata(self, metadata: dict[str, Any], doc_id: str) -> None:
+        """Refuse metadata the store would refuse mid-write, naming the document and the key.
+
+        Called for every document of a batch before the first write, so one bad document
+        leaves nothing of the others half-written. This base accepts what encoding accepted.
+        """
+
     # -- writing ---------------------------------------------------------------------------
 
     def add_documents(

@@ -55,6 +55,16 @@ class ChromaAdapter(StoreAdapter):
             return clamped(override)
         return clamped(lambda d: 1.0 - d / 2.0) if self.space == "l2" else clamped(lambda d: 1.0 - d)
 
+    def check_metadata(self, metadata: dict[str, Any], doc_id: str) -> None:
+        """Refuse the keys Chroma refuses: ``chroma:document`` (its own) and those starting with ``$`` (operators)."""
+        for key in metadata:
+            if key.startswith("$") or key == "chroma:document":
+                msg = (
+                    f"Document {doc_id!r}: metadata key {key!r} is reserved by Chroma (its own key, or a "
+                    "filter operator). Rename the key."
+                )
+                raise ValueError(msg)
+
     def _takes_vectors(self) -> bool:
         return True
 
