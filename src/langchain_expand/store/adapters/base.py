@@ -21,6 +21,9 @@ Vector: TypeAlias = "Sequence[float] | np.ndarray"
 """A stored vector: a list, or a NumPy row as the store gives it."""
 Scored = list[tuple[Document, float]]
 """Records with their relevance, best first."""
+MAX_SEARCH = 100_000
+"""The most matches one search asks a store for, whatever the budget (a budget of 10**12 tokens
+asked Chroma for more results than its integer type holds)."""
 
 
 def relevance(similarity: float) -> float:
@@ -189,6 +192,7 @@ class StoreAdapter:
 
         By ``vector`` where the store searches by vector (no re-embedding), else by text.
         """
+        k = min(k, MAX_SEARCH)
         by_vector = _by_vector_search(self.store)
         if by_vector is None or vector is None:
             found = self.store.similarity_search_with_score(query, k=k, **kwargs)

@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.store.adapters.base import StoreAdapter, Vector, clamped
+from langchain_expand.store.adapters.base import MAX_SEARCH, StoreAdapter, Vector, clamped
 
 __all__ = ["ChromaAdapter", "chroma_space"]
 
@@ -179,7 +179,7 @@ class ChromaAdapter(StoreAdapter):
             return None
         got = self.collection.query(
             query_embeddings=[list(vector)],
-            n_results=k,
+            n_results=min(k, MAX_SEARCH),
             where=kwargs.get("filter") or None,
             where_document=kwargs.get("where_document") or None,
             include=["distances"],

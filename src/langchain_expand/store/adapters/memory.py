@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.store.adapters.base import StoreAdapter, Vector, clamped
+from langchain_expand.store.adapters.base import Scored, StoreAdapter, Vector, clamped
 
 __all__ = ["MemoryAdapter"]
 
@@ -28,6 +28,17 @@ class MemoryAdapter(StoreAdapter):
     def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
         for id_, doc, vector in zip(ids, docs, vectors, strict=True):
             self._held[id_] = {"id": id_, "vector": vector, "text": doc.page_content, "metadata": dict(doc.metadata)}
+
+    def search(self, query: str, vector: list[float] | None, k: int, **kwargs: Any) -> Scored:
+        """As the base searches; a ``filter`` must be a function of a Document, as the store takes it."""
+        where = kwargs.get("filter")
+        if where is not None and not callable(where):
+            msg = (
+                f"InMemoryVectorStore filters with a function of a Document, not a {type(where).__name__}: "
+                "e.g. filter=lambda doc: doc.metadata.get('source') == 'a.md'."
+            )
+            raise ValueError(msg)
+        return super().search(query, vector, k, **kwargs)
 
     def count(self) -> int | None:
         """How many records the store holds."""
