@@ -212,3 +212,14 @@ def test_a_document_with_a_nul_character_is_refused_before_its_batch_writes_anyt
         writer.add_documents([Document("New text now. New end.", id="upd"), Document("Some\x00text.", id="bad")])
     assert store.store == before
     assert sorted((d, rev, s.text) for d, rev, s in writer.lexical.copies()) == rows
+
+
+def test_revisions_are_those_of_each_documents_local_copies(postgres_url: str) -> None:
+    index = fresh(postgres_url)
+    sqlite = LexicalIndex()
+    for each in (index, sqlite):
+        each.replace(
+            [("a", "r1", [LocalSentence(0, "One.", 0, 4, " ", 1, "c", None, 3)]), ("b", "r2", ["Ranked only."])]
+        )
+        each.replace([("a", "r3", [LocalSentence(0, "Two.", 0, 4, " ", 1, "c", None, 3)])])
+        assert each.revisions(["a", "b", "c"]) == {"a": {"r3"}}  # b has no copies

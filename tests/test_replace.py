@@ -138,3 +138,37 @@ def test_a_bad_document_is_refused_before_its_batch_writes_anything(
     assert retriever.vectorstore.get(include=["metadatas", "documents"]) == stored
     assert {d.metadata.get("v") for d in retriever.invoke(QUERY)} == {1}
     assert "two years" in " ".join(d.page_content for d in retriever.invoke(QUERY))
+
+
+class HeadsFail(InMemoryStore):
+    """LangChain's in-memory docstore, killed (KeyboardInterrupt) when a write holds one of ``heads``."""
+
+    def __init__(self, heads: set[str]) -> None:
+        super().__init__()
+        self.heads = heads
+
+    def mset(self, key_value_pairs: Any) -> None:
+        pairs = list(key_value_pairs)
+        if self.heads & {k for k, _ in pairs}:
+            raise KeyboardInterrupt
+        super().mset(pairs)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_a_first_add_killed_before_its_head_is_deleted_whole(split: bool, tmp_path: Path, minilm: Embeddings) -> None:
+    """Issue #34, finding 5: the listing assumed the head parent known, so its children stayed."""
+    from langchain_expand import MarkdownSectionSplitter, chroma_store
+
+    head = "fresh.p0" if split else "fresh"
+    retriever = BudgetedParentDocumentRetriever(
+        vectorstore=chroma_store("children", persist_directory=tmp_path, embeddings=minilm),
+        docstore=HeadsFail({head}),
+        parent_splitter=MarkdownSectionSplitter(max_level=2) if split else None,
+    )
+    retriever.add_documents([Document(TEXT, id="kept")])
+    with pytest.raises(KeyboardInterrupt):
+        retriever.add_documents([Document(TEXT + "\n## More\n\nAnother section of text.\n", id="fresh")])
+    assert any(m[STORED_DOC] == "fresh" for m in retriever.vectorstore.get()["metadatas"])
+    retriever.delete(["fresh"])
+    assert {m[STORED_DOC] for m in retriever.vectorstore.get()["metadatas"]} == {"kept"}
+    assert all(not k.startswith("fresh") for k in retriever.docstore.yield_keys())

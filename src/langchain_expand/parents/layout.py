@@ -161,6 +161,12 @@ class ParentLayout:
         for d, j in commit.probe_past(beyond, first_children_at, _PROBE):
             counts.setdefault(parent_key(d, j), 0)
             owner[parent_key(d, j)] = d
+        # A first add killed before its head leaves the head parent's children with no parent
+        # to count them: they are probed from the first.
+        for d in doc_ids:
+            if d not in self._heads:
+                counts.setdefault(self.head_id(d), 0)
+                owner[self.head_id(d)] = d
         counted = children_at([(key, i) for key, n in counts.items() for i in range(n)])
         left = commit.probe_past(counts, children_at, _PROBE)
         out = {d: Found() for d in doc_ids}

@@ -125,6 +125,17 @@ class BaseLexicalIndex(ABC):
         With ``among``, only those of these ids: a lookup, not a scan of the whole index.
         """
 
+    def revisions(self, doc_ids: Collection[str]) -> dict[str, set[str]]:
+        """The revisions the local copies of each of ``doc_ids`` are at (a document without copies is left out).
+
+        A document's rows and copies are replaced in one transaction, so one revision each,
+        unless the index was written by a version of this library that did otherwise.
+        """
+        held: dict[str, set[str]] = {}
+        for doc_id, rev, _ in self.copies(doc_ids):
+            held.setdefault(doc_id, set()).add(rev)
+        return held
+
     @abstractmethod
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """The ``k`` sentences that best match the query's words by BM25, best first.
@@ -334,6 +345,19 @@ class LexicalIndex(BaseLexicalIndex):
                 query = f"SELECT DISTINCT doc_id FROM {table} WHERE doc_id IN ({', '.join('?' * len(chunk))})"
                 found |= {row[0] for row in self._db.execute(query, chunk)}
             return found
+
+    def revisions(self, doc_ids: Collection[str]) -> dict[str, set[str]]:
+        """See :meth:`BaseLexicalIndex.revisions`."""
+        wanted = list(doc_ids)
+        held: dict[str, set[str]] = {}
+        with self._lock:
+            for at in range(0, len(wanted), _MAX_VARIABLES):
+                chunk = wanted[at : at + _MAX_VARIABLES]
+                slots = ", ".join("?" * len(chunk))
+                query = f"SELECT DISTINCT doc_id, rev FROM {self.table}_records WHERE doc_id IN ({slots})"
+                for doc_id, rev in self._db.execute(query, chunk):
+                    held.setdefault(doc_id, set()).add(rev)
+        return held
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """See :meth:`BaseLexicalIndex.search`.

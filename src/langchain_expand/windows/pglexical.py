@@ -212,6 +212,15 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         with self._engine.connect() as conn:
             return set(conn.execute(sa.text(f"SELECT DISTINCT doc_id FROM {table}{where}"), params).scalars())
 
+    def revisions(self, doc_ids: Collection[str]) -> dict[str, set[str]]:
+        """See :meth:`BaseLexicalIndex.revisions`."""
+        statement = sa.text(f"SELECT DISTINCT doc_id, rev FROM {self.table}_records WHERE doc_id = ANY(:ids)")
+        held: dict[str, set[str]] = {}
+        with self._engine.connect() as conn:
+            for doc_id, rev in conn.execute(statement, {"ids": list(doc_ids)}):
+                held.setdefault(doc_id, set()).add(rev)
+        return held
+
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """See :meth:`BaseLexicalIndex.search`. One statement: the counts, the idfs and the sums."""
         terms = sorted(set(words(query)))

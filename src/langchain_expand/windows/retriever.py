@@ -291,9 +291,12 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
         layout = self._layout()
         done = commit.index(layout, prepared)
-        if self.lexical is not None:  # documents stored before the lexical index (or its local copies) existed
-            known = self.lexical.documents(copied=True, among=[p.doc_id for p in prepared])
-            self.lexical.replace(layout.local_rows([p for p in prepared if p.doc_id not in known]))
+        if self.lexical is not None:
+            # Copies at another revision than the head's: written before the lexical index (or
+            # its copies) existed, or by an update killed between the index's write and the head's
+            # (a one-sentence version has no body to write first) and then reverted.
+            held = self.lexical.revisions([p.doc_id for p in prepared])
+            self.lexical.replace(layout.local_rows([p for p in prepared if held.get(p.doc_id) != {p.payload.rev}]))
         self._vectors.mark()  # finished: readers' snapshots of the store are out of date
         return done
 
