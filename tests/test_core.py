@@ -22,6 +22,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SentenceWindowRetriever
 from langchain_expand.calls import check_non_negative, check_optional_positive, check_positive, check_query
 from langchain_expand.store.search import overfetch
+from langchain_expand.units import STORED_COUNT, STORED_START
 
 from .conftest import as_documents, load_docs, run_python
 
@@ -326,3 +327,29 @@ def test_a_restarted_process_gives_the_same_windows_and_parents(tmp_path: Path, 
     assert len(here["windows"]) == 4
     assert len(here["parents"]) == 3
     assert restarted == here
+
+
+def _split_every(text: str, n: int) -> list[tuple[int, int]]:
+    """``n``-char pieces of the text (a custom splitter)."""
+    return [(at, min(at + n, len(text))) for at in range(0, len(text), n)]
+
+
+def test_a_custom_splitter_changed_by_its_arguments_or_body_re_splits() -> None:
+    """Issue #34, finding 6: two partials (or two lambdas) with other settings kept the old sentences."""
+    import functools
+
+    text = "The warranty lasts two years. Returns take thirty days."
+    store = RecordingStore()
+    for splitter, written in (  # every one splits the 55 chars in two, at another place
+        (functools.partial(_split_every, n=28), True),
+        (functools.partial(_split_every, n=28), False),  # the same settings: nothing to do
+        (functools.partial(_split_every, n=30), True),
+        (lambda t: _split_every(t, 30), True),
+        (lambda t: _split_every(t, 30), False),  # another lambda, the same code: the same splitter
+        (lambda t: _split_every(t, 29), True),
+    ):
+        retriever = SentenceWindowRetriever(vectorstore=store, splitter=splitter)
+        done = retriever.index_documents([Document(text, id="a")])
+        assert bool(done.written) is written, splitter
+        assert len(splitter(text)) == int(store.get_by_ids(["a::0"])[0].metadata[STORED_COUNT]) == 2
+        assert store.get_by_ids(["a::1"])[0].metadata[STORED_START] == splitter(text)[1][0]

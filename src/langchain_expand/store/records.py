@@ -20,6 +20,7 @@ so the original metadata comes back unchanged on the way out.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -127,17 +128,52 @@ def metadata_fingerprint(metadata: Mapping[str, Any]) -> str:
 
 
 def fingerprint(obj: object) -> str:
-    """A stable description of a splitter's settings (its type and plain attributes)."""
-    if obj is None:
-        return "None"
-    if isinstance(obj, types.FunctionType | types.MethodType):
-        return f"{obj.__module__}.{obj.__qualname__}"
+    """A stable description of a splitter's settings, so that changing them re-splits on the next add.
+
+    - an object: its type and its plain attributes (str, int, float, bool, None);
+    - a function or lambda: its qualified name, a hash of its code (body and constants), and
+      its defaults and closure values, each described the same way;
+    - a ``functools.partial``: its function and its arguments, described the same way.
+
+    What it cannot see (a setting held in a nested object, or in state a function reads at
+    call time) does not re-split: give such a splitter a plain attribute that names its version.
+    """
+    return _described(obj, depth=0)
+
+
+def _described(obj: object, depth: int) -> str:
+    if obj is None or isinstance(obj, str | int | float | bool):
+        return repr(obj)
+    if depth > 4:  # a closure over itself, or a deep chain of partials
+        return type(obj).__qualname__
+    if isinstance(obj, functools.partial):
+        args = [_described(a, depth + 1) for a in obj.args]
+        kwargs = [f"{k}={_described(v, depth + 1)}" for k, v in sorted(obj.keywords.items())]
+        return f"partial({_described(obj.func, depth + 1)}, {', '.join([*args, *kwargs])})"
+    if isinstance(obj, types.MethodType):
+        return f"{_described(obj.__func__, depth + 1)} of {_described(obj.__self__, depth + 1)}"
+    if isinstance(obj, types.FunctionType):
+        code = obj.__code__
+        body = hashlib.sha256(code.co_code + repr(code.co_consts).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        defaults = [_described(d, depth + 1) for d in obj.__defaults__ or ()]
+        cells = [_described(c.cell_contents, depth + 1) for c in obj.__closure__ or () if _filled(c)]
+        return f"{obj.__module__}.{obj.__qualname__}#{body}{defaults}{cells}"
+    if isinstance(obj, list | tuple):
+        return f"{type(obj).__name__}[{', '.join(_described(v, depth + 1) for v in obj)}]"
     try:
         attrs = vars(obj)
     except TypeError:
         return repr(obj)
     plain = sorted((k, v) for k, v in attrs.items() if isinstance(v, str | int | float | bool | type(None)))
     return f"{type(obj).__module__}.{type(obj).__qualname__}{plain}"
+
+
+def _filled(cell: types.CellType) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018  (an empty cell raises)
+    except ValueError:
+        return False
+    return True
 
 
 def content_id(text: str) -> str:
