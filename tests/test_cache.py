@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,6 +44,13 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tup
         as_documents(load_docs("qmsum"))
     )
     return store, lexical
+
+
+def sqlite_copy(source: Path, target: Path) -> Path:
+    """A consistent copy of a SQLite file, its write-ahead log included (SQLite's backup)."""
+    with sqlite3.connect(source) as read, sqlite3.connect(target) as write:
+        read.backup(write)
+    return target
 
 
 @pytest.fixture
@@ -162,7 +169,7 @@ def test_the_local_copies_change_no_answer_and_spare_the_store_its_reads(
     reader: Make, indexed: tuple[Any, Path], tmp_path: Path
 ) -> None:
     """Indexed with cl100k; ``o200k_base`` reads the same copies but cannot use their counts."""
-    bare = LexicalIndex(shutil.copy(indexed[1], tmp_path / "bare.sqlite"))
+    bare = LexicalIndex(sqlite_copy(indexed[1], tmp_path / "bare.sqlite"))
     with bare._db:
         bare._db.execute(f"DELETE FROM {bare.table}_records")  # the ranking alone: every record from the store
     queries = [q["query"] for q in load_queries("qmsum")[:4]]

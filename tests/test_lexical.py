@@ -337,3 +337,39 @@ def test_an_index_written_before_rows_were_mapped_to_documents_opens_and_replace
     reopened = LexicalIndex(path)
     assert [(h.doc_id, h.rev) for h in reopened.search("prices", 9)] == [("a", "r2")]
     assert reopened.documents(among=["a", "b"]) == {"a"}
+
+
+def test_a_writer_waits_for_another_and_says_what_to_do_when_it_waited_too_long(tmp_path: Path) -> None:
+    """Issue #34, finding 7: concurrent writers got SQLite's raw "database is locked" after 5 s."""
+    path = tmp_path / "lexical.sqlite"
+    holder, waiter = LexicalIndex(path), LexicalIndex(path, timeout=0.2)
+    waiter.replace([("b", "r1", ["Kept text."])])
+    holder._db.execute("BEGIN IMMEDIATE")  # another writer, mid-write
+    with pytest.raises(RuntimeError, match=r"stayed locked by another writer for 0\.2 s.*PostgresLexicalIndex"):
+        waiter.replace([("a", "r1", ["Some text."])])
+    assert [h.doc_id for h in waiter.search("kept text", 5)] == ["b"]  # reads go on meanwhile
+    holder._db.commit()
+    waiter.replace([("a", "r1", ["Some text."])])  # its turn
+    assert {h.doc_id for h in LexicalIndex(path).search("text", 5)} == {"a", "b"}
+
+
+def test_writers_in_several_processes_take_turns_on_one_file(tmp_path: Path) -> None:
+    """Four processes, each replacing its own large document three times, all at once."""
+    import multiprocessing
+
+    path = tmp_path / "lexical.sqlite"
+    LexicalIndex(path)
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.starmap(_write_large, [(str(path), n) for n in range(4)])
+    index = LexicalIndex(path)
+    assert index.documents() == {f"d{n}" for n in range(4)}
+    assert index.count() == 4 * 6_000
+
+
+def _write_large(path: str, n: int) -> None:
+    index = LexicalIndex(path)
+    for rev in range(3):
+        sentences = [
+            LocalSentence(i, f"Sentence {i} of document {n}.", 0, 1, " ", 1, "c", None, 2) for i in range(6_000)
+        ]
+        index.replace([(f"d{n}", f"r{rev}", sentences)])

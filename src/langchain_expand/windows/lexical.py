@@ -17,6 +17,7 @@ store would not give.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sqlite3
 import threading
@@ -168,12 +169,18 @@ class LexicalIndex(BaseLexicalIndex):
             )
     """
 
-    def __init__(self, path: str | Path | None = None, *, table: str = "sentences") -> None:
+    def __init__(self, path: str | Path | None = None, *, table: str = "sentences", timeout: float = 600.0) -> None:
         """Open (or create) the index.
+
+        A file is kept in SQLite's write-ahead-log mode, so queries read while a writer writes;
+        writers (threads or processes) take turns, each waiting up to ``timeout`` seconds for
+        the one before (a document of 20,000 sentences takes seconds to replace).
 
         Args:
             path: The SQLite file; None keeps the index in memory (for tests and one-off runs).
             table: The FTS5 table's name, so several indexes can share one file.
+            timeout: Seconds a write waits for another writer's to finish before it gives up
+                with an error that says so.
 
         Raises:
             ValueError: When ``table`` is not a plain identifier.
@@ -186,8 +193,13 @@ class LexicalIndex(BaseLexicalIndex):
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(":memory:" if self.path is None else str(self.path), check_same_thread=False)
-        with self._lock, self._db:
+        self.timeout = timeout
+        self._db = sqlite3.connect(
+            ":memory:" if self.path is None else str(self.path), timeout=timeout, check_same_thread=False
+        )
+        if self.path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")  # kept in the file: set once, by whoever opens it first
+        with self._lock, self._writing(), self._db:
             self._db.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} "
                 "USING fts5(doc_id UNINDEXED, i UNINDEXED, rev UNINDEXED, text, tokenize='unicode61')"
@@ -201,7 +213,8 @@ class LexicalIndex(BaseLexicalIndex):
             columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table}_records)")}
             if "joined" not in columns:  # an index written before joined counts were kept: its rows have none
                 self._db.execute(f"ALTER TABLE {table}_records ADD COLUMN joined INTEGER")
-        self._map_rows()
+        with self._writing():
+            self._map_rows()
 
     def _map_rows(self) -> None:
         """Create the table that maps each document to its FTS5 rows, filled from them once.
@@ -235,9 +248,25 @@ class LexicalIndex(BaseLexicalIndex):
     def __repr__(self) -> str:
         return f"LexicalIndex({str(self.path) if self.path else None!r}, table={self.table!r})"
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write; SQLite's "database is locked" after ``timeout`` becomes an error that names the fix."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            msg = (
+                f"The lexical index {str(self.path)!r} stayed locked by another writer for {self.timeout:g} s. "
+                "SQLite takes one writer at a time: run fewer writers at once, give LexicalIndex a longer "
+                "`timeout`, or use PostgresLexicalIndex for many concurrent writers. Nothing of this call "
+                "was written; run it again."
+            )
+            raise RuntimeError(msg) from exc
+
     def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
         """See :meth:`BaseLexicalIndex.replace`."""
-        with self._lock, self._db:
+        with self._lock, self._writing(), self._db:
             for doc_id, rev, sentences in documents:
                 self._delete(doc_id)
                 ranked: list[tuple[str, int, str, str]] = []
@@ -268,7 +297,7 @@ class LexicalIndex(BaseLexicalIndex):
 
     def delete(self, doc_ids: Iterable[str]) -> None:
         """Remove every row of these documents; unknown ids are ignored."""
-        with self._lock, self._db:
+        with self._lock, self._writing(), self._db:
             for doc_id in doc_ids:
                 self._delete(doc_id)
 
