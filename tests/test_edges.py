@@ -12,7 +12,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import BudgetedParentDocumentRetriever, LexicalIndex, SentenceWindowRetriever, chroma_store
 
-from .conftest import load_docs
+from .conftest import load_docs, run_python
 
 pytestmark = pytest.mark.integration
 
@@ -39,3 +39,32 @@ def test_a_dict_filter_on_the_in_memory_store_says_which_filter_it_takes(minilm:
     with pytest.raises(ValueError, match="InMemoryVectorStore filters with a function of a Document"):
         retriever.invoke("warranty", filter={"source": "a.md"})
     assert retriever.invoke("warranty", filter=lambda doc: True)  # type: ignore[arg-type]
+
+
+def test_a_reader_keeps_fetching_past_records_another_process_deleted(
+    tmp_path: Path, minilm: Embeddings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue #34, finding 8: embedded Chroma's index in a process that was running when another
+    deleted a document still matches its sentences; they were dropped and over-fetching stopped,
+    so k=4 gave 2 windows while 8 other sentences were stored."""
+    texts = {
+        "gone": "The warranty lasts two years. The warranty covers the screen.",
+        "a": "Returns are accepted within thirty days. Bring the receipt. Stores open at nine. Parking is free.",
+        "b": "Support answers by phone. Email takes two days. Chat is open weekdays. The office is in Zurich.",
+    }
+    reader = SentenceWindowRetriever(vectorstore=chroma_store("docs", persist_directory=tmp_path, embeddings=minilm))
+    reader.add_documents([Document(text, id=doc_id) for doc_id, text in texts.items()])
+    assert [d.metadata["doc_id"] for d in reader.invoke("warranty", k=4, before=0, after=0)][:2] == ["gone", "gone"]
+    run_python(
+        "import sys\n"
+        "from langchain_expand import SentenceWindowRetriever, chroma_store\n"
+        "store = chroma_store('docs', persist_directory=sys.argv[1])\n"
+        "SentenceWindowRetriever(vectorstore=store).delete(['gone'])\n",
+        str(tmp_path),
+    )
+    found = reader.invoke("warranty", k=4, before=0, after=0)
+    assert len(found) == 4
+    assert "gone" not in {d.metadata["doc_id"] for d in found}
+    with caplog.at_level("WARNING"):
+        assert len(reader.invoke("warranty", k=10, before=0, after=0)) == 8  # every sentence stored
+    assert "8 of k=10 windows: the store's index matched 2 records that are no longer stored" in caplog.text

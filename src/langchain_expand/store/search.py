@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sized
 from typing import Any, TypeVar
 
 from langchain_expand.store.adapters import Scored, StoreAdapter
+from langchain_expand.store.adapters.base import matched
 
 __all__ = ["MAX_QUERY_CHARS", "OVERFETCH_LIMIT", "Scored", "VectorSearch", "overfetch"]
 
@@ -70,12 +71,13 @@ class VectorSearch:
 def overfetch(search: Callable[[int], R], first: int, need: int) -> Iterator[R]:
     """Ever larger result lists, doubling from ``first``; the caller stops when it has enough.
 
-    Stops by itself when the store has no more matches, or at ``OVERFETCH_LIMIT x need``.
+    Stops by itself when the store has no more matches (counting those a result dropped:
+    :class:`~langchain_expand.store.adapters.base.Matches`), or at ``OVERFETCH_LIMIT x need``.
     """
     asked = first
     while True:
         scored = search(asked)
         yield scored
-        if len(scored) < asked or asked >= OVERFETCH_LIMIT * need:
+        if matched(scored) < asked or asked >= OVERFETCH_LIMIT * need:
             return
         asked *= 2

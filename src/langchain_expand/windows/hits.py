@@ -16,6 +16,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import relevance
+from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.records import unit_id, unit_owner
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import NO_MARKS, Marks
@@ -142,7 +143,7 @@ class DenseSearch:
             return scored
         self.reads.heads([*(unit_owner(i) for i, _ in found), *more_heads()])
         records = {d.id: d for d in self.reads.records([i for i, _ in found])}
-        return [(records[i], score) for i, score in found if i in records]
+        return Matches([(records[i], score) for i, score in found if i in records], matched=len(found))
 
 
 class SnapshotSearch:
@@ -161,7 +162,7 @@ class SnapshotSearch:
         found = [(unit_id(*position), score) for position, score in scores.nearest(k)]
         self.reads.heads([*(unit_owner(i) for i, _ in found), *more_heads()])
         records = {d.id: d for d in self.reads.records([i for i, _ in found])}
-        return [(records[i], score) for i, score in found if i in records]
+        return Matches([(records[i], score) for i, score in found if i in records], matched=len(found))
 
 
 Ranking = DenseSearch | SnapshotSearch
@@ -223,7 +224,8 @@ class HybridSearch:
             [(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])) for d, _ in scored],
             [(h.doc_id, h.index) for h in found],
         )
-        return [by_key[key] for key in order if key in by_key]
+        fused = [by_key[key] for key in order if key in by_key]
+        return Matches(fused, matched=max(len(fused), matched(scored)))
 
     def _scored(self, positions: list[Position], floor: float) -> list[tuple[Document, float]]:
         """The records at ``positions``, each with its relevance to the query."""
@@ -266,7 +268,7 @@ class RecordHits:
         scored = self.search(k)
         hits = [to_hit(doc, score) for doc, score in scored]
         self._records = {(h.doc_id, h.index): doc for h, (doc, _) in zip(hits, scored, strict=True)}
-        return hits
+        return Matches(hits, matched=matched(scored))
 
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
         """The token count of each hit's sentence, from its record."""

@@ -10,10 +10,12 @@ benchmark (``benchmarks/README.md``).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from langchain_core.documents import Document
 
+from langchain_expand import calls
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.ranges import largest_fitting, window_bounds
 from langchain_expand.units import BUDGET, DOC_ID, SPAN
@@ -24,6 +26,7 @@ __all__ = [
     "DEFAULT_K",
     "GUIDED_OVERFILL",
     "OVERFILL",
+    "RULES",
     "TOKENS_PER_SENTENCE_GUESS",
     "TOP_UP",
     "Plan",
@@ -204,3 +207,18 @@ def check_window(window: object) -> None:
     if window not in (None, "guided", "fixed"):
         msg = f"`window` must be 'guided', 'fixed' or None (guided when there is a budget), got {window!r}."
         raise ValueError(msg)
+
+
+RULES: dict[str, Callable[[str, object], None]] = {
+    "k": calls.check_optional_positive,
+    "before": calls.check_non_negative,
+    "after": calls.check_non_negative,
+    "merge_gap": calls.check_non_negative,
+    "max_radius": calls.check_non_negative,
+    "max_tokens": calls.check_optional_positive,
+    "max_sentence_tokens": calls.check_optional_positive,
+    "batch_size": calls.check_positive,
+    "cache_size": calls.check_non_negative,
+    "snapshot_limit": calls.check_non_negative,
+}
+"""Every numeric parameter's rule, for the fields and for the same arguments per call."""

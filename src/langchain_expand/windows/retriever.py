@@ -30,6 +30,7 @@ from langchain_expand.budget import fit_to_budget
 from langchain_expand.calls import AsyncByThread, check_query
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
+from langchain_expand.store.adapters.base import matched
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.records import (
     document_ids,
@@ -73,6 +74,7 @@ from langchain_expand.windows.plan import (
     DEFAULT_K,
     GUIDED_OVERFILL,
     OVERFILL,
+    RULES,
     TOP_UP,
     Plan,
     Unit,
@@ -88,24 +90,15 @@ from langchain_expand.windows.snapshot import Snapshot
 __all__ = ["SentenceWindowRetriever", "window_bounds"]
 
 logger = logging.getLogger(__name__)
+_SHORT = (
+    "%d of k=%d windows: the store's index matched %d records that are no longer stored (deleted by another "
+    "process; an embedded Chroma's index catches up when this process reopens it)."
+)
 
 
 _REFILLS = 2
 """Times a call answers again, passing over documents it found half-written (a writer at work)."""
 
-_RULES: dict[str, Callable[[str, object], None]] = {
-    "k": calls.check_optional_positive,
-    "before": calls.check_non_negative,
-    "after": calls.check_non_negative,
-    "merge_gap": calls.check_non_negative,
-    "max_radius": calls.check_non_negative,
-    "max_tokens": calls.check_optional_positive,
-    "max_sentence_tokens": calls.check_optional_positive,
-    "batch_size": calls.check_positive,
-    "cache_size": calls.check_non_negative,
-    "snapshot_limit": calls.check_non_negative,
-}
-"""Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
 _SEARCH_KWARGS = {"k": "k", "filter": "filter", "score_threshold": "score_threshold"}
 """LangChain's ``search_kwargs`` keys, and the field each one sets."""
@@ -192,22 +185,18 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     before expansion: exact terms (numbers, names, codes) that dense vectors miss. A
     :class:`~langchain_expand.windows.lexical.LexicalIndex` (a SQLite file) on one machine, a
     :class:`~langchain_expand.windows.pglexical.PostgresLexicalIndex` where several share a store. Written by
-    ``add_documents`` under the same commit protocol; no extra embedding. Its local copies of the
-    sentence records are what queries read neighbours from (about 10 us a record against 120 from
-    Chroma), at the revision of each document's head in the store, or from their snapshot in memory
-    (``snapshot_limit``)."""
+    ``add_documents`` under the same commit protocol; no extra embedding. Queries read neighbours
+    from its local copies of the sentence records (faster than the store), at the revision of
+    each document's head, or from their snapshot in memory (``snapshot_limit``)."""
     snapshot_limit: int = 50_000
     """With a lexical index on Chroma, queries run on a snapshot of every sentence's local copy in
     memory while the copies number at most this many: an exact dense search (Chroma's HNSW is
-    approximate), BM25 and every neighbour read without a store call. It costs about 3 KB a sentence
-    with MiniLM (150 MB at the limit) and about 0.15 us a sentence a query for the search (6.5 ms
-    measured for 52,780 sentences, where Chroma's stays near 5). The first query after any writer
-    has finished builds it again on the last one, reading only the documents written since (the
-    rest costs 9-17 ms for 3,000-5,300 sentences and 0.13 s for 52,780; built whole, 74-135 ms
-    and 0.9 s; see :mod:`langchain_expand.windows.snapshot`). Past the limit, a SQLite lexical index's BM25
-    is still ranked in memory (:class:`~langchain_expand.windows.snapshot.LexicalRanking`: postings only,
-    about 200 bytes a sentence, built beside the queries after each write; the index ranks until it
-    is). 0 turns both off."""
+    approximate), BM25 and every neighbour read without a store call, for about 3 KB a sentence
+    with MiniLM (150 MB at the limit). The first query after a writer has finished brings it up
+    to date, reading only the documents written since (:mod:`langchain_expand.windows.snapshot`).
+    Past the limit, a SQLite lexical index's BM25 is still ranked in memory
+    (:class:`~langchain_expand.windows.snapshot.LexicalRanking`, about 200 bytes a sentence, built
+    beside the queries after each write). 0 turns both off. Costs: ``benchmarks/README.md``."""
     score_threshold: float | None = None
     """No hit whose relevance is below this is returned (the evidence has run out)."""
     relative_score_threshold: float | None = None
@@ -260,7 +249,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     def _validate(self) -> SentenceWindowRetriever:
         if self.splitter is None:
             self.splitter = SentenceSplitter(token_counter=self.token_counter, table_rows=True)
-        for name, rule in _RULES.items():
+        for name, rule in RULES.items():
             rule(name, getattr(self, name))
         calls.check_fraction("relative_score_threshold", self.relative_score_threshold)
         check_window(self.window)
@@ -383,8 +372,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
         While the query is embedded, the mark is read and the last snapshot's BM25 (past the limit,
         the last :class:`~langchain_expand.windows.snapshot.LexicalRanking`) ranks the query's ``k`` best
-        (0.3 and about 0.5 ms, free on two cores: the embedding holds the interpreter's lock
-        little). The ranking is used where it is still current.
+        (free on two cores: the embedding holds the interpreter's lock little); the ranking is used
+        where it is still current.
 
         Where no snapshot is built (past ``snapshot_limit``), None for it, BM25 alone in memory
         (:class:`~langchain_expand.windows.snapshot.LexicalRanking`) where it is current for the mark (else
@@ -428,11 +417,15 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
             return self._budgeted(self._fill(search, plan, reads), plan.max_tokens)
         assert plan.k is not None
         units: list[Unit] = []
+        dropped = 0
         for scored in overfetch(search, plan.first_fetch(), plan.k):
             hits = [to_hit(doc, score) for doc, score in scored]
             units = plan.units(plan.taken(hits))
+            dropped = matched(scored) - len(scored)
             if len(units) >= plan.k:
                 break
+        if len(units) < plan.k and dropped:
+            logger.warning(_SHORT, len(units), plan.k, dropped)
         units = units[: plan.k]
         records = reads.records(needed_ids(units))  # the hits among them from the search, unread
         return self._budgeted(assemble(units, record_runs(records), self.token_counter, plan.skipped), plan.max_tokens)
@@ -547,8 +540,8 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
         """This call's settings: what the call gives, else the instance's fields; checked."""
         values = {name: getattr(self, name) if given.get(name) is None else given[name] for name in given}
         for name, value in values.items():
-            if name in _RULES:
-                _RULES[name](name, value)
+            if name in RULES:
+                RULES[name](name, value)
         if values["k"] is None and values["max_tokens"] is None:
             values["k"] = DEFAULT_K
         floors: dict[str, Any] = {

@@ -7,7 +7,7 @@ can do better; any other store runs on this base.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -15,12 +15,33 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-__all__ = ["Scored", "StoreAdapter", "Vector", "clamped", "relevance"]
+__all__ = ["Matches", "Scored", "StoreAdapter", "Vector", "clamped", "matched", "relevance"]
 
 Vector: TypeAlias = "Sequence[float] | np.ndarray"
 """A stored vector: a list, or a NumPy row as the store gives it."""
 Scored = list[tuple[Document, float]]
 """Records with their relevance, best first."""
+
+
+class Matches(list):  # type: ignore[type-arg]
+    """A search's results, best first, and ``matched``: how many the store's index matched.
+
+    A store's index may match records that are gone (Chroma's, in a process that was running
+    when another deleted them): they are dropped, and ``matched`` still counts them, so that a
+    caller over-fetching knows the store has more and asks again.
+    """
+
+    def __init__(self, found: Iterable[Any] = (), matched: int | None = None) -> None:
+        """``found``; ``matched`` defaults to their number (nothing dropped)."""
+        super().__init__(found)
+        self.matched = len(self) if matched is None else matched
+
+
+def matched(found: Sized) -> int:
+    """How many records the store matched for ``found``: its ``matched``, else its length."""
+    return int(getattr(found, "matched", len(found)))
+
+
 MAX_SEARCH = 100_000
 """The most matches one search asks a store for, whatever the budget (a budget of 10**12 tokens
 asked Chroma for more results than its integer type holds)."""

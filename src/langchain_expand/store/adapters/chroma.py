@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.store.adapters.base import MAX_SEARCH, StoreAdapter, Vector, clamped
+from langchain_expand.store.adapters.base import MAX_SEARCH, Matches, Scored, StoreAdapter, Vector, clamped
 
 __all__ = ["ChromaAdapter", "chroma_space"]
 
@@ -167,6 +167,32 @@ class ChromaAdapter(StoreAdapter):
             yield [Document(text, metadata=dict(meta or {}), id=i) for i, text, meta in rows]
             if len(got["ids"]) < size:
                 return
+
+    def search(self, query: str, vector: list[float] | None, k: int, **kwargs: Any) -> Scored:
+        """The ``k`` records nearest ``vector``, read in the query itself; records gone are dropped.
+
+        Chroma's index in a process that was running when another deleted records still
+        matches them; the query hands them back without text or metadata. They are left out
+        and counted in the result's ``matched`` (:class:`Matches`), so over-fetching goes on.
+        """
+        if vector is None or set(kwargs) - {"filter", "where_document"}:
+            return super().search(query, vector, k, **kwargs)
+        got = self.collection.query(
+            query_embeddings=[list(vector)],
+            n_results=min(k, MAX_SEARCH),
+            where=kwargs.get("filter") or None,
+            where_document=kwargs.get("where_document") or None,
+            include=["documents", "metadatas", "distances"],
+        )
+        ids, texts, metas, distances = (
+            got[key][0] if got[key] else [] for key in ("ids", "documents", "metadatas", "distances")
+        )
+        found = [
+            (Document(text, metadata=dict(meta), id=i), self.relevance(d))
+            for i, text, meta, d in zip(ids, texts, metas, distances, strict=True)
+            if meta is not None and text is not None
+        ]
+        return Matches(found, matched=len(ids))
 
     def search_ids(self, vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]] | None:
         """The ids of the ``k`` nearest records, with relevance; their metadata is not read.
