@@ -103,14 +103,14 @@ def test_a_query_is_embedded_once_however_many_searches_it_takes(
     retriever = make_retriever(k=6, merge=True, before=4, after=4)  # type: ignore[operator]
     retriever.add_documents(as_documents(load_docs("qmsum")[:1]))
     searches: list[int] = []
-    store = retriever.vectorstore
-    original = store.similarity_search_by_vector_with_relevance_scores
+    adapter = retriever._vectors  # each search of the store, by vector (Chroma's own query)
+    original = adapter.search
 
-    def counted(embedding, k, **kwargs):  # type: ignore[no-untyped-def]
+    def counted(query, vector, k, **kwargs):  # type: ignore[no-untyped-def]
         searches.append(k)
-        return original(embedding, k=k, **kwargs)
+        return original(query, vector, k, **kwargs)
 
-    object.__setattr__(store, "similarity_search_by_vector_with_relevance_scores", counted)
+    object.__setattr__(adapter, "search", counted)
     before = counting.queries_embedded
     docs = retriever.invoke("the remote control")
     assert 1 <= len(docs) < 6  # wide windows of one meeting merge: fewer units than k ...
