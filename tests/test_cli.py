@@ -298,3 +298,23 @@ def test_indexing_shows_a_progress_bar_with_total_rate_and_eta(tmp_path: Path) -
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         assert main(["--home", str(tmp_path / "home"), "index", "--batch-docs", "8", str(corpus)]) == 0
     assert err.getvalue() == ""
+
+
+def test_one_file_is_one_document_from_any_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #34, finding 9: ``mixed/ok.md`` and, from inside ``mixed/``, ``ok.md`` were two documents."""
+    (tmp_path / "mixed").mkdir()
+    (tmp_path / "mixed" / "ok.md").write_text("# Warranty\n\nThe warranty lasts two years. Returns take thirty days.\n")
+    home = tmp_path / "home"
+    said = []
+    for cwd, path in (
+        (tmp_path, "mixed/ok.md"),
+        (tmp_path / "mixed", "ok.md"),
+        (tmp_path / "mixed", str(tmp_path / "mixed" / "ok.md")),
+    ):
+        monkeypatch.chdir(cwd)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["--home", str(home), "index", "--quiet", path]) == 0
+        said.append(out.getvalue())
+    assert "1 embedded, 0 unchanged" in said[0]
+    assert all("0 embedded, 1 unchanged" in s and "--prune" not in s for s in said[1:]), said

@@ -130,7 +130,8 @@ def _index(args: argparse.Namespace) -> int:
     )
 
     skipped: list[str] = []
-    batches = _batches(read_corpus(args.paths, skip_bad=args.skip_bad, skipped=skipped), args.batch_docs)
+    documents = read_corpus(args.paths, skip_bad=args.skip_bad, skipped=skipped, root=_root(args))
+    batches = _batches(documents, args.batch_docs)
     first = next(batches, None)
     if first is None:  # before any model loads or store opens
         paths = ", ".join(str(p) for p in args.paths)
@@ -202,6 +203,15 @@ def _text_bytes(paths: Sequence[Path]) -> int:
         return sum(len(d.page_content.encode()) for d in read_corpus(paths, skip_bad=True))
     except ValueError:
         return 0
+
+
+def _root(args: argparse.Namespace) -> Path:
+    """What file ids are relative to: ``--root``, else the folder holding ``--home``.
+
+    Not the working directory: the same file indexed from two folders into one home would be
+    two documents, and a query would send its text twice.
+    """
+    return Path(args.root) if args.root is not None else Path(args.home).resolve().parent
 
 
 def _indexed_ids(args: argparse.Namespace, retriever: Any) -> list[str]:
@@ -433,6 +443,12 @@ def _parser() -> argparse.ArgumentParser:
         help="skip (and list) a file that is not UTF-8 text or a malformed JSON Lines row, instead of stopping",
     )
     index.add_argument("--prune", action="store_true", help="remove indexed documents that are no longer in PATHS")
+    index.add_argument(
+        "--root",
+        type=Path,
+        help="the folder file ids are relative to (default: the folder holding --home, so one file is one document "
+        "from any working directory)",
+    )
     output = index.add_mutually_exclusive_group()
     output.add_argument("--quiet", action="store_true", help="no progress bar (it shows only on a terminal)")
     output.add_argument("--verbose", action="store_true", help="a line on stderr per committed batch, terminal or not")

@@ -24,7 +24,11 @@ logger = logging.getLogger(__name__)
 
 
 def read_corpus(
-    paths: Sequence[Path | str], *, skip_bad: bool = False, skipped: list[str] | None = None
+    paths: Sequence[Path | str],
+    *,
+    skip_bad: bool = False,
+    skipped: list[str] | None = None,
+    root: Path | str | None = None,
 ) -> Iterator[Document]:
     """Documents from files and folders, in a stable order.
 
@@ -32,7 +36,9 @@ def read_corpus(
     skipped, so a data set's ``docs.jsonl`` and ``queries.jsonl`` can sit together.
 
     ``.txt``/``.md`` files become one document each, with the path as id and
-    ``source``; ``.md`` files are marked ``format: markdown``. JSON Lines rows keep
+    ``source``: relative to ``root`` (by default the working directory) where the file lies
+    below it, else absolute, so one file has one id however it is named; ``.md`` files are
+    marked ``format: markdown``. JSON Lines rows keep
     their ``doc_id`` and their ``sections`` (as metadata, for ``SectionSplitter``).
 
     Args:
@@ -40,6 +46,7 @@ def read_corpus(
         skip_bad: Log and skip a file that is not UTF-8 text, or a malformed JSON Lines
             row, instead of raising.
         skipped: Collects ``"where: why"`` for each file or row skipped, for a summary.
+        root: The folder file ids are relative to; the working directory by default.
 
     Raises:
         ValueError: For a file that is not UTF-8 text, a malformed JSON Lines row (unless
@@ -49,7 +56,8 @@ def read_corpus(
     """
     seen: dict[str, str] = {}
     notes = skipped if skipped is not None else []
-    for origin, doc in _documents(paths, skip_bad, notes):
+    base = Path.cwd() if root is None else Path(root)
+    for origin, doc in _documents(paths, skip_bad, notes, base.resolve()):
         first = seen.setdefault(str(doc.id), origin)
         if first != origin:
             msg = (
@@ -61,7 +69,9 @@ def read_corpus(
         yield doc
 
 
-def _documents(paths: Sequence[Path | str], skip_bad: bool, skipped: list[str]) -> Iterator[tuple[str, Document]]:
+def _documents(
+    paths: Sequence[Path | str], skip_bad: bool, skipped: list[str], root: Path
+) -> Iterator[tuple[str, Document]]:
     """Each document with where it came from (``path`` or ``path:line``)."""
     for raw in paths:
         path = Path(raw)
@@ -70,14 +80,14 @@ def _documents(paths: Sequence[Path | str], skip_bad: bool, skipped: list[str]) 
             for other in (p for p in found if p.suffix not in SUFFIXES):
                 _skip(skipped, f"{other}: only {', '.join(SUFFIXES)} files are read")
             files = [p for p in found if p.suffix in SUFFIXES]
-            yield from _documents([p for p in files if not _is_query_file(p)], skip_bad, skipped)
+            yield from _documents([p for p in files if not _is_query_file(p)], skip_bad, skipped, root)
         elif path.suffix == ".jsonl":
             yield from _jsonl(path, skip_bad, skipped)
         elif not path.exists():
             msg = f"{path}: no such file or folder."
             raise ValueError(msg)
         else:
-            name = _path_id(path)
+            name = _path_id(path, root)
             meta: dict[str, object] = {SOURCE: name}
             if path.suffix == ".md":
                 meta["format"] = "markdown"
@@ -91,15 +101,15 @@ def _documents(paths: Sequence[Path | str], skip_bad: bool, skipped: list[str]) 
             yield name, Document(text, id=name, metadata=meta)
 
 
-def _path_id(path: Path) -> str:
+def _path_id(path: Path, root: Path) -> str:
     """One id per file however it was named (``docs/a.md``, ``./docs/../docs/a.md``, absolute).
 
-    Relative to the working directory where the file lies below it, else absolute, with
-    ``..``, ``.`` and symlinks resolved.
+    Relative to ``root`` where the file lies below it, else absolute, with ``..``, ``.`` and
+    symlinks resolved.
     """
     resolved = path.resolve()
     try:
-        return str(resolved.relative_to(Path.cwd().resolve()))
+        return str(resolved.relative_to(root))
     except ValueError:
         return str(resolved)
 
