@@ -318,3 +318,36 @@ def test_one_file_is_one_document_from_any_working_directory(tmp_path: Path, mon
         said.append(out.getvalue())
     assert "1 embedded, 0 unchanged" in said[0]
     assert all("0 embedded, 1 unchanged" in s and "--prune" not in s for s in said[1:]), said
+
+
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["--version"], ["index", "--help"], ["query"], ["query", "q", "--k", "x"]], ids=str
+)
+def test_help_version_and_argument_errors_never_load_the_model(argv: list[str]) -> None:
+    """Issue #35, finding 5: --help took 15 s importing sentence_transformers to load the model."""
+    from .conftest import run_python
+
+    loaded = run_python(
+        "import sys\n"
+        "from langchain_expand.tools.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in ('sentence_transformers', 'torch', 'chromadb') if m in sys.modules))\n",
+        *argv,
+    )
+    assert loaded.strip().splitlines()[-1] == "[]"
+
+
+def test_version_is_the_installed_packages() -> None:
+    from importlib.metadata import version
+
+    import langchain_expand
+
+    done = subprocess.run([*CLI, "--version"], capture_output=True, text=True, check=True)
+    assert (
+        done.stdout.strip()
+        == f"langchain-expand {version('langchain-expand')}"
+        == f"langchain-expand {langchain_expand.__version__}"
+    )

@@ -399,12 +399,19 @@ def _defaults() -> tuple[dict[str, Any], dict[str, Any]]:
     return of(SentenceWindowRetriever), of(BudgetedParentDocumentRetriever)
 
 
+def _version() -> str:
+    from langchain_expand import __version__
+
+    return __version__
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="langchain-expand",
         description="Index files, query them within a token budget, report on windows against parents, "
         "run the demo. Indexes live under --home unless --chroma-host names a Chroma server.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     parser.add_argument("--home", type=Path, default=HOME, help="where embedded indexes live (default: %(default)s)")
     parser.add_argument("--chroma-host", help="use a Chroma server (chroma run) instead of an embedded one")
     parser.add_argument("--chroma-port", type=int, default=8000, help="the Chroma server's port (default: %(default)s)")
