@@ -351,3 +351,24 @@ def test_version_is_the_installed_packages() -> None:
         == f"langchain-expand {version('langchain-expand')}"
         == f"langchain-expand {langchain_expand.__version__}"
     )
+
+
+def test_ctrl_c_while_indexing_says_how_to_resume_and_exits_130(tmp_path: Path) -> None:
+    """Issue #35, finding 7: Ctrl-C during index printed about 30 lines of traceback."""
+    corpus = small_docs(tmp_path)
+    process = subprocess.Popen(
+        [*CLI, "--home", str(tmp_path / "home"), "index", str(corpus), "--batch-docs", "2", "--verbose"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stderr is not None
+    for line in process.stderr:
+        if line.startswith("indexed 2 documents"):
+            process.send_signal(signal.SIGINT)
+            break
+    rest = process.stderr.read()
+    assert process.wait(timeout=60) == 130
+    assert "interrupted. Every batch committed before it is kept: run the same command again to resume." in rest
+    assert "Traceback" not in rest

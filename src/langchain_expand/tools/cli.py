@@ -522,6 +522,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # bad input: say what and where, without a traceback
         print(f"langchain-expand {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what is kept and what to do, not a traceback
+        kept = " Every batch committed before it is kept: run the same command again to resume."
+        print(
+            f"langchain-expand {args.command}: interrupted.{kept if args.command == 'index' else ''}", file=sys.stderr
+        )
+        return 130
 
 
 if __name__ == "__main__":
