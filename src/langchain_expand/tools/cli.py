@@ -434,8 +434,16 @@ def _parser() -> argparse.ArgumentParser:
         "store, in the --docstore database with --chroma-host when that is PostgreSQL (default: on)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    _index_arguments(sub.add_parser("index", help="index .txt, .md and .jsonl files (resumable)"))
+    _query_arguments(
+        sub.add_parser("query", help="ask the index", formatter_class=argparse.RawDescriptionHelpFormatter)
+    )
+    sub.add_parser("demo", help="index the bundled sample corpus and ask it a few questions")
+    _report_arguments(sub.add_parser("report", help="measure windows and parents on a corpus against a budget"))
+    return parser
 
-    index = sub.add_parser("index", help="index .txt, .md and .jsonl files (resumable)")
+
+def _index_arguments(index: argparse.ArgumentParser) -> None:
     index.add_argument("paths", nargs="+", type=Path)
     index.add_argument(
         "--mode",
@@ -460,13 +468,16 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("--quiet", action="store_true", help="no progress bar (it shows only on a terminal)")
     output.add_argument("--verbose", action="store_true", help="a line on stderr per committed batch, terminal or not")
 
+
+def _query_arguments(query: argparse.ArgumentParser) -> None:
     windows, parents = _defaults()
-    query = sub.add_parser("query", help="ask the index", formatter_class=argparse.RawDescriptionHelpFormatter)
     query.add_argument("question")
     query.add_argument("--mode", choices=["window", "parent"], default="window", help="(default: %(default)s)")
-    query.add_argument(
-        "--k", type=int, help=f"units returned (default: {windows['k']} windows, {parents['k']} parents)"
-    )
+    from langchain_expand.windows.plan import DEFAULT_K
+
+    fixed = windows["k"] or parents["k"]
+    k_help = f"{fixed}" if fixed else f"as many as --budget holds, else {DEFAULT_K}"
+    query.add_argument("--k", type=int, help=f"units returned (default: {k_help})")
     query.add_argument(
         "--before", type=int, help=f"window mode: sentences before each hit (default: {windows['before']})"
     )
@@ -485,9 +496,8 @@ def _parser() -> argparse.ArgumentParser:
     query.add_argument("--budget", type=int, help="fit the joined context into this many tokens (default: no budget)")
     query.add_argument("--format", choices=["text", "json"], default="text", help="(default: %(default)s)")
 
-    sub.add_parser("demo", help="index the bundled sample corpus and ask it a few questions")
 
-    report = sub.add_parser("report", help="measure windows and parents on a corpus against a budget")
+def _report_arguments(report: argparse.ArgumentParser) -> None:
     report.add_argument(
         "corpus",
         type=Path,
@@ -510,7 +520,6 @@ def _parser() -> argparse.ArgumentParser:
         "--format", choices=["table", "markdown", "json"], default="table", help="(default: %(default)s)"
     )
     report.add_argument("--plots", type=Path, help="write PNG histograms into this folder")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
