@@ -209,7 +209,9 @@ def test_query_help_shows_the_retrievers_own_defaults() -> None:
         main(["query", "--help"])
     fields = SentenceWindowRetriever.model_fields
     assert f"(default: {fields['before'].default})" in out.getvalue()
-    assert f"(default: {fields['k'].default} windows" in out.getvalue()
+    assert fields["k"].default is None
+    assert "(default: as many as --budget holds," in out.getvalue()  # not "None windows" (issue #35)
+    assert "None" not in out.getvalue()
 
 
 def test_every_option_says_what_it_does_and_its_default_in_plain_text() -> None:
