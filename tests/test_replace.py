@@ -8,10 +8,13 @@ on every store the retrievers support (real stores, real MiniLM).
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryStore
@@ -172,3 +175,62 @@ def test_a_first_add_killed_before_its_head_is_deleted_whole(split: bool, tmp_pa
     retriever.delete(["fresh"])
     assert {m[STORED_DOC] for m in retriever.vectorstore.get()["metadatas"]} == {"kept"}
     assert all(not k.startswith("fresh") for k in retriever.docstore.yield_keys())
+
+
+KEYS = ["acl", "group", "level", "tags", "owner"]
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(0, 5),
+    st.text("abc", min_size=1, max_size=3),
+    st.lists(st.integers(0, 3), max_size=2),
+)
+OPERATIONS = st.lists(
+    st.tuples(
+        st.sampled_from(["x", "x.p1", "x.p0", "x::0", "y"]),
+        st.none() | st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=4),
+    ),
+    min_size=1,
+    max_size=6,
+)
+"""Adds (id, metadata) and deletes (id, None), with ids that look like parent keys and child ids."""
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=OPERATIONS)
+def test_every_document_serves_its_latest_metadata_after_any_adds_and_deletes(
+    operations: list[tuple[str, dict[str, Any] | None]], minilm: Embeddings
+) -> None:
+    """Property (issue #34, findings 1 and 2): after any sequence of adds and deletes, each
+    document serves exactly the metadata of its last add, and a deleted one nothing."""
+    from langchain_expand import chroma_store
+
+    folder = Path(tempfile.mkdtemp())
+    retrievers = [
+        SentenceWindowRetriever(
+            vectorstore=chroma_store("windows", persist_directory=folder, embeddings=minilm),
+            lexical=LexicalIndex(folder / "lexical.sqlite"),
+        ),
+        BudgetedParentDocumentRetriever(
+            vectorstore=chroma_store("children", persist_directory=folder, embeddings=minilm), docstore=InMemoryStore()
+        ),
+    ]
+    latest: dict[str, dict[str, Any] | None] = {}
+    for doc_id, metadata in operations:
+        for retriever in retrievers:
+            if metadata is None:
+                retriever.delete([doc_id])
+            else:
+                retriever.add_documents([Document(TEXT, id=doc_id, metadata=metadata)])
+        latest[doc_id] = metadata
+    for retriever in retrievers:
+        for doc_id, metadata in latest.items():
+            units = retriever.invoke(QUERY, filter={STORED_DOC: doc_id})
+            if metadata is None:
+                assert units == [], doc_id
+            else:
+                assert units, doc_id
+                assert all({k: v for k, v in u.metadata.items() if k in KEYS} == metadata for u in units), (
+                    doc_id,
+                    units,
+                )
