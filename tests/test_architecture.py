@@ -12,7 +12,7 @@ import langchain_expand
 
 PACKAGE = Path(langchain_expand.__file__).parent
 LAYERS = [
-    {"units", "calls"},
+    {"units", "calls", "version"},
     {"text"},
     {"store"},
     {"budget", "merge"},

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
 from langchain_expand.merge import MergeOverlaps, merge_overlaps
 from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
@@ -21,14 +19,12 @@ from langchain_expand.text.ranges import window_bounds
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.text.tokens import TokenCounter
+from langchain_expand.version import VERSION
 from langchain_expand.windows.lexical import LexicalIndex
 from langchain_expand.windows.pglexical import PostgresLexicalIndex
 from langchain_expand.windows.retriever import SentenceWindowRetriever
 
-try:
-    __version__ = version("langchain-expand")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
+__version__ = VERSION
 
 __all__ = [
     "BudgetReport",

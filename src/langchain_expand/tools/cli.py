@@ -400,9 +400,9 @@ def _defaults() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _version() -> str:
-    from langchain_expand import __version__
+    from langchain_expand.version import VERSION
 
-    return __version__
+    return VERSION
 
 
 def _parser() -> argparse.ArgumentParser:
