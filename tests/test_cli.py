@@ -48,25 +48,32 @@ def count(home: Path) -> int:
     return chromadb.PersistentClient(str(home / "chroma")).get_collection("sentences").count()
 
 
-def test_index_query_interrupted_index_and_rerun(tmp_path: Path) -> None:
-    corpus = small_docs(tmp_path)
-    n_docs = len(corpus.read_text().splitlines())
-    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
-    assert f"indexed {n_docs} documents" in cli(reference, "index", str(corpus))
-
+def index_until(home: Path, corpus: Path, line: str, sent: signal.Signals) -> tuple[subprocess.Popen[str], str]:
+    """``index`` in a process of its own, sent ``sent`` once it logs ``line``; the process and its later stderr."""
     process = subprocess.Popen(
-        [*CLI, "--home", str(interrupted), "index", str(corpus), "--batch-docs", "2", "--verbose"],
+        [*CLI, "--home", str(home), "index", str(corpus), "--batch-docs", "2", "--verbose"],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     assert process.stderr is not None
-    for line in process.stderr:
-        if line.startswith("indexed 6 documents"):
-            process.send_signal(signal.SIGKILL)
+    for logged in process.stderr:
+        if logged.startswith(line):
+            process.send_signal(sent)
             break
+    rest = process.stderr.read()
     process.wait(timeout=60)
+    return process, rest
+
+
+def test_index_query_interrupted_index_and_rerun(tmp_path: Path) -> None:
+    corpus = small_docs(tmp_path)
+    n_docs = len(corpus.read_text().splitlines())
+    reference, interrupted = tmp_path / "reference", tmp_path / "interrupted"
+    assert f"indexed {n_docs} documents" in cli(reference, "index", str(corpus))
+
+    process, _ = index_until(interrupted, corpus, "indexed 6 documents", signal.SIGKILL)
     assert process.returncode == -signal.SIGKILL
     partial = count(interrupted)
     assert 0 < partial < count(reference)
@@ -357,20 +364,7 @@ def test_version_is_the_installed_packages() -> None:
 
 def test_ctrl_c_while_indexing_says_how_to_resume_and_exits_130(tmp_path: Path) -> None:
     """Issue #35, finding 7: Ctrl-C during index printed about 30 lines of traceback."""
-    corpus = small_docs(tmp_path)
-    process = subprocess.Popen(
-        [*CLI, "--home", str(tmp_path / "home"), "index", str(corpus), "--batch-docs", "2", "--verbose"],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert process.stderr is not None
-    for line in process.stderr:
-        if line.startswith("indexed 2 documents"):
-            process.send_signal(signal.SIGINT)
-            break
-    rest = process.stderr.read()
-    assert process.wait(timeout=60) == 130
+    process, rest = index_until(tmp_path / "home", small_docs(tmp_path), "indexed 2 documents", signal.SIGINT)
+    assert process.returncode == 130
     assert "interrupted. Every batch committed before it is kept: run the same command again to resume." in rest
     assert "Traceback" not in rest
