@@ -252,7 +252,12 @@ def test_demo_answers_every_question_inside_its_budget(demo_run: tuple[Path, str
     for line in reports:
         tokens = int(line.split("units, ")[1].split(" tokens")[0])
         assert 0.8 * DEMO_BUDGET <= tokens <= DEMO_BUDGET
-    assert (home / "lexical.sqlite").exists()
+    assert (home / "demo" / "lexical.sqlite").exists()
+    assert not (home / "chroma").exists()  # the user's index under --home is untouched (issue #35, finding 8)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["--home", str(home), "query", "remote control"]) == 2
+    assert "no window index" in err.getvalue()
 
 
 class FakeTerminal(io.StringIO):

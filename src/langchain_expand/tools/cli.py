@@ -316,11 +316,17 @@ def _print_units(question: str, docs: list[Document], as_json: bool) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    retriever = _windows_retriever(args)
+    """The bundled sample, indexed into a home of its own (``demo/`` under ``--home``), embedded.
+
+    Not into the user's index: their first ``index`` and ``query`` would answer with the demo's
+    documents beside their own.
+    """
+    home = args.home / "demo"
+    retriever = _windows_retriever(argparse.Namespace(**{**vars(args), "home": home, "chroma_host": None}))
     corpus = [DEMO_DATA / "qmsum" / "docs.jsonl", DEMO_DATA / "emanual" / "docs.jsonl"]
     docs = [_for_windows(d) for d in read_corpus(corpus)]
     retriever.add_documents(docs)
-    print(f"Indexed {len(docs)} documents (3 meetings, 1 manual) into {args.home / 'chroma'}.")
+    print(f"Indexed {len(docs)} documents (3 meetings, 1 manual) into {home / 'chroma'}.")
     print(
         f"Each answer: the best hits (dense and BM25 fused), each window grown toward the evidence around it, "
         f"merged where they touch, until {DEMO_BUDGET} tokens (cl100k_base) are full."
