@@ -353,3 +353,29 @@ def test_a_custom_splitter_changed_by_its_arguments_or_body_re_splits() -> None:
         assert bool(done.written) is written, splitter
         assert len(splitter(text)) == int(store.get_by_ids(["a::0"])[0].metadata[STORED_COUNT]) == 2
         assert store.get_by_ids(["a::1"])[0].metadata[STORED_START] == splitter(text)[1][0]
+
+
+@pytest.mark.parametrize("design", ["windows", "parents"])
+def test_wrong_arguments_are_answered_with_what_was_expected(design: str) -> None:
+    """Issue #35, finding 12: add_documents(["text"]), delete(None) and invoke(42) raised AttributeError,
+    TypeError from deep inside, or "the query is empty"."""
+    from langchain_core.stores import InMemoryStore
+
+    store = RecordingStore()
+    retriever: Any = (
+        SentenceWindowRetriever(vectorstore=store)
+        if design == "windows"
+        else BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore())
+    )
+    retriever.add_documents([Document("The warranty lasts two years. Returns take thirty days.", id="a")])
+    with pytest.raises(TypeError, match=r"item 0 is a str\. Wrap each text: Document\(page_content=text"):
+        retriever.add_documents(["text"])
+    with pytest.raises(TypeError, match="add_documents takes a list of Documents, got a Document"):
+        retriever.add_documents(Document("text"))
+    with pytest.raises(TypeError, match="delete takes a list of document ids, got None"):
+        retriever.delete(None)
+    with pytest.raises(TypeError, match=r"got the str 'a': pass \['a'\]"):
+        retriever.delete("a")
+    with pytest.raises(TypeError, match="The query must be text, got int 42"):
+        retriever.invoke(42)
+    assert retriever.invoke("warranty")  # nothing was lost

@@ -73,7 +73,10 @@ def check_query(query: str) -> None:
     A very long query is accepted; the embedding model reads its beginning (MiniLM: the
     first 256 word pieces).
     """
-    if not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str):
+        msg = f"The query must be text, got {type(query).__name__} {query!r}; pass the question as a str."
+        raise TypeError(msg)
+    if not query.strip():
         msg = f"The query is empty ({query!r}); pass the question text."
         raise ValueError(msg)
 

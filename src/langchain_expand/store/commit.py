@@ -15,7 +15,7 @@ from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["Indexed", "Layout", "Prepared", "Stored", "batched", "delete", "index", "probe_past"]
+__all__ = ["Indexed", "Layout", "Prepared", "Stored", "batched", "checked_ids", "delete", "index", "probe_past"]
 
 T = TypeVar("T")
 
@@ -152,8 +152,22 @@ def _outdated(old: Stored | None, new: Prepared) -> Stored:
 
 def delete(layout: Layout, doc_ids: Sequence[str]) -> None:
     """Remove everything stored for ``doc_ids``; unknown ids are ignored."""
-    ids = list(doc_ids)
+    ids = checked_ids(doc_ids)
     layout.remove(layout.stored(ids, layout.heads(ids)).values())
+
+
+def checked_ids(doc_ids: object) -> list[str]:
+    """``delete``'s ids as a list of str, or an error that says what it takes."""
+    if isinstance(doc_ids, str) or not isinstance(doc_ids, Iterable):
+        shown = f"the str {doc_ids!r}: pass [{doc_ids!r}]" if isinstance(doc_ids, str) else repr(doc_ids)
+        msg = f"delete takes a list of document ids, got {shown}."
+        raise TypeError(msg)
+    ids = list(doc_ids)
+    strays = [i for i in ids if not isinstance(i, str)]
+    if strays:
+        msg = f"delete takes document ids as str; got {type(strays[0]).__name__} {strays[0]!r}."
+        raise TypeError(msg)
+    return ids
 
 
 def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:

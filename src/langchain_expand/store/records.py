@@ -188,6 +188,17 @@ def document_ids(documents: Sequence[Document], ids: Sequence[str | None] | None
         ValueError: When ``ids`` has the wrong length, a document is not text, or two
             documents of one call share an id.
     """
+    if isinstance(documents, str | Document) or not isinstance(documents, Sequence):
+        msg = f"add_documents takes a list of Documents, got a {type(documents).__name__}; pass [Document(text), ...]."
+        raise TypeError(msg)
+    strays = [(n, d) for n, d in enumerate(documents) if not isinstance(d, Document)]
+    if strays:
+        n, stray = strays[0]
+        msg = (
+            f"add_documents takes Documents; item {n} is a {type(stray).__name__}. "
+            "Wrap each text: Document(page_content=text, metadata={...})."
+        )
+        raise TypeError(msg)
     if ids is not None and len(ids) != len(documents):
         msg = f"`ids` has {len(ids)} entries for {len(documents)} documents; give one id per document."
         raise ValueError(msg)

@@ -291,6 +291,7 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     def delete(self, ids: Sequence[str]) -> None:
         """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
+        ids = commit.checked_ids(ids)
         commit.delete(self._layout(), ids)
         if self.lexical is not None:
             self.lexical.delete(ids)
