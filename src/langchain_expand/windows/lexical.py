@@ -332,14 +332,7 @@ class LexicalIndex(BaseLexicalIndex):
             if doc_ids is None:
                 rows = self._db.execute(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid").fetchall()
             else:
-                wanted, rows = list(doc_ids), []
-                for at in range(0, len(wanted), _MAX_VARIABLES):
-                    chunk = wanted[at : at + _MAX_VARIABLES]
-                    rows += self._db.execute(
-                        f"SELECT {columns} FROM {self.table}_records WHERE doc_id IN ({', '.join('?' * len(chunk))})",
-                        chunk,
-                    ).fetchall()
-                rows.sort()
+                rows = sorted(self._among(f"SELECT {columns} FROM {self.table}_records", doc_ids))
         for _, doc_id, rev, *copy in rows:
             yield doc_id, rev, copy_of_row(copy)
 
@@ -368,25 +361,23 @@ class LexicalIndex(BaseLexicalIndex):
         with self._lock:
             if among is None:
                 return {row[0] for row in self._db.execute(f"SELECT DISTINCT doc_id FROM {table}")}
-            wanted, found = list(among), set()
-            for at in range(0, len(wanted), _MAX_VARIABLES):
-                chunk = wanted[at : at + _MAX_VARIABLES]
-                query = f"SELECT DISTINCT doc_id FROM {table} WHERE doc_id IN ({', '.join('?' * len(chunk))})"
-                found |= {row[0] for row in self._db.execute(query, chunk)}
-            return found
+            return {row[0] for row in self._among(f"SELECT DISTINCT doc_id FROM {table}", among)}
 
     def revisions(self, doc_ids: Collection[str]) -> dict[str, set[str]]:
         """See :meth:`BaseLexicalIndex.revisions`."""
-        wanted = list(doc_ids)
         held: dict[str, set[str]] = {}
         with self._lock:
-            for at in range(0, len(wanted), _MAX_VARIABLES):
-                chunk = wanted[at : at + _MAX_VARIABLES]
-                slots = ", ".join("?" * len(chunk))
-                query = f"SELECT DISTINCT doc_id, rev FROM {self.table}_records WHERE doc_id IN ({slots})"
-                for doc_id, rev in self._db.execute(query, chunk):
-                    held.setdefault(doc_id, set()).add(rev)
+            for doc_id, rev in self._among(f"SELECT DISTINCT doc_id, rev FROM {self.table}_records", doc_ids):
+                held.setdefault(doc_id, set()).add(rev)
         return held
+
+    def _among(self, select: str, doc_ids: Collection[str]) -> list[tuple[Any, ...]]:
+        """The rows of ``select`` for these documents, asked ``_MAX_VARIABLES`` ids a statement (the lock held)."""
+        wanted, rows = list(doc_ids), []
+        for at in range(0, len(wanted), _MAX_VARIABLES):
+            chunk = wanted[at : at + _MAX_VARIABLES]
+            rows += self._db.execute(f"{select} WHERE doc_id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
+        return rows
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """See :meth:`BaseLexicalIndex.search`.

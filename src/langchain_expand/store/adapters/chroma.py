@@ -177,13 +177,7 @@ class ChromaAdapter(StoreAdapter):
         """
         if vector is None or set(kwargs) - {"filter", "where_document"}:
             return super().search(query, vector, k, **kwargs)
-        got = self.collection.query(
-            query_embeddings=[list(vector)],
-            n_results=min(k, MAX_SEARCH),
-            where=kwargs.get("filter") or None,
-            where_document=kwargs.get("where_document") or None,
-            include=["documents", "metadatas", "distances"],
-        )
+        got = self._query(vector, k, kwargs, ["documents", "metadatas", "distances"])
         ids, texts, metas, distances = (
             got[key][0] if got[key] else [] for key in ("ids", "documents", "metadatas", "distances")
         )
@@ -203,12 +197,16 @@ class ChromaAdapter(StoreAdapter):
         """
         if set(kwargs) - {"filter", "where_document"}:
             return None
-        got = self.collection.query(
+        got = self._query(vector, k, kwargs, ["distances"])
+        distances = got["distances"][0] if got["distances"] else []
+        return [(i, self.relevance(d)) for i, d in zip(got["ids"][0], distances, strict=True)]
+
+    def _query(self, vector: Sequence[float], k: int, kwargs: dict[str, Any], include: list[str]) -> Any:
+        """Chroma's nearest ``k`` to ``vector`` (at most ``MAX_SEARCH``), filtered as ``kwargs`` say."""
+        return self.collection.query(
             query_embeddings=[list(vector)],
             n_results=min(k, MAX_SEARCH),
             where=kwargs.get("filter") or None,
             where_document=kwargs.get("where_document") or None,
-            include=["distances"],
+            include=include,
         )
-        distances = got["distances"][0] if got["distances"] else []
-        return [(i, self.relevance(d)) for i, d in zip(got["ids"][0], distances, strict=True)]
