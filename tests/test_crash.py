@@ -9,7 +9,12 @@ exception no code catches) just before that write. At each point:
 1. nothing wrong is served: every window is one whole version of its document, every
    parent is a parent of one version and its matched children are of that same version;
 2. re-adding either version (the edit replayed, or reverted) leaves a store equal, record
-   for record, to a clean index of that version.
+   for record, to a clean index of that version;
+3. deleting the documents instead leaves no record of them, committed or not.
+
+The same is done for a first ``add_documents`` into an empty store (version 1 written, killed
+before each of its writes): a document that never got its head must still replay and delete
+cleanly (issue #34, finding 5).
 
 Real Chroma, real MiniLM, a real SQLite docstore and lexical index; only the kill is staged.
 """
@@ -135,33 +140,59 @@ def test_windows_killed_at_every_write(tmp_path: Path, minilm: Embeddings) -> No
 def kill_at_every_write(
     make: Callable[[Killer], Any], snapshot: Callable[[Any], object], check: Callable[[Any], None]
 ) -> None:
-    """The harness: count the update's writes, then kill a fresh v1 store before each one."""
+    """The harness: count a write's steps, then kill a fresh store before each one.
+
+    Two writes are killed: the first ``add_documents`` (of version 1, into an empty store) and
+    the update (version 1 to version 2). After each kill the store is replayed with version 1,
+    with version 2, or the documents are deleted; each outcome must equal a clean store.
+    """
     clean = {}
-    for version in (V1, V2):
+    for version in (V1, V2, None):
         reference = make(Killer(None))
-        reference.add_documents(documents(version))
-        clean[id(version)] = snapshot(reference)
+        if version is not None:
+            reference.add_documents(documents(version))
+        clean[name(version)] = snapshot(reference)
+    assert clean["deleted"] == snapshot(emptied(make(Killer(None))))  # a delete leaves what a fresh store holds
 
-    counting = Killer(None)
-    retriever = make(counting)
+    for before, after in ((None, V1), (V1, V2)):
+        counting = Killer(None)
+        retriever = make(counting)
+        if before is not None:
+            retriever.add_documents(documents(before))
+        start = counting.count
+        retriever.add_documents(documents(after))
+        writes = counting.count - start
+        assert writes >= 4  # body batches, deletions, heads at least
+
+        for at, outcome in itertools.product(range(writes), (V1, V2, None)):
+            killer = Killer(None)
+            retriever = make(killer)
+            if before is not None:
+                retriever.add_documents(documents(before))
+            killer.at = killer.count + at
+            with pytest.raises(Died):
+                retriever.add_documents(documents(after))
+            check(retriever)
+            killer.at = None
+            if outcome is None:
+                retriever.delete(list(V1))
+            else:
+                retriever.add_documents(documents(outcome))
+            # Equal, record for record, to a clean store: it serves what a clean store serves.
+            assert snapshot(retriever) == clean[name(outcome)], (
+                f"{name(after)} killed at write {at} of {writes}, then {name(outcome)}"
+            )
+
+
+def name(version: dict[str, str] | None) -> str:
+    return "deleted" if version is None else "v1" if version is V1 else "v2"
+
+
+def emptied(retriever: Any) -> Any:
+    """A store that held version 1 and had it deleted."""
     retriever.add_documents(documents(V1))
-    before = counting.count
-    retriever.add_documents(documents(V2))
-    writes = counting.count - before
-    assert writes >= 4  # body batches, deletions, heads at least
-
-    for at, replay in itertools.product(range(writes), (V1, V2)):
-        killer = Killer(None)
-        retriever = make(killer)
-        retriever.add_documents(documents(V1))
-        killer.at = killer.count + at
-        with pytest.raises(Died):
-            retriever.add_documents(documents(V2))
-        check(retriever)
-        killer.at = None
-        retriever.add_documents(documents(replay))
-        # Equal, record for record, to a clean index: it serves what a clean index serves.
-        assert snapshot(retriever) == clean[id(replay)], f"killed at write {at}, replayed v{1 if replay is V1 else 2}"
+    retriever.delete(list(V1))
+    return retriever
 
 
 # -- parents ------------------------------------------------------------------------------------
