@@ -288,7 +288,7 @@ def test_reindexing_counts_embedded_unchanged_removed_and_skipped(tmp_path: Path
     with contextlib.redirect_stderr(err):
         out = cli(home, "index", "--quiet", "--skip-bad", str(folder))
     assert ": 1 embedded, 1 unchanged" in out
-    assert "1 documents in the index are not in" in out  # note2 is kept without --prune
+    assert "1 document in the index is not in" in out  # note2 is kept without --prune
     assert "latin1.txt: not valid UTF-8" in err.getvalue()
     out = cli(home, "index", "--quiet", "--skip-bad", "--prune", str(folder))
     assert out.splitlines()[-1].endswith(": 0 embedded, 2 unchanged, 1 removed")

@@ -164,7 +164,7 @@ def _index(args: argparse.Namespace) -> int:
             done_bytes += sum(len(d.page_content.encode()) for d in batch)
             progress.update(task, completed=done_bytes)  # unchanged documents count as done too
             if args.verbose:  # a log line per committed batch, for logs and scripts
-                print(f"indexed {len(ids)} documents", file=sys.stderr, flush=True)
+                print(f"indexed {_counted(len(ids), 'document')}", file=sys.stderr, flush=True)
     where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
     stale = sorted(set(_indexed_ids(args, retriever)) - set(ids))
     if args.prune and stale:
@@ -172,10 +172,11 @@ def _index(args: argparse.Namespace) -> int:
     counts = f"{written} embedded, {len(ids) - written} unchanged"
     if stale:
         counts += f", {len(stale)} removed" if args.prune else ""
-    print(f"indexed {len(ids)} documents ({args.mode} mode) into {where}: {counts}")
+    print(f"indexed {_counted(len(ids), 'document')} ({args.mode} mode) into {where}: {counts}")
     if stale and not args.prune:
         paths = ", ".join(map(str, args.paths))
-        print(f"{len(stale)} documents in the index are not in {paths} (kept; --prune removes them)")
+        verb = "is" if len(stale) == 1 else "are"
+        print(f"{_counted(len(stale), 'document')} in the index {verb} not in {paths} (kept; --prune removes them)")
     for note in skipped:
         print(f"skipped {note}", file=sys.stderr)
     return 0
@@ -543,6 +544,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"langchain-expand {args.command}: interrupted.{kept if args.command == 'index' else ''}", file=sys.stderr
         )
         return 130
+
+
+def _counted(n: int, noun: str) -> str:
+    """``1 document``, ``2 documents``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 if __name__ == "__main__":
