@@ -117,14 +117,12 @@ def fit_to_budget(
 ) -> tuple[list[Document], BudgetReport]:
     """Keep the best-ranked units whose joined context fits ``max_tokens - reserve``.
 
-    Policy: units are taken in rank (input) order. A unit that does not fit is first
-    shrunk, a window losing sentences from its edges but never its hit, a parent cut to
-    a span of whole sentences, tables and code blocks around its best child (where the
-    child's own units do not fit, around one of them, or one of its table rows or
-    48-token pieces); if even that does not fit it is dropped and smaller, lower-ranked
-    units still get their turn.
-    Kept units are then put in ``order``. Shrunk units carry ``truncated=True``; every
-    unit carries ``budget`` (the report as a dict). The input is never mutated.
+    Units are taken in rank (input) order. One that does not fit is first shrunk (a window
+    loses sentences from its edges but never its hit; a parent is cut to whole sentences,
+    tables and code blocks around its best child, or one of its units, rows or 48-token
+    pieces); if even that does not fit it is dropped, and smaller, lower-ranked units still
+    get their turn. Kept units are put in ``order``; shrunk ones carry ``truncated=True``, and
+    every one ``budget`` (the report as a dict). The input is never mutated.
 
     Args:
         documents: Units, best first.
@@ -141,11 +139,9 @@ def fit_to_budget(
         counts: Each unit's token count by ``token_counter``, where the caller has them
             (a retriever's own ``tokens``), so they are not counted again. They guide the
             packing only: what is kept is checked on an exact count of the joined context.
-        counts_exact: The ``counts`` are ``token_counter``'s exact counts of these units (a
-            retriever's own, counted with the same counter). The joined context is then not
-            counted again where its count follows from theirs (:func:`separator_cost`: tiktoken's
-            cl100k_base and o200k_base, a separator of line breaks); wrong counts given as exact
-            can break the budget.
+        counts_exact: The ``counts`` are ``token_counter``'s exact counts of these units, so the
+            joined context is not counted again where its count follows from theirs
+            (:func:`separator_cost`); wrong counts given as exact can break the budget.
 
     Returns:
         The kept units and a :class:`BudgetReport`.
@@ -158,67 +154,103 @@ def fit_to_budget(
         msg = f"`counts` must give one count per unit ({len(documents)}), got {len(counts)}."
         raise ValueError(msg)
     counter = token_counter or TokenCounter()
-    splitter = SentenceSplitter(token_counter=counter)
-    render = _renderer(separator, formatter)
-    limit = max_tokens - reserve
-    counted: dict[str, int] = {}
-
-    def size(context: str) -> int:  # the same context is often asked for twice (the final report)
-        if context not in counted:
-            counted[context] = (measure or counter)(context)
-        return counted[context]
-
-    def fits(units: Sequence[Document]) -> bool:
-        return size(render(units)) <= limit
-
-    def fits_after(prefix: list[Document], unit: Document) -> bool:
-        return fits([*prefix, unit])
-
-    if not fits([]):
+    context = _Context(_renderer(separator, formatter), measure or counter, max_tokens - reserve)
+    if not context.fits([]):
         msg = (
-            f"The prompt without any context is already {size(render([]))} tokens, over the budget of "
-            f"{limit}. Raise `max_tokens` or shorten the prompt, history or question."
+            f"The prompt without any context is already {context.size(context.render([]))} tokens, over the "
+            f"budget of {context.limit}. Raise `max_tokens` or shorten the prompt, history or question."
         )
         raise ValueError(msg)
+    splitter = SentenceSplitter(token_counter=counter)
     if formatter is None and measure is None:
-        sizes = count_many(counter, [d.page_content for d in documents]) if counts is None else counts
-        kept, total = _pack_by_parts(documents, sizes, limit, counter, separator, splitter)
-        if total is not None and (counts is None or counts_exact):
-            counted[render([d for _, d in kept])] = total  # the joined count, exactly: no need to count it
-        if not fits([d for _, d in kept]):  # the parts' sum fell short: settle the last units exactly
-            ranks = [rank for rank, _ in kept]
-            settled = _pack_exactly([d for _, d in kept], fits, fits_after, counter, splitter)
-            kept = [(ranks[i], d) for i, d in settled]
+        kept = _pack_plain(documents, context, counter, separator, splitter, counts, counts_exact)
     else:
-        kept = _pack_exactly(documents, fits, fits_after, counter, splitter)
+        kept = _pack_exactly(documents, context.fits, context.fits_after, counter, splitter)
     truncated = sum(d.page_content != documents[rank].page_content for rank, d in kept)
-    dropped = len(documents) - len(kept)
     ordered = _ordered(kept, order)
-    while ordered and not fits([d for _, d in ordered]):  # reordering moved a token boundary
-        worst = max(ordered, key=lambda item: item[0])
-        ordered.remove(worst)
+    dropped = len(documents) - len(kept)
+    while ordered and not context.fits([d for _, d in ordered]):  # reordering moved a token boundary
+        ordered.remove(max(ordered, key=lambda item: item[0]))
         dropped += 1
-    final = [d for _, d in ordered]
-    if documents and not final:
+    if documents and not ordered:
         logger.warning(
             "fit_to_budget kept none of %d units: not even a matched sentence fits in %d tokens. "
             "Raise max_tokens or lower the reserve.",
             len(documents),
-            limit,
+            context.limit,
         )
-    report = BudgetReport(limit, size(render(final)), len(final), truncated, dropped)
+    return _reported(ordered, context, truncated, dropped, printed=formatter is not None)
+
+
+class _Context:
+    """The joined context of some units, counted against one limit; each distinct text once."""
+
+    def __init__(self, render: Callable[[Sequence[Document]], str], count: Callable[[str], int], limit: int) -> None:
+        self.render = render
+        self.limit = limit
+        self._count = count
+        self._counted: dict[str, int] = {}  # the same context is often asked for twice (the final report)
+
+    def size(self, text: str) -> int:
+        if text not in self._counted:
+            self._counted[text] = self._count(text)
+        return self._counted[text]
+
+    def known(self, units: Sequence[Document], size: int) -> None:
+        """Record the exact count of ``units`` joined, where it follows from theirs."""
+        self._counted[self.render(units)] = size
+
+    def fits(self, units: Sequence[Document]) -> bool:
+        return self.size(self.render(units)) <= self.limit
+
+    def fits_after(self, prefix: list[Document], unit: Document) -> bool:
+        return self.fits([*prefix, unit])
+
+
+def _pack_plain(
+    documents: Sequence[Document],
+    context: _Context,
+    counter: Callable[[str], int],
+    separator: str,
+    splitter: SentenceSplitter,
+    counts: Sequence[int] | None,
+    counts_exact: bool,
+) -> list[tuple[int, Document]]:
+    """Units joined by a plain separator: packed by their own counts, then checked exactly."""
+    sizes = count_many(counter, [d.page_content for d in documents]) if counts is None else counts
+    kept, total = _pack_by_parts(documents, sizes, context.limit, counter, separator, splitter)
+    if total is not None and (counts is None or counts_exact):
+        context.known([d for _, d in kept], total)  # the joined count, exactly: no need to count it
+    if not context.fits([d for _, d in kept]):  # the parts' sum fell short: settle the last units exactly
+        ranks = [rank for rank, _ in kept]
+        settled = _pack_exactly([d for _, d in kept], context.fits, context.fits_after, counter, splitter)
+        kept = [(ranks[i], d) for i, d in settled]
+    return kept
+
+
+def _reported(
+    ordered: list[tuple[int, Document]], context: _Context, truncated: int, dropped: int, *, printed: bool
+) -> tuple[list[Document], BudgetReport]:
+    """The kept units, each stamped with the report of what they use.
+
+    Where a formatter may print the stamped metadata (``printed``), what it prints is counted:
+    the last-ranked units go while it is over the limit, and the report is settled on its own
+    printed count.
+    """
+    final = [d for _, d in ordered]
+    report = BudgetReport(context.limit, context.size(context.render(final)), len(final), truncated, dropped)
     stamped = _stamped(final, report)
     settling = _SETTLE_ROUNDS
-    while formatter is not None:
-        # A formatter may print the metadata stamped here: count what it prints, not the units before.
-        printed = size(render(stamped))
-        if printed > limit:  # the budget holds whatever it costs
+    while printed:
+        size = context.size(context.render(stamped))
+        if size > context.limit:  # the budget holds whatever it costs
             ordered.remove(max(ordered, key=lambda item: item[0]))
             final = [d for _, d in ordered]
-            report = BudgetReport(limit, size(render(final)), len(final), truncated, report.dropped + 1)
-        elif printed != report.used and settling:  # the report prints its own count: settle it
+            used = context.size(context.render(final))
+            report = BudgetReport(context.limit, used, len(final), truncated, report.dropped + 1)
+        elif size != report.used and settling:  # the report prints its own count: settle it
             settling -= 1
-            report = BudgetReport(limit, printed, len(final), truncated, report.dropped)
+            report = BudgetReport(context.limit, size, len(final), truncated, report.dropped)
         else:
             break
         stamped = _stamped(final, report)
