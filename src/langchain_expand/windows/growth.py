@@ -178,43 +178,90 @@ def grow(
             inside): growth goes on from their ends. Other seeds inside them are passed over.
         spent: Tokens the ``taken`` regions already hold, counted against ``target``.
     """
-    decay = decay_for(target) if decay is None else decay
     weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
-    order = itertools.count()
-    # (-priority, tiebreak, seed number, index, distance, similarity of the sentence it grew from):
-    # the tiebreaks are unique, so the order entries leave the heap does not depend on its layout.
-    taken = taken or {}
-    heap = [
-        (-seed.relevance, next(order), number, seed.index, 0, seed.relevance)
-        for number, seed in enumerate(seeds)
-        if number not in taken
-    ]
-    # Per seed, what a neighbour's priority needs of it; the closeness prior's powers, once.
-    # (The same products in the same order as written out: priorities are bit-identical.)
-    prior = [(1 - weight) * seed.relevance for seed in seeds]
-    powers = [decay**d for d in range(max_radius + 2)]
-    docs = [seed.doc_id for seed in seeds]
-    lows = [max(0, seed.index - max_radius) for seed in seeds]  # a region's reach: its document and radius
-    highs = [min(seed.n - 1, seed.index + max_radius) for seed in seeds]
-    owner: dict[Position, int] = {}
-    firsts: dict[int, int] = {}  # each region's sentences, [first, last), by seed number
-    lasts: dict[int, int] = {}
-    wanted: dict[Position, int] = {}
-    known_get = sentences.get
-    for number, (first, last) in taken.items():
-        firsts[number], lasts[number] = first, last
-        owner.update(((docs[number], i), number) for i in range(first, last))
+    decay = decay_for(target) if decay is None else decay
+    regions = _Regions(seeds, sentences.get, max_units, max_radius, decay, weight, taken or {})
+    heap = regions.heap()
+    known_get, owner, docs = sentences.get, regions.owner, regions.docs
+    push, pop = heapq.heappush, heapq.heappop
+    used = spent
+    while heap and used < target:
+        _, _, number, index, distance, previous = pop(heap)
+        position = (docs[number], index)
+        if position in owner:
+            continue
+        known = known_get(position)
+        first, last, cost = regions.extent(number, index, distance, known, target - used, unknown_tokens)
+        if used + cost > target or not regions.take(number, index, distance, first, last, known):
+            continue
+        used += cost
+        for entry in regions.beside(number, first, last, previous):  # from a table's end row where rows were taken
+            push(heap, entry)
+    return Growth(
+        regions=[Region(seeds[n], regions.firsts[n], regions.lasts[n]) for n in sorted(regions.firsts)],
+        wanted=regions.wanted,
+        exhausted=not heap and used < FULL * target,
+    )
 
-    def beside(number: int, first: int, last: int, fallback: float) -> list[tuple[float, int, int, int, int, float]]:
+
+Entry = tuple[float, int, int, int, int, float]
+"""A heap entry: (-priority, tiebreak, seed number, index, distance, similarity of the sentence it
+grew from). The tiebreaks are unique, so the order entries leave the heap does not depend on its
+layout."""
+
+
+class _Regions:
+    """One growth's regions: which region owns each sentence, each region's ends, what is wanted."""
+
+    def __init__(
+        self,
+        seeds: Sequence[Seed],
+        known_get: Callable[[Position], Sentence | None],
+        max_units: int | None,
+        max_radius: int,
+        decay: float,
+        weight: float,
+        taken: Mapping[int, tuple[int, int]],
+    ) -> None:
+        self.seeds, self.known_get, self.max_units, self.weight, self.taken = seeds, known_get, max_units, weight, taken
+        self.order = itertools.count()
+        # Per seed, what a neighbour's priority needs of it; the closeness prior's powers, once.
+        # (The same products in the same order as written out: priorities are bit-identical.)
+        self.prior = [(1 - weight) * seed.relevance for seed in seeds]
+        self.powers = [decay**d for d in range(max_radius + 2)]
+        self.docs = [seed.doc_id for seed in seeds]
+        self.lows = [max(0, seed.index - max_radius) for seed in seeds]  # a region's reach: its document and radius
+        self.highs = [min(seed.n - 1, seed.index + max_radius) for seed in seeds]
+        self.owner: dict[Position, int] = {}
+        self.firsts: dict[int, int] = {}  # each region's sentences, [first, last), by seed number
+        self.lasts: dict[int, int] = {}
+        self.wanted: dict[Position, int] = {}
+        for number, (first, last) in taken.items():
+            self.firsts[number], self.lasts[number] = first, last
+            self.owner.update(((self.docs[number], i), number) for i in range(first, last))
+
+    def heap(self) -> list[Entry]:
+        """The first entries: every seed not taken, then the sentences beside the regions taken."""
+        heap = [
+            (-seed.relevance, next(self.order), number, seed.index, 0, seed.relevance)
+            for number, seed in enumerate(self.seeds)
+            if number not in self.taken
+        ]
+        for number, (first, last) in self.taken.items():  # a taken region grows on from its ends
+            heap += self.beside(number, first, last, self.seeds[number].relevance)
+        heapq.heapify(heap)
+        return heap
+
+    def beside(self, number: int, first: int, last: int, fallback: float) -> list[Entry]:
         """Heap entries for the free sentences just outside region ``[first, last)`` of seed ``number``.
 
         Each is weighed from the region's sentence at that end (its similarity, else ``fallback``);
         one not known yet is named in ``wanted``.
         """
-        doc_id, seed_index = docs[number], seeds[number].index
+        doc_id, seed_index, known_get = self.docs[number], self.seeds[number].index, self.known_get
         entries = []
         for nearby, edge in ((first - 1, first), (last, last - 1)):
-            if not lows[number] <= nearby <= highs[number] or (doc_id, nearby) in owner:
+            if not self.lows[number] <= nearby <= self.highs[number] or (doc_id, nearby) in self.owner:
                 continue
             reached = known_get((doc_id, edge))
             if nearby < edge and reached is not None and reached.heading:
@@ -222,53 +269,45 @@ def grow(
             similarity = reached.similarity if reached is not None else fallback
             ahead = known_get((doc_id, nearby))
             if ahead is None:
-                wanted[(doc_id, nearby)] = -1 if nearby < seed_index else 1
+                self.wanted[(doc_id, nearby)] = -1 if nearby < seed_index else 1
             guess = ahead.similarity if ahead is not None else similarity
             distance = abs(nearby - seed_index)
-            priority = weight * guess + prior[number] * powers[distance]
-            entries.append((-priority, next(order), number, nearby, distance, similarity))
+            priority = self.weight * guess + self.prior[number] * self.powers[distance]
+            entries.append((-priority, next(self.order), number, nearby, distance, similarity))
         return entries
 
-    for number, (first, last) in taken.items():  # a taken region grows on from its ends
-        heap += beside(number, first, last, seeds[number].relevance)
-    heapq.heapify(heap)
-    push, pop = heapq.heappush, heapq.heappop
-    used = spent
-    while heap and used < target:
-        _, _, number, index, distance, previous = pop(heap)
-        doc_id = docs[number]
-        position = (doc_id, index)
-        if position in owner:
-            continue
-        known = known_get(position)
-        first, last = index, index + 1
-        cost = (known.tokens if known is not None else unknown_tokens) + 1
-        if known is not None:
-            way = 0 if distance == 0 else -1 if index < firsts[number] else 1
-            first, last, cost = _table(known_get, owner, doc_id, index, known, way, lows[number], highs[number])
-            if used + cost > target:  # a table that does not fit grows one row at a time
-                first, last, cost = index, index + 1, known.tokens + 1
-        if used + cost > target:
-            continue
-        if distance == 0:
-            if max_units is not None and len(firsts) >= max_units:
-                continue
-            firsts[number], lasts[number] = first, last
-        elif index < firsts[number]:  # a region grows at one of its ends: a sentence, or a table's rows
-            firsts[number] = first
-        else:
-            lasts[number] = last
+    def extent(
+        self, number: int, index: int, distance: int, known: Sentence | None, room: int, unknown_tokens: int
+    ) -> tuple[int, int, int]:
+        """The sentences ``[first, last)`` that taking ``index`` adds to region ``number``, and their cost.
+
+        Each sentence costs its tokens plus one (the separator or gap before the next); one not
+        known yet costs ``unknown_tokens`` plus one. A table's rows come together where they fit
+        the ``room`` left; otherwise a row comes alone.
+        """
         if known is None:
-            wanted[position] = -1 if index < seeds[number].index else 1
-        owner.update(((doc_id, i), number) for i in range(first, last))
-        used += cost
-        for entry in beside(number, first, last, previous):  # from a table's end row where rows were taken
-            push(heap, entry)
-    return Growth(
-        regions=[Region(seeds[number], firsts[number], lasts[number]) for number in sorted(firsts)],
-        wanted=wanted,
-        exhausted=not heap and used < FULL * target,
-    )
+            return index, index + 1, unknown_tokens + 1
+        way = 0 if distance == 0 else -1 if index < self.firsts[number] else 1
+        low, high = self.lows[number], self.highs[number]
+        first, last, cost = _table(self.known_get, self.owner, self.docs[number], index, known, way, low, high)
+        if cost > room:  # a table that does not fit grows one row at a time
+            return index, index + 1, known.tokens + 1
+        return first, last, cost
+
+    def take(self, number: int, index: int, distance: int, first: int, last: int, known: Sentence | None) -> bool:
+        """Give ``[first, last)`` to region ``number`` (a seed starts it); False past ``max_units``."""
+        if distance == 0:
+            if self.max_units is not None and len(self.firsts) >= self.max_units:
+                return False
+            self.firsts[number], self.lasts[number] = first, last
+        elif index < self.firsts[number]:  # a region grows at one of its ends: a sentence, or a table's rows
+            self.firsts[number] = first
+        else:
+            self.lasts[number] = last
+        if known is None:
+            self.wanted[(self.docs[number], index)] = -1 if index < self.seeds[number].index else 1
+        self.owner.update(((self.docs[number], i), number) for i in range(first, last))
+        return True
 
 
 def _table(
