@@ -81,16 +81,12 @@ def budget_report(
     """Measure windows and parents on ``documents`` against a prompt budget.
 
     Args:
-        documents: The corpus, embedded into a throwaway in-memory index. Parents are the
-            ``sections`` in metadata where present (char offsets), else ``##`` Markdown
-            sections, else none. Leave it out to measure ``index`` instead.
-        index: A window retriever whose store already holds the corpus (Chroma): its
-            stored sentences and vectors are read, nothing is embedded but the given
-            ``queries`` (pseudo-queries search by their stored vectors); documents are
-            rebuilt from the stored sentences. The sentences are the index's own (its
-            splitter and cap), so ``cap`` is what the index was built with.
-        queries: Questions to ask; without them, ``pseudo_queries`` sentences of the
-            corpus are sampled (seeded) and the report says so.
+        documents: The corpus, embedded into a throwaway index; parents are its ``sections``
+            metadata (char offsets), else its ``##`` sections. Leave it out to measure ``index``.
+        index: A window retriever whose store holds the corpus: its stored sentences and
+            vectors are read and nothing is embedded but ``queries``; documents and their
+            sentences are the index's own (so is ``cap``).
+        queries: Questions to ask; else ``pseudo_queries`` sampled sentences (the report says so).
         k: Units per query.
         budget: The prompt budget in tokens.
         windows: ``(before, after)`` pairs to sweep; all reuse one index.
@@ -110,36 +106,21 @@ def budget_report(
     _check_arguments(documents, index, k, budget, reserve)
     counter = token_counter or TokenCounter()
     room = budget - reserve
-    started = time.perf_counter()
-    if index is None:
-        assert documents is not None
-        retriever, spans = _embedded(documents, embeddings, counter, cap, k, progress)
-    else:
-        retriever, documents, spans = _read(index, counter, k)
-        cap = getattr(index.splitter, "max_tokens", cap)
-    splitter = retriever.splitter if index is None else index.splitter
+    retriever, documents, spans, cap, index_seconds = _source(documents, index, embeddings, counter, cap, k, progress)
     texts = {str(d.id): d.page_content for d in documents}
-    index_seconds = time.perf_counter() - started
 
     # 1. Sentences, with and without the cap.
     sizes = [n for doc_id, text in texts.items() for n in counter.count_many([text[s:e] for s, e in spans[doc_id]])]
-    sentences = _sentence_table(texts, sizes, cap, counter, table_rows=getattr(splitter, "table_rows", False))
+    sentences = _sentence_table(texts, sizes, cap, counter, table_rows=getattr(retriever.splitter, "table_rows", False))
 
     # 2. One index for every window configuration.
-    sweep_started = time.perf_counter()
+    started = time.perf_counter()
     asked, hits_per_query = _asked(retriever, queries, texts, spans, sizes, 4 * k, pseudo_queries, seed, progress)
-    median_sentence = float(np.median(sizes)) if sizes else 0.0
-    rows, samples = _window_rows(retriever, hits_per_query, windows, k, counter, median_sentence, room)
-    sweep_seconds = time.perf_counter() - sweep_started
+    rows, samples = _window_rows(retriever, hits_per_query, windows, k, counter, _median(sizes), room)
+    sweep_seconds = time.perf_counter() - started
 
     # 3. Parents: the sections enclosing the same hits.
-    parents_from, sections = _sections(documents)
-    designs = [DesignRow(f"window {w.before}:{w.after}", w.unit, w.prompt, w.over_budget) for w in rows]
-    if sections:
-        units, prompts = _parent_sizes(hits_per_query, sections, texts, k, counter)
-        designs.append(DesignRow(f"parent ({parents_from})", Sizes.of(units), Sizes.of(prompts), _over(prompts, room)))
-        samples["units"]["parents"], samples["prompts"]["parents"] = units, prompts
-
+    parents_from, designs = _designs(rows, documents, hits_per_query, texts, k, counter, room, samples)
     return CorpusReport(
         corpus=corpus_name,
         documents=len(documents),
@@ -176,6 +157,50 @@ def _check_arguments(
         raise ValueError(msg)
 
 
+def _source(
+    documents: Sequence[Document] | None,
+    index: SentenceWindowRetriever | None,
+    embeddings: Embeddings | None,
+    counter: TokenCounter,
+    cap: int | None,
+    k: int,
+    progress: bool,
+) -> tuple[SentenceWindowRetriever, Sequence[Document], dict[str, list[Span]], int | None, float]:
+    """The retriever to measure, the corpus, each document's spans, their cap, and the seconds taken."""
+    started = time.perf_counter()
+    if index is None:
+        assert documents is not None
+        retriever, spans = _embedded(documents, embeddings, counter, cap, k, progress)
+    else:
+        retriever, documents, spans = _read(index, counter, k)
+        cap = getattr(index.splitter, "max_tokens", cap)
+    return retriever, documents, spans, cap, time.perf_counter() - started
+
+
+def _median(sizes: list[int]) -> float:
+    return float(np.median(sizes)) if sizes else 0.0
+
+
+def _designs(
+    rows: list[WindowRow],
+    documents: Sequence[Document],
+    hits_per_query: list[list[Document]],
+    texts: dict[str, str],
+    k: int,
+    counter: TokenCounter,
+    room: int,
+    samples: dict[str, dict[str, list[int]]],
+) -> tuple[str, list[DesignRow]]:
+    """Every window configuration as a design, and parents (the sections enclosing the same hits) where any."""
+    parents_from, sections = _sections(documents)
+    designs = [DesignRow(f"window {w.before}:{w.after}", w.unit, w.prompt, w.over_budget) for w in rows]
+    if sections:
+        units, prompts = _parent_sizes(hits_per_query, sections, texts, k, counter)
+        designs.append(DesignRow(f"parent ({parents_from})", Sizes.of(units), Sizes.of(prompts), _over(prompts, room)))
+        samples["units"]["parents"], samples["prompts"]["parents"] = units, prompts
+    return parents_from, designs
+
+
 def _embedded(
     documents: Sequence[Document],
     embeddings: Embeddings | None,
@@ -201,9 +226,9 @@ def _read(
     index: SentenceWindowRetriever, counter: TokenCounter, k: int
 ) -> tuple[SentenceWindowRetriever, list[Document], dict[str, list[Span]]]:
     """A retriever on ``index``'s store, the documents rebuilt from it, and each one's spans."""
-    retriever = SentenceWindowRetriever(vectorstore=index.vectorstore, token_counter=counter, k=k)
     documents, spans, records = read_records(index.vectorstore, 5000)
-    retriever._vectors = read_once(index.vectorstore, records)  # the records are read already
+    store = read_once(index.vectorstore, records)  # the records are read already
+    retriever = SentenceWindowRetriever(vectorstore=store, splitter=index.splitter, token_counter=counter, k=k)
     if not documents:
         msg = "The index holds no documents: index a corpus first, or give the report one to embed."
         raise ValueError(msg)
