@@ -168,9 +168,7 @@ class CorpusReport:
             [
                 f"{w.before}:{w.after}",
                 str(w.sentences),
-                _n(w.unit.median),
-                _n(w.unit.p99),
-                _n(w.unit.max),
+                *map(_n, (w.unit.median, w.unit.p99, w.unit.max)),
                 f"{w.predicted:,.0f}",
                 f"{w.prediction_error:+.0%}",
             ]
@@ -179,10 +177,7 @@ class CorpusReport:
         window_prompts = [
             [
                 f"{w.before}:{w.after}",
-                _n(w.prompt.median),
-                _n(w.prompt.p99),
-                _n(w.prompt_merged.median),
-                _n(w.prompt_merged.p99),
+                *map(_n, (w.prompt.median, w.prompt.p99, w.prompt_merged.median, w.prompt_merged.p99)),
                 f"{w.over_budget:.1%}",
                 f"{w.over_budget_merged:.1%}",
             ]
