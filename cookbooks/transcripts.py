@@ -17,7 +17,9 @@ from _common import documents
 from langchain_expand import MergeOverlaps, SentenceWindowRetriever, TokenCounter, chroma_store
 
 counter = TokenCounter()
-retriever = SentenceWindowRetriever(vectorstore=chroma_store("transcripts", persist_directory=tempfile.mkdtemp()), k=8)
+# One window a hit (merge=False), to show below what merging them saves.
+store = chroma_store("transcripts", persist_directory=tempfile.mkdtemp())
+retriever = SentenceWindowRetriever(vectorstore=store, k=8, merge=False)
 retriever.add_documents(documents("qmsum"))
 questions = [
     "Who is responsible for the industrial design?",

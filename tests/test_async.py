@@ -39,7 +39,7 @@ def as_pairs(docs: list[Document]) -> list[tuple[str, dict]]:
 
 
 async def test_window_ainvoke_forwards_every_argument(qmsum_index: SentenceWindowRetriever) -> None:
-    args = {"before": 3, "after": 0, "k": 2, "max_tokens": 300}
+    args = {"before": 3, "after": 0, "k": 2, "max_tokens": 300, "merge": False}
     sync = qmsum_index.invoke(QUERY, **args)
     got = await qmsum_index.ainvoke(QUERY, **args)
     assert as_pairs(got) == as_pairs(sync)
@@ -85,7 +85,7 @@ async def test_rerank_then_expand_ainvoke_forwards_every_argument(
     qmsum_index: SentenceWindowRetriever, minilm: Embeddings
 ) -> None:
     pipeline = RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=12)
-    args = {"before": 3, "after": 0, "k": 2, "max_tokens": 300}
+    args = {"before": 3, "after": 0, "k": 2, "max_tokens": 300, "merge": False}
     sync = pipeline.invoke(QUERY, **args)
     got = await pipeline.ainvoke(QUERY, **args)
     assert as_pairs(got) == as_pairs(sync)

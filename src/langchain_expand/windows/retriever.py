@@ -153,8 +153,10 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     """Sentences included after the matched one."""
     expand: bool = True
     """Return windows; False returns the matched sentences alone (match-only mode)."""
-    merge: bool = False
-    """Merge overlapping or adjacent windows of one document; ``k`` then counts merged units.
+    merge: bool = True
+    """Merge overlapping or adjacent windows of one document, so no text is sent twice (sent
+    twice, it reads as corroboration); ``k`` then counts merged units. False returns one window
+    a hit, overlaps included.
 
     Hits are read in rank order (2k at first, more while fewer than ``k`` units remain), and
     a lower-ranked hit whose window touches a unit already formed joins that unit."""

@@ -277,7 +277,7 @@ def _window_rows(
         prompts: list[float] = []
         merged: list[float] = []
         for hits in hits_per_query:
-            found = retriever.expand_hits(hits[:k], before=before, after=after)
+            found = retriever.expand_hits(hits[:k], before=before, after=after, merge=False)  # merged below
             units += [d.metadata[TOKENS] for d in found]
             prompts.append(counter("\n\n".join(d.page_content for d in found)))
             merged.append(counter("\n\n".join(d.page_content for d in merge_overlaps(found, token_counter=counter))))
