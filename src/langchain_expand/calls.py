@@ -22,6 +22,7 @@ from langchain_core.runnables.config import run_in_executor
 __all__ = [
     "AsyncByThread",
     "AsyncQueryByThread",
+    "CheckedAssignment",
     "check_fraction",
     "check_non_negative",
     "check_optional_positive",
@@ -151,3 +152,25 @@ class AsyncByThread(AsyncQueryByThread):
         """Async :meth:`expand_hits`, run in a thread, with every argument forwarded."""
         out: list[Document] = await run_in_executor(None, self.expand_hits, hits, **kwargs)  # type: ignore[attr-defined]
         return out
+
+
+class CheckedAssignment:
+    """Fields assigned after construction are checked as construction checks them.
+
+    For a pydantic model with ``validate_assignment``: its validators run again on every
+    assignment (so derived state is rebuilt), and a value they refuse raises and leaves every
+    field as it was (pydantic keeps a refused value otherwise).
+    """
+
+    model_fields: dict[str, Any]
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_") or name not in type(self).model_fields:
+            super().__setattr__(name, value)
+            return
+        fields = dict(self.__dict__)
+        try:
+            super().__setattr__(name, value)
+        except Exception:
+            self.__dict__.update(fields)
+            raise

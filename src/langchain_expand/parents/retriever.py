@@ -22,7 +22,7 @@ from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_expand import calls
 from langchain_expand.budget import fit_to_budget
@@ -79,6 +79,8 @@ MMR_FETCH_K = 20
 """Children MMR chooses among at least, as LangChain's ``fetch_k`` default."""
 _MAPPED_SEARCH_KWARGS = ("k", "score_threshold", "fetch_k", "lambda_mult")
 """``search_kwargs`` keys this class reads itself; the rest go to the vector store's search."""
+_STOCK_FIELDS = ("k", "score_threshold")
+"""Fields that ``search_kwargs`` keys of the same name set, as on the stock class."""
 _CALL_ARGUMENTS = ("k", "expand", "filter", "max_tokens")
 """What ``invoke`` takes besides the query."""
 
@@ -96,7 +98,7 @@ _RULES: dict[str, Callable[[str, object], None]] = {
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
 
-class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  # type: ignore[misc]
+class BudgetedParentDocumentRetriever(calls.CheckedAssignment, AsyncByThread, ParentDocumentRetriever):  # type: ignore[misc]
     """``ParentDocumentRetriever`` where ``k`` counts parents, scores stay, and size is bounded.
 
     Children are over-fetched until ``k`` distinct parents are found (or the store runs
@@ -173,6 +175,28 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
 
     _vectors: StoreAdapter = PrivateAttr()
 
+    model_config = ConfigDict(validate_assignment=True)  # a field assigned is checked, and takes effect
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``k`` and ``score_threshold`` are one setting with their ``search_kwargs`` keys.
+
+        Assigning ``search_kwargs`` sets them from its keys, and assigning either one updates
+        its key where ``search_kwargs`` holds it, so the two never disagree; a key changed in
+        place (``search_kwargs["k"] = 3``) is read at query time, as the stock class reads it.
+        """
+        coupled: dict[str, Any] = {}
+        if name == "search_kwargs" and isinstance(value, dict):
+            coupled = {key: value[key] for key in _STOCK_FIELDS if key in value}
+        elif name in _STOCK_FIELDS and name in self.search_kwargs:
+            coupled = {"search_kwargs": {**self.search_kwargs, name: value}}
+        fields = dict(self.__dict__)
+        self.__dict__.update(coupled)
+        try:
+            super().__setattr__(name, value)
+        except Exception:
+            self.__dict__.update(fields)
+            raise
+
     @model_validator(mode="before")
     @classmethod
     def _stock_arguments(cls, values: Any) -> Any:
@@ -192,7 +216,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
             )
             raise ValueError(msg)
         kwargs = dict(values.get("search_kwargs") or {})
-        for key in ("k", "score_threshold"):
+        for key in _STOCK_FIELDS:
             if key in kwargs and values.get(key) is not None and values[key] != kwargs[key]:
                 msg = f"{cls.__name__}: `{key}` is given twice, as `{key}={values[key]!r}` and in search_kwargs."
                 raise ValueError(msg)
@@ -440,7 +464,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
 
         ``k`` comes back None only when a budget decides how many parents there are.
         """
-        k = self.k if k is None else k
+        k = self.search_kwargs.get("k", self.k) if k is None else k
         max_tokens = self.max_tokens if max_tokens is None else max_tokens
         _RULES["k"]("k", k)
         _RULES["max_tokens"]("max_tokens", max_tokens)
@@ -455,7 +479,7 @@ class BudgetedParentDocumentRetriever(AsyncByThread, ParentDocumentRetriever):  
 
     def _rank(self, scored: list[tuple[Document, float]], *, keep_order: bool = False) -> list[Parent]:
         """Group children by parent and score parents; best first, or in their first child's order."""
-        threshold = self.score_threshold
+        threshold = self.search_kwargs.get("score_threshold", self.score_threshold)
         groups: dict[str, list[tuple[Document, float]]] = {}
         for child, score in scored:
             if threshold is not None and score < threshold:

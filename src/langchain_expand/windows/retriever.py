@@ -23,7 +23,7 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_expand import calls
 from langchain_expand.budget import fit_to_budget
@@ -106,7 +106,7 @@ _CALL_ARGUMENTS = ("k", "before", "after", "expand", "merge", "filter", "max_tok
 """What ``invoke`` takes besides the query."""
 
 
-class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
+class SentenceWindowRetriever(calls.CheckedAssignment, AsyncByThread, BaseRetriever):
     """Embeds sentences, returns each hit with ``before``/``after`` sentences around it.
 
     Each returned ``Document`` is the window's text exactly as it stands in the source
@@ -236,6 +236,9 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
     _snapshot_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _ranking: snapshot.LexicalRanking = PrivateAttr(default_factory=lambda: snapshot.LexicalRanking(beside))
     _heads: HeadsAtMark | None = PrivateAttr(default=None)
+    _wired: tuple[VectorStore, BaseLexicalIndex | None] | None = PrivateAttr(default=None)
+
+    model_config = ConfigDict(validate_assignment=True)  # a field assigned is checked, and takes effect
 
     @model_validator(mode="before")
     @classmethod
@@ -249,14 +252,32 @@ class SentenceWindowRetriever(AsyncByThread, BaseRetriever):
 
     @model_validator(mode="after")
     def _validate(self) -> SentenceWindowRetriever:
-        if self.splitter is None:
-            self.splitter = SentenceSplitter(token_counter=self.token_counter, table_rows=True)
+        if self.splitter is None:  # set in place: an assignment here would validate again
+            self.__dict__["splitter"] = SentenceSplitter(token_counter=self.token_counter, table_rows=True)
         for name, rule in RULES.items():
             rule(name, getattr(self, name))
         calls.check_fraction("relative_score_threshold", self.relative_score_threshold)
         check_window(self.window)
-        self._vectors = adapt(self.vectorstore, type(self).__name__)
+        self._wire()
         return self
+
+    def _wire(self) -> None:
+        """The store's adapter, and what queries keep from the store and the lexical index.
+
+        Built at construction and again when ``vectorstore`` or ``lexical`` is assigned
+        another: the sentence cache, the snapshot, BM25 in memory and the heads read are
+        dropped with the store they came from.
+        """
+        wired = self._wired
+        if wired is not None and wired[0] is self.vectorstore and wired[1] is self.lexical:
+            return
+        self._vectors = adapt(self.vectorstore, type(self).__name__)
+        if wired is not None:
+            self._cache = SentenceCache()
+            self._snapshot = None
+            self._ranking = snapshot.LexicalRanking(beside)
+            self._heads = None
+        self._wired = (self.vectorstore, self.lexical)
 
     # -- indexing -------------------------------------------------------------------
 
