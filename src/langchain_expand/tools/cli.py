@@ -12,7 +12,9 @@ import argparse
 import functools
 import itertools
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
@@ -58,8 +60,13 @@ DEMO_QUESTIONS = [
 
 
 def _embeddings(args: argparse.Namespace) -> Embeddings:
+    """The model; its loading bar ("Loading weights") only with ``index --verbose``."""
     from langchain_expand.store.defaults import default_embeddings
 
+    if not getattr(args, "verbose", False):
+        import transformers
+
+        transformers.utils.logging.disable_progress_bar()
     return default_embeddings(device=args.device, batch_size=args.embed_batch)
 
 
@@ -117,6 +124,34 @@ def _for_windows(doc: Document) -> Document:
     return Document(doc.page_content, metadata=meta, id=doc.id)
 
 
+def _until_interrupted(batches: Iterable[list[Document]]) -> Iterator[list[Document]]:
+    """``batches``, stopped by Ctrl-C between two of them: the batch being written is committed first.
+
+    A KeyboardInterrupt raised wherever the signal lands can be swallowed (Python only prints
+    one raised inside a finaliser or a library's callback) and the run goes on to the end; a
+    flag read between batches cannot be. A second Ctrl-C stops at once; what is committed is
+    kept either way. Outside the main thread, where no handler can be set, Ctrl-C works as
+    Python's default.
+    """
+    seen = threading.Event()
+
+    def first_ctrl_c(signum: int, frame: object) -> None:
+        seen.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second one stops now
+        print("langchain-expand index: stopping once this batch is committed (Ctrl-C again: now)", file=sys.stderr)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, first_ctrl_c) if main_thread else None
+    try:
+        for batch in batches:
+            yield batch
+            if seen.is_set():
+                raise KeyboardInterrupt
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def _index(args: argparse.Namespace) -> int:
     """Stream the corpus in batches; each batch is committed, so a re-run resumes."""
     from rich.console import Console
@@ -157,7 +192,7 @@ def _index(args: argparse.Namespace) -> int:
         ids: list[str] = []
         written = 0
         done_bytes = 0
-        for batch in itertools.chain([first], batches):
+        for batch in _until_interrupted(itertools.chain([first], batches)):
             result = retriever.index_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
             ids += result.ids
             written += len(result.written)
@@ -352,7 +387,6 @@ def _windows(args: argparse.Namespace) -> list[tuple[int, int]]:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from langchain_expand.store.defaults import default_embeddings
     from langchain_expand.tools.corpus import read_queries
     from langchain_expand.tools.report import budget_report, write_plots
 
@@ -381,8 +415,7 @@ def _report(args: argparse.Namespace) -> int:
         result = measure(index=_windows_retriever(args), corpus_name=where)
     else:
         documents = list(read_corpus([args.corpus]))
-        embeddings = default_embeddings(device=args.device, batch_size=args.embed_batch)
-        result = measure(documents, embeddings=embeddings, corpus_name=args.corpus.name)
+        result = measure(documents, embeddings=_embeddings(args), corpus_name=args.corpus.name)
     if args.format == "json":
         print(result.to_json())
     elif args.format == "markdown":
@@ -473,7 +506,9 @@ def _index_arguments(index: argparse.ArgumentParser) -> None:
     )
     output = index.add_mutually_exclusive_group()
     output.add_argument("--quiet", action="store_true", help="no progress bar (it shows only on a terminal)")
-    output.add_argument("--verbose", action="store_true", help="a line on stderr per committed batch, terminal or not")
+    output.add_argument(
+        "--verbose", action="store_true", help="a line on stderr per committed batch, and the model's loading bar"
+    )
 
 
 def _query_arguments(query: argparse.ArgumentParser) -> None:
