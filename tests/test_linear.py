@@ -152,10 +152,21 @@ def test_text_function_is_linear_on_adversarial_input(name: str) -> None:
 
 
 def test_the_check_fails_on_a_quadratic_function() -> None:
-    """The check itself: a function that backtracks over every split of a line is caught."""
+    """The check itself: a function that backtracks over every split of a line is caught.
+
+    In one of three runs at least: on a machine busy enough (load 8 on 2 cores) the scheduler can
+    stretch a small input's timing in every retry of one run, which hides the growth; idle, every
+    run catches it."""
     import re
 
     quadratic = re.compile(r"[^\n]*\w[^\n]*\n===")  # the shape of the heading check that was quadratic
 
-    with pytest.raises(pytest.fail.Exception, match="limit"):
-        assert_linear(quadratic.fullmatch, sizes=((2_000, 8_000),))
+    messages = []
+    for _ in range(3):
+        try:
+            assert_linear(quadratic.fullmatch, sizes=((2_000, 8_000),))
+        except pytest.fail.Exception as failed:
+            messages.append(str(failed))
+            break
+    assert messages, "the linearity check passed a quadratic function three times"
+    assert "limit" in messages[0]
