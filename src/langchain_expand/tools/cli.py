@@ -66,7 +66,7 @@ def _embeddings(args: argparse.Namespace) -> Embeddings:
     if not getattr(args, "verbose", False):
         import transformers
 
-        transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     return default_embeddings(device=args.device, batch_size=args.embed_batch)
 
 

@@ -189,8 +189,8 @@ def _designs(
     k: int,
     counter: TokenCounter,
     room: int,
-    samples: dict[str, dict[str, list[int]]],
-) -> tuple[str, list[DesignRow]]:
+    samples: dict[str, dict[str, list[float]]],
+) -> tuple[str | None, list[DesignRow]]:
     """Every window configuration as a design, and parents (the sections enclosing the same hits) where any."""
     parents_from, sections = _sections(documents)
     designs = [DesignRow(f"window {w.before}:{w.after}", w.unit, w.prompt, w.over_budget) for w in rows]
