@@ -154,9 +154,9 @@ def test_text_function_is_linear_on_adversarial_input(name: str) -> None:
 def test_the_check_fails_on_a_quadratic_function() -> None:
     """The check itself: a function that backtracks over every split of a line is caught.
 
-    In one of three runs at least: on a machine busy enough (load 8 on 2 cores) the scheduler can
-    stretch a small input's timing in every retry of one run, which hides the growth; idle, every
-    run catches it."""
+    On inputs long enough (8,000 and 32,000 chars) that the scheduler of a busy machine (load 8-9
+    on 2 cores) cannot stretch one timing enough to hide a 16x growth, and in one of three runs
+    at least; idle, every run catches it."""
     import re
 
     quadratic = re.compile(r"[^\n]*\w[^\n]*\n===")  # the shape of the heading check that was quadratic
@@ -164,7 +164,7 @@ def test_the_check_fails_on_a_quadratic_function() -> None:
     messages = []
     for _ in range(3):
         try:
-            assert_linear(quadratic.fullmatch, sizes=((2_000, 8_000),))
+            assert_linear(quadratic.fullmatch, sizes=((8_000, 32_000),))  # long enough to time on a busy machine
         except pytest.fail.Exception as failed:
             messages.append(str(failed))
             break
