@@ -169,8 +169,13 @@ class CheckedAssignment:
             super().__setattr__(name, value)
             return
         fields = dict(self.__dict__)
+        self.__dict__.update(self._coupled(name, value))
         try:
             super().__setattr__(name, value)
         except Exception:
             self.__dict__.update(fields)
             raise
+
+    def _coupled(self, name: str, value: Any) -> dict[str, Any]:
+        """Other fields that assigning ``value`` to ``name`` sets with it (none here)."""
+        return {}

@@ -177,25 +177,18 @@ class BudgetedParentDocumentRetriever(calls.CheckedAssignment, AsyncByThread, Pa
 
     model_config = ConfigDict(validate_assignment=True)  # a field assigned is checked, and takes effect
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def _coupled(self, name: str, value: Any) -> dict[str, Any]:
         """``k`` and ``score_threshold`` are one setting with their ``search_kwargs`` keys.
 
         Assigning ``search_kwargs`` sets them from its keys, and assigning either one updates
         its key where ``search_kwargs`` holds it, so the two never disagree; a key changed in
         place (``search_kwargs["k"] = 3``) is read at query time, as the stock class reads it.
         """
-        coupled: dict[str, Any] = {}
         if name == "search_kwargs" and isinstance(value, dict):
-            coupled = {key: value[key] for key in _STOCK_FIELDS if key in value}
-        elif name in _STOCK_FIELDS and name in self.search_kwargs:
-            coupled = {"search_kwargs": {**self.search_kwargs, name: value}}
-        fields = dict(self.__dict__)
-        self.__dict__.update(coupled)
-        try:
-            super().__setattr__(name, value)
-        except Exception:
-            self.__dict__.update(fields)
-            raise
+            return {key: value[key] for key in _STOCK_FIELDS if key in value}
+        if name in _STOCK_FIELDS and name in self.search_kwargs:
+            return {"search_kwargs": {**self.search_kwargs, name: value}}
+        return {}
 
     @model_validator(mode="before")
     @classmethod
