@@ -198,8 +198,8 @@ def test_valid_values_pass_every_rule() -> None:
     ("metadata", "message"),
     [
         ({"": 1}, "metadata key '' is reserved or unusable"),
-        ({"score": float("nan")}, "metadata 'score' is nan"),
-        ({"score": float("inf")}, "metadata 'score' is inf"),
+        ({"rating": float("nan")}, "metadata 'rating' is nan"),
+        ({"rating": float("inf")}, "metadata 'rating' is inf"),
     ],
 )
 def test_unusable_metadata_is_refused_before_anything_is_written(metadata: dict, message: str) -> None:

@@ -19,7 +19,12 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryStore
 
-from langchain_expand import BudgetedParentDocumentRetriever, LexicalIndex, SentenceWindowRetriever
+from langchain_expand import (
+    BudgetedParentDocumentRetriever,
+    LexicalIndex,
+    MarkdownSectionSplitter,
+    SentenceWindowRetriever,
+)
 from langchain_expand.units import STORED_DOC
 
 from .stores import KINDS, make_store
@@ -122,6 +127,10 @@ BAD = [
     ),
     pytest.param({}, "Text with a lone \ud800 surrogate.", r"lone surrogate '\\ud800' at char 17", id="surrogate-text"),
     pytest.param({"note": "a\udc80"}, TEXT, r"metadata 'note' holds a lone surrogate", id="surrogate-value"),
+    # issue #35, finding 4: these came back overwritten by the unit's own, without a word
+    pytest.param({"score": "mine"}, TEXT, r"metadata key 'score' is one \w+ sets on every unit", id="served-score"),
+    pytest.param({"doc_id": "other"}, TEXT, r"key 'doc_id' .* value 'other' would be overwritten", id="served-doc-id"),
+    pytest.param({"start_index": 0}, TEXT, r"Rename the key, e.g. to 'source_start_index'", id="served-offset"),
 ]
 
 
@@ -141,6 +150,25 @@ def test_a_bad_document_is_refused_before_its_batch_writes_anything(
     assert retriever.vectorstore.get(include=["metadatas", "documents"]) == stored
     assert {d.metadata.get("v") for d in retriever.invoke(QUERY)} == {1}
     assert "two years" in " ".join(d.page_content for d in retriever.invoke(QUERY))
+
+
+def test_a_title_is_refused_only_where_a_structural_splitter_sets_its_own(tmp_path: Path, minilm: Embeddings) -> None:
+    """A loader's ``title`` is the document's; a section splitter's ``title`` is the parent's section."""
+    doc = Document(TEXT, id="page", metadata={"title": "Returns policy", "doc_id": "page"})
+    store = make_store("memory", tmp_path, minilm)
+    whole = BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore())
+    whole.add_documents([doc])  # its own id under doc_id says what the retriever says
+    assert {p.metadata["title"] for p in whole.invoke(QUERY)} == {"Returns policy"}
+    sections = BudgetedParentDocumentRetriever(
+        vectorstore=make_store("memory", tmp_path, minilm),
+        docstore=InMemoryStore(),
+        parent_splitter=MarkdownSectionSplitter(),
+    )
+    with pytest.raises(ValueError, match="Document 'page': metadata key 'title' is one BudgetedParent"):
+        sections.add_documents([doc])
+    windows = SentenceWindowRetriever(vectorstore=make_store("memory", tmp_path, minilm))
+    windows.add_documents([doc])
+    assert {w.metadata["title"] for w in windows.invoke(QUERY)} == {"Returns policy"}
 
 
 class HeadsFail(InMemoryStore):

@@ -120,6 +120,36 @@ def test_parents_on_every_store(kind: str, tmp_path: Path, minilm: Embeddings) -
     assert retriever.invoke(QUERY) == []
 
 
+def doc_id_filter(kind: str, doc_id: str) -> Any:
+    """``doc_id == doc_id`` in each store's own filter syntax."""
+    if kind.startswith("qdrant"):
+        from qdrant_client import models
+
+        return models.Filter(must=[models.FieldCondition(key="metadata.doc_id", match=models.MatchValue(value=doc_id))])
+    if kind == "memory":
+        return lambda doc: doc.metadata["doc_id"] == doc_id
+    if kind == "faiss-ip":  # FAISS takes a function of the metadata as well as a dict
+        return lambda metadata: metadata["doc_id"] == doc_id
+    return {"doc_id": {"$eq": doc_id}} if kind == "chroma-l2" else {"doc_id": doc_id}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_filter_on_doc_id_finds_that_document_on_every_store(kind: str, tmp_path: Path, minilm: Embeddings) -> None:
+    """Issue #35, finding 4: ``filter={"doc_id": ...}`` found nothing, as records store the id as ``lcx_doc``."""
+    text = manual()[0].page_content
+    docs = [Document(text, id="first"), Document(text[: SLICE // 2], id="second", metadata={"doc_id": "second"})]
+    windows = SentenceWindowRetriever(vectorstore=make_store(kind, tmp_path / "w", minilm))
+    parents = BudgetedParentDocumentRetriever(
+        vectorstore=make_store(kind, tmp_path / "p", minilm), docstore=InMemoryStore(), k=2
+    )
+    for retriever in (windows, parents):
+        retriever.add_documents(docs)
+        for doc_id in ("first", "second"):
+            found = retriever.invoke(QUERY, filter=doc_id_filter(kind, doc_id))
+            assert found, (retriever, doc_id)
+            assert {d.metadata["doc_id"] for d in found} == {doc_id}
+
+
 class NoReads(VectorStore):
     """A store that embeds and searches but cannot read a record by id, nor delete one."""
 

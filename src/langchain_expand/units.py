@@ -47,6 +47,7 @@ __all__ = [
     "ChildRef",
     "ParentMetadata",
     "WindowMetadata",
+    "check_served_keys",
 ]
 
 # -- every unit ---------------------------------------------------------------------------
@@ -134,6 +135,38 @@ STORED_JSON: Final = "lcx_json"
 """Comma-joined names of metadata keys stored as JSON text."""
 STORED_NONE: Final = "lcx_none"
 """Comma-joined names of metadata keys whose value was ``None``."""
+
+
+# -- what each retriever sets on the units it serves ------------------------------------
+SERVED: Final = frozenset({DOC_ID, START, END, SCORE, TOKENS, TRUNCATED, BUDGET, RERANK_SCORE, RELEVANCE_SCORE})
+"""Keys every retriever sets on each unit it returns (the last four after a budget or reranker)."""
+SERVED_BY_WINDOWS: Final = SERVED | {HIT, HITS, SPAN, SENTENCES, N_SENTENCES}
+"""Keys :class:`~langchain_expand.SentenceWindowRetriever` sets on a window."""
+SERVED_BY_PARENTS: Final = SERVED | {PARENT_ID, CHILD_ID, CHILDREN}
+"""Keys :class:`~langchain_expand.BudgetedParentDocumentRetriever` sets on a parent or a matched
+child; a structural parent splitter adds :data:`TITLE` and :data:`HEADINGS`."""
+
+
+def check_served_keys(metadata: Mapping[str, Any], doc_id: str, served: frozenset[str], owner: str) -> None:
+    """Refuse a source document's metadata key that ``owner`` would overwrite on every unit it serves.
+
+    The unit contract's keys mean one thing on every returned unit (``score`` is the match's
+    relevance, ``start_index`` an offset into this document), so a source value under one of
+    them would come back replaced without a word. ``doc_id`` equal to the document's own id is
+    accepted: it says what the retriever says.
+
+    Raises:
+        ValueError: Naming the document, the key and the fix.
+    """
+    for key in sorted(served & metadata.keys()):
+        if key == DOC_ID and str(metadata[key]) == doc_id:
+            continue
+        msg = (
+            f"Document {doc_id!r}: metadata key {key!r} is one {owner} sets on every unit it returns "
+            f"(the unit contract, langchain_expand.units), so the document's value "
+            f"{metadata[key]!r} would be overwritten. Rename the key, e.g. to 'source_{key}'."
+        )
+        raise ValueError(msg)
 
 
 class ChildRef(TypedDict):

@@ -49,15 +49,19 @@ from langchain_expand.units import (
     CHILD_ID,
     DOC_ID,
     END,
+    HEADINGS,
     N_CHILDREN,
     N_PARENTS,
     PARENT_ID,
     REVISION,
     SCORE,
+    SERVED_BY_PARENTS,
     START,
     STORED_DOC,
     STORED_REV,
+    TITLE,
     TOKENS,
+    check_served_keys,
 )
 
 __all__ = ["BudgetedParentDocumentRetriever", "MarkdownSectionSplitter", "SectionSplitter"]
@@ -303,6 +307,10 @@ class BudgetedParentDocumentRetriever(calls.CheckedAssignment, AsyncByThread, Pa
             msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
             raise ValueError(msg)
         check_text(doc.page_content, doc_id)
+        served = SERVED_BY_PARENTS
+        if isinstance(self.parent_splitter, StructureSplitter):
+            served |= {TITLE, HEADINGS}
+        check_served_keys(doc.metadata, doc_id, served, "BudgetedParentDocumentRetriever")
         self._vectors.check_metadata(encode_metadata(doc.metadata, doc_id), doc_id)
         rev = revision(
             doc.page_content,

@@ -41,7 +41,9 @@ class VectorSearch:
         Args:
             store: The vector store, adapted.
             query: The query text.
-            search_kwargs: Passed to every search, e.g. ``{"filter": {...}}``.
+            search_kwargs: Passed to every search, e.g. ``{"filter": {...}}``; a filter is
+                written on the served units' metadata (``doc_id`` too), and translated to the
+                records' by the store's adapter.
         """
         self.store = store
         if len(query) > MAX_QUERY_CHARS:
@@ -52,6 +54,8 @@ class VectorSearch:
             )
         self.query = query[:MAX_QUERY_CHARS]
         self.where = dict(search_kwargs or {})
+        if self.where.get("filter") is not None:
+            self.where["filter"] = store.unit_filter(self.where["filter"])
         self._vector: list[float] | None = None
 
     def vector(self) -> list[float] | None:

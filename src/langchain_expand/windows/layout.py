@@ -24,6 +24,7 @@ from langchain_expand.text.context import SentenceContext, checked_prefixes
 from langchain_expand.text.sentences import Span
 from langchain_expand.text.tokens import count_spans
 from langchain_expand.units import (
+    SERVED_BY_WINDOWS,
     STORED_COUNT,
     STORED_DOC,
     STORED_END,
@@ -31,6 +32,7 @@ from langchain_expand.units import (
     STORED_INDEX,
     STORED_REV,
     STORED_START,
+    check_served_keys,
 )
 from langchain_expand.windows.lexical import BaseLexicalIndex, LocalSentence
 
@@ -240,6 +242,7 @@ def prepare(
         msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
         raise ValueError(msg)
     check_text(text, doc_id)
+    check_served_keys(doc.metadata, doc_id, SERVED_BY_WINDOWS, "SentenceWindowRetriever")
     spans = _checked_spans(splitter(text), len(text), doc_id)
     counts = None
     if keep_counts:

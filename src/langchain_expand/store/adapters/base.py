@@ -7,7 +7,7 @@ can do better; any other store runs on this base.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -15,7 +15,20 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-__all__ = ["Matches", "Scored", "StoreAdapter", "Vector", "clamped", "matched", "relevance"]
+from langchain_expand.store.records import decode_metadata
+from langchain_expand.units import DOC_ID, STORED_DOC
+
+__all__ = [
+    "Matches",
+    "Scored",
+    "StoreAdapter",
+    "Vector",
+    "as_served",
+    "clamped",
+    "matched",
+    "relevance",
+    "renamed_filter",
+]
 
 Vector: TypeAlias = "Sequence[float] | np.ndarray"
 """A stored vector: a list, or a NumPy row as the store gives it."""
@@ -201,6 +214,16 @@ class StoreAdapter:
 
     # -- searching -------------------------------------------------------------------------
 
+    def unit_filter(self, where: Any) -> Any:
+        """A filter written on the served units' metadata, as this store's records hold it.
+
+        A unit's ``doc_id`` is stored as ``lcx_doc`` (a child's ``doc_id`` holds its parent's
+        key, as the stock retriever writes it), so a dict filter (Chroma's and FAISS's syntax,
+        operators and all) has the key renamed at any depth. A store's own filter object
+        goes through as written.
+        """
+        return renamed_filter(where) if isinstance(where, dict) else where
+
     def search_ids(self, vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]] | None:
         """The ids of the ``k`` records nearest ``vector``, with relevance, best first; records not read.
 
@@ -224,6 +247,23 @@ class StoreAdapter:
     def _found(self, doc: Document) -> Document:
         """A search result as the retrievers read it."""
         return doc
+
+
+def renamed_filter(where: Any) -> Any:
+    """A dict filter with each ``doc_id`` key (at any depth) as the records hold it: ``lcx_doc``."""
+    if isinstance(where, dict):
+        return {(STORED_DOC if key == DOC_ID else key): renamed_filter(value) for key, value in where.items()}
+    if isinstance(where, list):
+        return [renamed_filter(value) for value in where]
+    return where
+
+
+def as_served(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's metadata as its unit serves it: the source's own keys, and ``doc_id``."""
+    out = decode_metadata(metadata)
+    if STORED_DOC in metadata:
+        out[DOC_ID] = metadata[STORED_DOC]
+    return out
 
 
 def _by_vector_search(store: VectorStore) -> Callable[..., Scored] | None:

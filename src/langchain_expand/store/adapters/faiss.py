@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.store.adapters.base import StoreAdapter, Vector, clamped
+from langchain_expand.store.adapters.base import StoreAdapter, Vector, as_served, clamped
 
 __all__ = ["FaissAdapter"]
 
@@ -29,6 +29,12 @@ class FaissAdapter(StoreAdapter):
         if "INNER_PRODUCT" in strategy:
             return clamped(float)
         return super()._relevance_rule()
+
+    def unit_filter(self, where: Any) -> Any:
+        """A dict renamed as the base does; a function of metadata given the unit's metadata."""
+        if callable(where):
+            return lambda metadata: where(as_served(metadata))
+        return super().unit_filter(where)
 
     def _takes_vectors(self) -> bool:
         return True

@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.store.adapters.base import Scored, StoreAdapter, Vector, clamped
+from langchain_expand.store.adapters.base import Scored, StoreAdapter, Vector, as_served, clamped
 
 __all__ = ["MemoryAdapter"]
 
@@ -39,6 +39,12 @@ class MemoryAdapter(StoreAdapter):
             )
             raise ValueError(msg)
         return super().search(query, vector, k, **kwargs)
+
+    def unit_filter(self, where: Any) -> Any:
+        """A function of a Document, given the record as its unit serves it (``doc_id`` and all)."""
+        if not callable(where):
+            return where
+        return lambda doc: where(Document(doc.page_content, metadata=as_served(doc.metadata), id=doc.id))
 
     def count(self) -> int | None:
         """How many records the store holds."""

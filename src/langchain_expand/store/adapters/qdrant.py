@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters.base import StoreAdapter, Vector, clamped
+from langchain_expand.units import DOC_ID, STORED_DOC
 
 __all__ = ["ID_KEY", "QdrantAdapter"]
 
@@ -31,6 +32,24 @@ class QdrantAdapter(StoreAdapter):
     @staticmethod
     def _out_id(own: str) -> str:
         return str(uuid.uuid5(_ID_NAMESPACE, own))
+
+    def unit_filter(self, where: Any) -> Any:
+        """A Qdrant ``Filter`` whose conditions on the metadata's ``doc_id`` read ``lcx_doc``."""
+        from qdrant_client import models
+
+        key = f"{getattr(self.store, 'metadata_payload_key', 'metadata')}."
+
+        def renamed(node: Any) -> Any:
+            if isinstance(node, list):
+                return [renamed(n) for n in node]
+            if isinstance(node, models.Filter):
+                parts = {f: renamed(getattr(node, f)) for f in ("must", "should", "must_not")}
+                return node.model_copy(update=parts)
+            if isinstance(node, models.FieldCondition) and node.key == key + DOC_ID:
+                return node.model_copy(update={"key": key + STORED_DOC})
+            return node
+
+        return renamed(where)
 
     def _takes_vectors(self) -> bool:
         from langchain_qdrant import RetrievalMode
