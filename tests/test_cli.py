@@ -169,6 +169,31 @@ def test_empty_results_are_errors_not_success(tmp_path: Path, caplog: pytest.Log
     assert f"skipped {empty / 'paper.pdf'}: only .txt, .md, .jsonl files are read" in caplog.text
 
 
+@pytest.mark.parametrize("lexical", ["--lexical", "--no-lexical"])
+def test_a_query_after_an_index_killed_before_its_first_commit_says_so_in_every_mode(
+    lexical: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #35, finding 7: the hybrid path printed "0 units" and exited 0, the store-only one warned."""
+    from langchain_expand.windows.layout import SentenceLayout
+
+    def killed(self: SentenceLayout, todo: object) -> None:
+        raise KeyboardInterrupt  # after every sentence is written, before any document is committed
+
+    home, manual = tmp_path / "home", str(Path(__file__).parent / "data" / "emanual" / "docs.jsonl")
+    with monkeypatch.context() as patched:
+        patched.setattr(SentenceLayout, "write_heads", killed)
+        assert main(["--home", str(home), lexical, "index", manual]) == 130
+    assert count(home) > 0
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["--home", str(home), lexical, "query", "pair the remote"])
+    assert code == 1
+    assert "holds no complete document: an `index` run was interrupted" in err.getvalue()
+    assert "Run the same `langchain-expand index` command again to resume." in err.getvalue()
+    cli(home, lexical, "index", manual)  # resumed: the same query answers
+    assert "\n   0 units" not in cli(home, lexical, "query", "pair the remote")
+
+
 def test_a_repeated_document_id_is_an_error_naming_both_lines_and_replaces_nothing(tmp_path: Path) -> None:
     from langchain_expand.tools.corpus import read_corpus
 
@@ -252,10 +277,26 @@ def test_every_option_says_what_it_does_and_its_default_in_plain_text() -> None:
         text = command.format_help()
         assert "``" not in text  # no reStructuredText
         for action in command._actions:
+            if not action.option_strings and not isinstance(action, argparse._SubParsersAction):
+                assert action.help, f"{command.prog} {action.dest} has no help"  # positionals too (issue #35)
             if action.option_strings and action.dest != "help":
                 assert action.help, f"{command.prog} {action.option_strings[0]} has no help"
                 if action.default not in (None, False, argparse.SUPPRESS):
                     assert "(default" in action.help, f"{command.prog} {action.option_strings[0]} hides its default"
+
+
+@pytest.mark.parametrize("command", ["index", "query", "demo", "report"])
+def test_shared_options_are_accepted_after_the_command_and_before_it(command: str) -> None:
+    """Issue #35, finding 12: ``query "..." --home x`` was an error; before the command, it still wins."""
+    from langchain_expand.tools.cli import HOME, _parser
+
+    rest = {"index": ["docs"], "query": ["a question"], "demo": [], "report": []}[command]
+    after = _parser().parse_args([command, *rest, "--home", "elsewhere", "--no-lexical", "--embed-batch", "8"])
+    before = _parser().parse_args(["--home", "elsewhere", "--no-lexical", "--embed-batch", "8", command, *rest])
+    untold = _parser().parse_args([command, *rest])
+    for args in (after, before):
+        assert (args.home, args.lexical, args.embed_batch) == (Path("elsewhere"), False, 8)
+    assert (untold.home, untold.lexical, untold.embed_batch, untold.device) == (HOME, True, 64, "cpu")
 
 
 def test_demo_answers_every_question_inside_its_budget(demo_run: tuple[Path, str]) -> None:

@@ -284,14 +284,16 @@ def _query(args: argparse.Namespace) -> int:
             )
             raise ValueError(msg)
         _check_indexed(args)
-        docs = _parents_retriever(args).invoke(args.question, k=args.k, max_tokens=args.budget)
+        retriever: Any = _parents_retriever(args)
+        docs = retriever.invoke(args.question, k=args.k, max_tokens=args.budget)
     else:
         for flag, value in (("--before", args.before), ("--after", args.after)):
             if value is not None and value < 0:
                 msg = f"{flag} must be 0 or more sentences, got {value}."
                 raise ValueError(msg)
         _check_indexed(args)
-        docs = _windows_retriever(args).invoke(
+        retriever = _windows_retriever(args)
+        docs = retriever.invoke(
             args.question,
             k=args.k,
             before=args.before,
@@ -301,7 +303,28 @@ def _query(args: argparse.Namespace) -> int:
             window=args.window,
         )
     _print_units(args.question, docs, args.format == "json")
-    return 0
+    if docs:
+        return 0
+    print(f"langchain-expand query: {_why_nothing(args, retriever)}", file=sys.stderr)
+    return 1
+
+
+def _why_nothing(args: argparse.Namespace, retriever: Any) -> str:
+    """Why a query over a non-empty index answered with no unit, the same in every mode.
+
+    The usual cause is an ``index`` run killed before its first batch was committed: its
+    records are in the store but no document is complete, and the lexical index and snapshot
+    hold only complete ones, so the hybrid path saw nothing to warn about.
+    """
+    where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
+    committed = len(_indexed_ids(args, retriever))
+    if committed == 0:
+        return (
+            f"the {args.mode} index in {where} holds no complete document: an `index` run was interrupted "
+            "before its first batch was committed. Run the same `langchain-expand index` command again to resume."
+        )
+    budget = f", or --budget {args.budget} holds no whole sentence or parent" if args.budget is not None else ""
+    return f"no unit answered the question among {_counted(committed, 'indexed document')}{budget}."
 
 
 def _check_indexed(args: argparse.Namespace) -> None:
@@ -452,39 +475,53 @@ def _parser() -> argparse.ArgumentParser:
         "run the demo. Indexes live under --home unless --chroma-host names a Chroma server.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    parser.add_argument("--home", type=Path, default=HOME, help="where embedded indexes live (default: %(default)s)")
-    parser.add_argument("--chroma-host", help="use a Chroma server (chroma run) instead of an embedded one")
-    parser.add_argument("--chroma-port", type=int, default=8000, help="the Chroma server's port (default: %(default)s)")
-    parser.add_argument(
+    _global_arguments(parser, defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_arguments(common, defaults=False)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _index_arguments(sub.add_parser("index", parents=[common], help="index .txt, .md and .jsonl files (resumable)"))
+    _query_arguments(sub.add_parser("query", parents=[common], help="ask the index"))
+    sub.add_parser("demo", parents=[common], help="index the bundled sample corpus and ask it a few questions")
+    _report_arguments(
+        sub.add_parser("report", parents=[common], help="measure windows and parents on a corpus against a budget")
+    )
+    return parser
+
+
+def _global_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The options every command reads: where the index lives and how to embed.
+
+    Accepted before the command and after it. Only the top-level parser sets defaults; a
+    command's copies leave an option it was not given alone (``argparse.SUPPRESS``), so
+    ``--home x query ...`` is not undone by the command's default.
+    """
+    group = parser if defaults else parser.add_argument_group("shared by every command (also accepted before it)")
+
+    def add(*names: str, default: Any = None, help: str, **kwargs: Any) -> None:
+        shown = help.replace("%(default)s", str(default))
+        group.add_argument(*names, default=default if defaults else argparse.SUPPRESS, help=shown, **kwargs)
+
+    add("--home", type=Path, default=HOME, help="where embedded indexes live (default: %(default)s)")
+    add("--chroma-host", help="use a Chroma server (chroma run) instead of an embedded one")
+    add("--chroma-port", type=int, default=8000, help="the Chroma server's port (default: %(default)s)")
+    add(
         "--docstore",
         help="SQLAlchemy URL of the parent docstore (default: SQLite under --home); a PostgreSQL one holds the "
         "lexical index too where --chroma-host is given",
     )
-    parser.add_argument(
-        "--device", default="cpu", help="embedding device: cpu, or cuda where a GPU exists (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--embed-batch", type=int, default=64, help="sentences per embedding forward pass (default: %(default)s)"
-    )
-    parser.add_argument(
+    add("--device", default="cpu", help="embedding device: cpu, or cuda where a GPU exists (default: %(default)s)")
+    add("--embed-batch", type=int, default=64, help="sentences per embedding forward pass (default: %(default)s)")
+    add(
         "--lexical",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="window mode: fuse a BM25 ranking with the dense one, in SQLite under --home for the embedded "
         "store, in the --docstore database with --chroma-host when that is PostgreSQL (default: on)",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    _index_arguments(sub.add_parser("index", help="index .txt, .md and .jsonl files (resumable)"))
-    _query_arguments(
-        sub.add_parser("query", help="ask the index", formatter_class=argparse.RawDescriptionHelpFormatter)
-    )
-    sub.add_parser("demo", help="index the bundled sample corpus and ask it a few questions")
-    _report_arguments(sub.add_parser("report", help="measure windows and parents on a corpus against a budget"))
-    return parser
 
 
 def _index_arguments(index: argparse.ArgumentParser) -> None:
-    index.add_argument("paths", nargs="+", type=Path)
+    index.add_argument("paths", nargs="+", type=Path, help=".txt, .md and .jsonl files, or folders searched for them")
     index.add_argument(
         "--mode",
         choices=["window", "parent"],
@@ -513,8 +550,13 @@ def _index_arguments(index: argparse.ArgumentParser) -> None:
 
 def _query_arguments(query: argparse.ArgumentParser) -> None:
     windows, parents = _defaults()
-    query.add_argument("question")
-    query.add_argument("--mode", choices=["window", "parent"], default="window", help="(default: %(default)s)")
+    query.add_argument("question", help="what to ask, in quotes")
+    query.add_argument(
+        "--mode",
+        choices=["window", "parent"],
+        default="window",
+        help="ask the sentence index (window) or the section index (parent) (default: %(default)s)",
+    )
     from langchain_expand.windows.plan import DEFAULT_K
 
     fixed = windows["k"] or parents["k"]
@@ -536,7 +578,12 @@ def _query_arguments(query: argparse.ArgumentParser) -> None:
         help="window mode: merge overlapping windows, so no text is sent twice (default: merge)",
     )
     query.add_argument("--budget", type=int, help="fit the joined context into this many tokens (default: no budget)")
-    query.add_argument("--format", choices=["text", "json"], default="text", help="(default: %(default)s)")
+    query.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text to read, or one JSON object (default: %(default)s)",
+    )
 
 
 def _report_arguments(report: argparse.ArgumentParser) -> None:
