@@ -532,6 +532,16 @@ class FitToBudget(RunnableSerializable[Any, Any]):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        """True: ``dumpd``/``loads`` round-trip it (a custom counter or formatter is not serialised)."""
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        """Where ``loads`` imports it from (``valid_namespaces=["langchain_expand"]``)."""
+        return ["langchain_expand"]
+
     @model_validator(mode="after")
     def _validate(self) -> FitToBudget:
         _check(self.max_tokens, self.reserve, self.order)

@@ -11,18 +11,23 @@ I/O, so a thread is what an async call would cost anyway.
 
 from __future__ import annotations
 
+import copy
 import difflib
-from collections.abc import Iterable, Sequence
-from typing import Any
+import pickle
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from langchain_core.retrievers import LangSmithRetrieverParams
 from langchain_core.runnables.config import run_in_executor
+from pydantic_core import PydanticUndefined
 
 __all__ = [
     "AsyncByThread",
     "AsyncQueryByThread",
     "CheckedAssignment",
+    "Portable",
     "check_fraction",
     "check_non_negative",
     "check_optional_positive",
@@ -30,6 +35,7 @@ __all__ = [
     "check_query",
     "from_search_kwargs",
     "reject_unknown",
+    "traced",
 ]
 
 
@@ -162,7 +168,7 @@ class CheckedAssignment:
     field as it was (pydantic keeps a refused value otherwise).
     """
 
-    model_fields: dict[str, Any]
+    model_fields: ClassVar[dict[str, Any]]  # ClassVar: pydantic would collect it as a field
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_") or name not in type(self).model_fields:
@@ -179,3 +185,112 @@ class CheckedAssignment:
     def _coupled(self, name: str, value: Any) -> dict[str, Any]:
         """Other fields that assigning ``value`` to ``name`` sets with it (none here)."""
         return {}
+
+
+_PLAIN = (str, int, float, bool, type(None), list, dict, tuple, set, frozenset)
+"""Field values a copy takes its own deep copy of; any other object (a store, a splitter, a
+counter, callbacks) is shared."""
+
+
+class Portable:
+    """A retriever copied and pickled as a second retriever over the same index.
+
+    ``copy.deepcopy`` gives a retriever whose settings (numbers, strings, ``search_kwargs``)
+    are its own and whose caches start empty, over the *same* stores, splitters and counter:
+    copying a store would copy a database client, which Chroma's (a lock, a connection)
+    cannot be, and a copy that wrote to a private copy of the index would lose its writes.
+
+    Pickling carries the fields, stores included, for stores that pickle
+    (``InMemoryVectorStore``, FAISS, ``InMemoryStore``); a field that cannot be pickled
+    (Chroma's client) is an error naming it and the way round it. Derived state (the store's
+    adapter, caches, locks) is never carried: :meth:`_derive` rebuilds it. Private flags
+    (LangChain's ``_new_arg_supported``) are kept.
+    """
+
+    if TYPE_CHECKING:  # pydantic's, on the model this is mixed into
+        __private_attributes__: ClassVar[dict[str, Any]]
+        __pydantic_fields_set__: set[str]
+        __pydantic_extra__: dict[str, Any] | None
+
+    def _derive(self) -> None:
+        """Rebuild the derived state from the fields (the subclass's; nothing here)."""
+
+    def _fresh(self, kept: dict[str, Any] | None) -> None:
+        """Private attributes at their defaults but for the ``kept`` flags, then the derived state rebuilt."""
+        private: dict[str, Any] = {}
+        for name, attr in type(self).__private_attributes__.items():
+            default = attr.default_factory() if attr.default_factory is not None else attr.default
+            if default is not PydanticUndefined:
+                private[name] = default
+        private.update(_flags(kept))
+        object.__setattr__(self, "__pydantic_private__", private)
+        self._derive()
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
+        copied = type(self).__new__(type(self))
+        fields = {
+            k: copy.deepcopy(v, memo) if isinstance(v, _PLAIN) and k != "callbacks" else v
+            for k, v in self.__dict__.items()
+        }
+        object.__setattr__(copied, "__dict__", fields)
+        object.__setattr__(copied, "__pydantic_fields_set__", set(self.__pydantic_fields_set__))
+        object.__setattr__(copied, "__pydantic_extra__", copy.deepcopy(self.__pydantic_extra__, memo))
+        copied._fresh(getattr(self, "__pydantic_private__", None))
+        return copied
+
+    def __getstate__(self) -> dict[str, Any]:
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[assignment]  # pydantic's
+        owner = type(self).__name__
+        state["__dict__"] = {
+            k: v if isinstance(v, _PLAIN) else _Pickled(owner, k, v) for k, v in state["__dict__"].items()
+        }
+        state["__pydantic_private__"] = _flags(state.get("__pydantic_private__"))
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)  # type: ignore[misc]
+        self._fresh(state.get("__pydantic_private__"))
+
+
+def _flags(private: dict[str, Any] | None) -> dict[str, Any]:
+    """The private attributes that are flags (LangChain's ``_new_arg_supported``), not derived state."""
+    return {k: v for k, v in (private or {}).items() if isinstance(v, bool | int | float | str)}
+
+
+class _Pickled:
+    """One field's value, pickled on its own so that a value that cannot be is named."""
+
+    def __init__(self, owner: str, name: str, value: Any) -> None:
+        self.owner, self.name, self.value = owner, name, value
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        try:
+            data = pickle.dumps(self.value)
+        except Exception as exc:
+            msg = (
+                f"{self.owner}.{self.name} ({type(self.value).__name__}) cannot be pickled: {exc}. A retriever "
+                "pickles with its stores; over a store that holds a client (Chroma), build the retriever again "
+                "in the other process over the same persist_directory, or use copy.deepcopy in this one."
+            )
+            raise TypeError(msg) from exc
+        return pickle.loads, (data,)
+
+
+def traced(base: Mapping[str, Any], store: Any, call: dict[str, Any], instance: Any) -> LangSmithRetrieverParams:
+    """What LangSmith records of a retriever's call, on top of ``base`` (the retriever's name).
+
+    As LangChain's own ``VectorStoreRetriever`` reports them: the vector store's class and its
+    embedding's provider and model; and this call's ``k`` and ``max_tokens`` (the call's,
+    else the instance's), which decide how much text the trace's prompt holds.
+    """
+    params: Any = dict(base)
+    params["ls_vector_store_provider"] = type(store).__name__
+    embeddings = getattr(store, "embeddings", None)
+    if embeddings is not None:
+        params["ls_embedding_provider"] = type(embeddings).__name__
+        model = getattr(embeddings, "model_name", None) or getattr(embeddings, "model", None)
+        if isinstance(model, str):
+            params["ls_embedding_model"] = model
+    for name in ("k", "max_tokens"):
+        params[name] = call[name] if call.get(name) is not None else getattr(instance, name, None)
+    return params  # type: ignore[no-any-return]

@@ -11,14 +11,17 @@ bound what it returns; and its default docstore survives a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import LangSmithRetrieverParams
 from langchain_core.stores import BaseStore
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
@@ -102,7 +105,7 @@ _RULES: dict[str, Callable[[str, object], None]] = {
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
 
-class BudgetedParentDocumentRetriever(calls.CheckedAssignment, AsyncByThread, ParentDocumentRetriever):  # type: ignore[misc]
+class BudgetedParentDocumentRetriever(calls.Portable, calls.CheckedAssignment, AsyncByThread, ParentDocumentRetriever):  # type: ignore[misc]
     """``ParentDocumentRetriever`` where ``k`` counts parents, scores stay, and size is bounded.
 
     Children are over-fetched until ``k`` distinct parents are found (or the store runs
@@ -239,8 +242,16 @@ class BudgetedParentDocumentRetriever(calls.CheckedAssignment, AsyncByThread, Pa
         lambda_mult = self.search_kwargs.get("lambda_mult", 0.5)
         calls.check_fraction("search_kwargs['lambda_mult']", lambda_mult)
         calls.check_positive("search_kwargs['fetch_k']", self.search_kwargs.get("fetch_k", MMR_FETCH_K))
-        self._vectors = adapt(self.vectorstore, type(self).__name__)
+        self._derive()
         return self
+
+    def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
+        """LangSmith's retriever parameters, with the store, the embedding and this call's ``k`` and budget."""
+        return calls.traced(super()._get_ls_params(**kwargs), self.vectorstore, kwargs, self)
+
+    def _derive(self) -> None:
+        """The store's adapter, built again when ``vectorstore`` is assigned, copied or unpickled."""
+        self._vectors = adapt(self.vectorstore, type(self).__name__)
 
     @property
     def _search_type(self) -> str:
@@ -248,6 +259,53 @@ class BudgetedParentDocumentRetriever(calls.CheckedAssignment, AsyncByThread, Pa
         return str(getattr(self.search_type, "value", self.search_type))
 
     # -- indexing ---------------------------------------------------------------------
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        *,
+        persist_directory: str | Path,
+        embeddings: Embeddings | None = None,
+        ids: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> BudgetedParentDocumentRetriever:
+        """A retriever on the embedded defaults in ``persist_directory``, with ``documents`` added.
+
+        The bundled MiniLM model (unless ``embeddings``), a Chroma collection ``children`` in
+        ``persist_directory/chroma`` and the parents in ``persist_directory/docstore.sqlite``
+        (:class:`SQLDocStore`): the command line's layout, and all of it survives a restart.
+        Called again on the same folder it opens the same index, and documents already there
+        unchanged are not embedded again. ``fields`` are the retriever's own (``parent_splitter``,
+        ``max_tokens``, ...).
+        """
+        from langchain_expand.store.defaults import chroma_store, refuse_own_fields
+        from langchain_expand.store.docstore import SQLDocStore
+
+        refuse_own_fields(cls.__name__, fields, ["vectorstore", "docstore", "byte_store"])
+        folder = Path(persist_directory)
+        store = chroma_store("children", persist_directory=folder / "chroma", embeddings=embeddings)
+        docstore = SQLDocStore(f"sqlite:///{folder / 'docstore.sqlite'}")
+        retriever = cls(vectorstore=store, docstore=docstore, **fields)
+        retriever.add_documents(documents, ids)
+        return retriever
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: Iterable[str],
+        metadatas: Sequence[dict[str, Any]] | None = None,
+        *,
+        persist_directory: str | Path,
+        embeddings: Embeddings | None = None,
+        ids: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> BudgetedParentDocumentRetriever:
+        """:meth:`from_documents` on texts, with one metadata dict and one id per text where given."""
+        from langchain_expand.store.defaults import documents_of
+
+        documents = documents_of(texts, metadatas, ids)
+        return cls.from_documents(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)
 
     def add_documents(  # type: ignore[override]  # returns the ids, as VectorStore.add_documents does
         self,

@@ -9,10 +9,12 @@ against a brute-force top-k.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 if TYPE_CHECKING:
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
 
 from langchain_expand.store.adapters import relevance
 
-__all__ = ["chroma_store", "default_embeddings"]
+__all__ = ["chroma_store", "default_embeddings", "documents_of", "refuse_own_fields"]
 
 EF_SEARCH = 500
 """HNSW search beam: measured on QMSum sentences, 500 finds ~99% of the exact top-8."""
@@ -88,3 +90,29 @@ def chroma_store(
 def cosine_relevance(distance: float) -> float:
     """Relevance from Chroma's cosine distance: the cosine similarity, clamped to [0, 1] (:func:`relevance`)."""
     return relevance(1.0 - distance)
+
+
+def documents_of(
+    texts: Iterable[str], metadatas: Sequence[dict[str, Any]] | None, ids: Sequence[str] | None
+) -> list[Document]:
+    """``from_texts``' arguments as Documents: one metadata dict and one id per text, where given."""
+    texts = list(texts)
+    for name, given in (("metadatas", metadatas), ("ids", ids)):
+        if given is not None and len(given) != len(texts):
+            msg = f"from_texts got {len(texts)} texts and {len(given)} {name}; give one per text, or none."
+            raise ValueError(msg)
+    return [
+        Document(text, metadata=dict(metadatas[i]) if metadatas else {}, id=ids[i] if ids else None)
+        for i, text in enumerate(texts)
+    ]
+
+
+def refuse_own_fields(owner: str, fields: dict[str, Any], built: Iterable[str]) -> None:
+    """``from_documents`` builds these fields itself: one given too is an error, not a silent choice."""
+    given = sorted(set(fields) & set(built))
+    if given:
+        msg = (
+            f"{owner}.from_documents builds {', '.join(given)} itself in persist_directory; to bring your own, "
+            f"construct {owner}(...) and call add_documents."
+        )
+        raise TypeError(msg)

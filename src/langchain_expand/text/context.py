@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import bisect
 import re
+import typing
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from langchain_expand.text import markdown
@@ -31,8 +32,15 @@ from langchain_expand.text.sentences import SPEAKER, Span
 
 __all__ = ["SentenceContext", "StructuralContext"]
 
-SentenceContext = Callable[[str, Sequence[Span]], list[str]]
-"""Given a document's text and its sentence spans, each sentence's prefix ("" for none)."""
+SentenceContext = typing.Callable[[str, Sequence[Span]], list[str]]
+SentenceContext.__doc__ = """What is embedded before each sentence (or child), and never returned.
+
+Called as ``context(text, spans)`` with a document's whole text and its units' ``(start, end)``
+char spans, it returns one prefix per span, ``""`` for none; the retriever embeds
+``prefix + text[start:end]``, so a unit is matched with what it needs to be understood (the
+heading above it, its table's column names, its line's speaker). :class:`StructuralContext` is
+the default; any function of that shape will do, and a change re-embeds a document when it is
+next added. One string per span, or the document is refused by name before anything is written."""
 
 _LABEL_WORDS = 5  # "Ross Geller", "PhD F", "Chair (Mark Reckless)"
 _TERMINATOR = re.compile(r"[.!?]\s")

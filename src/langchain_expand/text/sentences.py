@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
@@ -23,8 +24,14 @@ __all__ = ["LINE", "NO_MARKS", "Marks", "SentenceSplitter", "Span", "Splitter", 
 Span = tuple[int, int]
 """A half-open ``[start, end)`` range of char offsets."""
 
-Splitter = Callable[[str], list[Span]]
-"""Anything that turns a text into ordered, non-overlapping spans of it."""
+Splitter = typing.Callable[[str], list[Span]]
+Splitter.__doc__ = """Anything that turns a text into its units: ordered, non-overlapping ``(start, end)`` char spans.
+
+The window retriever's ``splitter`` is one: :class:`SentenceSplitter` by default, or any
+function of that shape (a spaCy or NLTK sentencizer that returns offsets). The spans must be
+non-empty, inside the text, in order and without overlap (or the document is refused by
+name); the text between them (whitespace, usually) is kept
+and returned inside windows, so ``text[spans[0][0]:spans[-1][1]]`` is rebuilt exactly."""
 
 ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st mt vs cf al fig figs eq no nos vol vols pp p ch sec

@@ -16,12 +16,14 @@ import dataclasses
 import logging
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from langchain_core.retrievers import BaseRetriever
+from langchain_core.embeddings import Embeddings
+from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
@@ -106,7 +108,7 @@ _CALL_ARGUMENTS = ("k", "before", "after", "expand", "merge", "filter", "max_tok
 """What ``invoke`` takes besides the query."""
 
 
-class SentenceWindowRetriever(calls.CheckedAssignment, AsyncByThread, BaseRetriever):
+class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, AsyncByThread, BaseRetriever):
     """Embeds sentences, returns each hit with ``before``/``after`` sentences around it.
 
     Each returned ``Document`` is the window's text exactly as it stands in the source
@@ -279,7 +281,63 @@ class SentenceWindowRetriever(calls.CheckedAssignment, AsyncByThread, BaseRetrie
             self._heads = None
         self._wired = (self.vectorstore, self.lexical)
 
+    def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
+        """LangSmith's retriever parameters, with the store, the embedding and this call's ``k`` and budget."""
+        return calls.traced(super()._get_ls_params(**kwargs), self.vectorstore, kwargs, self)
+
+    def _derive(self) -> None:
+        """After a copy or an unpickle: the adapter and empty caches over the same stores."""
+        self._wire()
+
     # -- indexing -------------------------------------------------------------------
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        *,
+        persist_directory: str | Path,
+        embeddings: Embeddings | None = None,
+        ids: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> SentenceWindowRetriever:
+        """A retriever on the embedded defaults in ``persist_directory``, with ``documents`` added.
+
+        The setup the benchmarks measure: the bundled MiniLM model (unless ``embeddings``), a
+        Chroma collection ``sentences`` in ``persist_directory/chroma`` and, unless ``lexical``
+        is given (None for dense only), BM25 in ``persist_directory/lexical.sqlite``: the
+        command line's layout, so ``persist_directory=".langchain-expand"`` opens its index.
+        Called again on the same folder it opens the same index, and documents already there
+        unchanged are not embedded again. ``fields`` are the retriever's own (``max_tokens``, ...).
+        """
+        from langchain_expand.store.defaults import chroma_store, refuse_own_fields
+        from langchain_expand.windows.lexical import LexicalIndex
+
+        refuse_own_fields(cls.__name__, fields, ["vectorstore"])
+        folder = Path(persist_directory)
+        if "lexical" not in fields:
+            fields["lexical"] = LexicalIndex(folder / "lexical.sqlite")
+        store = chroma_store("sentences", persist_directory=folder / "chroma", embeddings=embeddings)
+        retriever = cls(vectorstore=store, **fields)
+        retriever.add_documents(documents, ids)
+        return retriever
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: Iterable[str],
+        metadatas: Sequence[dict[str, Any]] | None = None,
+        *,
+        persist_directory: str | Path,
+        embeddings: Embeddings | None = None,
+        ids: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> SentenceWindowRetriever:
+        """:meth:`from_documents` on texts, with one metadata dict and one id per text where given."""
+        from langchain_expand.store.defaults import documents_of
+
+        documents = documents_of(texts, metadatas, ids)
+        return cls.from_documents(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)
 
     def add_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
         """Split, embed and store documents; re-adding an id replaces its sentences.
