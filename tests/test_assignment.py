@@ -83,3 +83,11 @@ def test_windows_take_an_assigned_field_at_the_next_call(minilm: Embeddings, tmp
     assert unit.metadata["doc_id"] == "memo"
     assert first._collection.count() > 0  # type: ignore[attr-defined]
     assert set(first.get()["ids"]) == {i for i in first.get()["ids"] if i.startswith("remote")}
+
+
+def test_the_fields_are_the_documented_ones_and_nothing_of_pydantics(minilm: Embeddings) -> None:
+    """A ``model_fields`` annotation on the assignment mixin had made ``model_fields`` a field of both."""
+    for cls in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
+        assert not [name for name in cls.model_fields if name.startswith("model_")], cls
+    with pytest.raises(ValueError, match="model_fields"):
+        SentenceWindowRetriever(vectorstore=chroma_store(f"assigned-{next(_names)}", embeddings=minilm), model_fields={})
