@@ -7,6 +7,9 @@
 - ``python explore.py latency CORPUS``: p50 query time of the default (guided, hybrid, 2,000
   tokens) and of fixed windows against a raw ``similarity_search(k=16)``, alternating, 40
   queries, on an otherwise idle machine.
+- ``python explore.py floor CORPUS``: the default (guided, hybrid, budget-driven) against a
+  relevance floor relative to the best hit (``relative_score_threshold`` 0.3 / 0.5 / 0.7), at
+  250 to 8,000 tokens, 40 queries (seed 7), the corpus's whole collection (QMSum: 5 meetings).
 - ``python explore.py guided CORPUS``: fixed radius-2 windows against guided growth and its
   settings (decay, similarity weight, radius), hybrid ranking, budget-driven, at 250 / 1,000 /
   4,000 tokens, 40 queries (seed 7), the corpus's whole collection (QMSum: 5 meetings).
@@ -71,6 +74,16 @@ def guided(name: str) -> None:
         print(name, label, *[recall(tried, queries, budget, **call) for budget in budgets], flush=True)
 
 
+def floor(name: str) -> None:
+    docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
+    retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
+    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    for threshold in (None, 0.3, 0.5, 0.7):
+        tried = retriever.model_copy(update={"relative_score_threshold": threshold})
+        budgets = (250, 500, 1000, 2000, 4000, 8000)
+        print(name, f"floor {threshold}", *[recall(tried, queries, budget) for budget in budgets], flush=True)
+
+
 def latency(name: str) -> None:
     import statistics
     import time
@@ -100,6 +113,8 @@ def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "guided":
         guided(name)
+    elif mode == "floor":
+        floor(name)
     elif mode == "latency":
         latency(name)
     elif mode == "hybrid":

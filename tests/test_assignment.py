@@ -90,4 +90,6 @@ def test_the_fields_are_the_documented_ones_and_nothing_of_pydantics(minilm: Emb
     for cls in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
         assert not [name for name in cls.model_fields if name.startswith("model_")], cls
     with pytest.raises(ValueError, match="model_fields"):
-        SentenceWindowRetriever(vectorstore=chroma_store(f"assigned-{next(_names)}", embeddings=minilm), model_fields={})
+        SentenceWindowRetriever(
+            vectorstore=chroma_store(f"assigned-{next(_names)}", embeddings=minilm), model_fields={}
+        )

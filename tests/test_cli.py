@@ -352,17 +352,26 @@ def test_reindexing_counts_embedded_unchanged_removed_and_skipped(tmp_path: Path
 
 
 def test_indexing_shows_a_progress_bar_with_total_rate_and_eta(tmp_path: Path) -> None:
+    """Issue #35, finding 6: a bar in bytes sat still for minutes inside a large document; it counts sentences."""
+    from langchain_expand import SentenceSplitter, TokenCounter
+
     corpus = small_docs(tmp_path)
+    big = tmp_path / "big.txt"  # one document of many embedding calls: the bar moves inside it
+    big.write_text("\n".join(load_docs("qmsum")[0]["text"] for _ in range(3)))
     err = FakeTerminal()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        assert main(["--home", str(tmp_path / "home"), "index", "--batch-docs", "8", str(corpus)]) == 0
+        assert main(["--home", str(tmp_path / "home"), "index", "--batch-docs", "8", str(corpus), str(big)]) == 0
     drawn = err.getvalue()
-    total_kb = sum(len(r.encode()) for r in corpus.read_text().splitlines()) / 1000  # upper bound: rows with JSON
-    assert "indexing text" in drawn
-    assert re.search(r"\d+(\.\d+)? (bytes|[kMG]B)/s", drawn)  # a rate, in whatever unit the machine's speed gives
-    assert re.search(r"/\d+(\.\d)? kB", drawn)  # done / total
-    assert float(re.findall(r"/(\d+(?:\.\d)?) kB", drawn)[-1]) < total_kb
+    splitter = SentenceSplitter(token_counter=TokenCounter(), table_rows=True)
+    rows = [json.loads(line)["text"] for line in corpus.read_text().splitlines()]
+    total = sum(len(splitter(text)) for text in [*rows, big.read_text()])
+    assert "embedding sentences" in drawn
+    assert re.search(r"[\d,]+ sentences/s", drawn)  # a rate, whatever the machine's speed
     assert re.search(r"\d:\d\d:\d\d", drawn)  # time remaining
+    done = [int(n) for n in re.findall(rf"(\d+)/{total}\b", drawn)]
+    assert done[-1] == total
+    inside_big = [n for n in done if total - len(splitter(big.read_text())) < n < total]
+    assert inside_big  # drawn while the big document was being embedded, before its commit
 
     err = io.StringIO()  # not a terminal: silent
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

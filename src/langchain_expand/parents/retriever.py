@@ -359,6 +359,11 @@ class BudgetedParentDocumentRetriever(calls.Portable, calls.CheckedAssignment, A
         """The first parent of a document, whose metadata counts its parents (``n_parents``)."""
         return doc_id if self.parent_splitter is None else parent_key(doc_id, 0)
 
+    def embedded_units(self, document: Document) -> int:
+        """How many children indexing ``document`` embeds: what a progress bar counts."""
+        parents = self._parents_of(document, str(document.id))
+        return sum(len(self.child_splitter.split_text(parent.page_content)) for parent in parents)
+
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its parents and children, before anything is written."""
         if not isinstance(doc.page_content, str) or not doc.page_content.strip():

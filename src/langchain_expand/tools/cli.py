@@ -155,14 +155,7 @@ def _until_interrupted(batches: Iterable[list[Document]]) -> Iterator[list[Docum
 def _index(args: argparse.Namespace) -> int:
     """Stream the corpus in batches; each batch is committed, so a re-run resumes."""
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-        TransferSpeedColumn,
-    )
+    from rich.progress import Progress
 
     skipped: list[str] = []
     documents = read_corpus(args.paths, skip_bad=args.skip_bad, skipped=skipped, root=_root(args))
@@ -173,31 +166,27 @@ def _index(args: argparse.Namespace) -> int:
         why = f" ({len(skipped)} skipped: {'; '.join(skipped[:3])})" if skipped else ""
         msg = f"found no documents in {paths}{why}: give .txt, .md or .jsonl files, or folders holding them."
         raise ValueError(msg)
+    model = _Progressing(_embeddings(args))
+    retriever: Any = _parents_retriever(args, model) if args.mode == "parent" else _windows_retriever(args, model)
     bar = sys.stderr.isatty() and not args.quiet
-    total = _text_bytes(args.paths) if bar else None  # a first pass, for the bar's total and ETA
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=not bar,
-    ) as progress:
-        task = progress.add_task("indexing text", total=total)
-        model = _Progressing(
-            _embeddings(args), lambda texts: progress.advance(task, sum(len(t.encode()) for t in texts))
-        )
-        retriever: Any = _parents_retriever(args, model) if args.mode == "parent" else _windows_retriever(args, model)
+    sizes = _units_by_document(args, retriever) if bar else {}  # a first pass, for the bar's total and ETA
+    unit = "children" if args.mode == "parent" else "sentences"
+    with Progress(*_bar_columns(unit), console=Console(stderr=True), disable=not bar) as progress:
+        task = progress.add_task(f"embedding {unit}", total=sum(sizes.values()) if sizes else None)
+
+        def advance(texts: list[str]) -> None:  # inside a document, step by step, each step drawn
+            progress.advance(task, len(texts))
+            progress.refresh()
+
+        model.advance = advance
         ids: list[str] = []
-        written = 0
-        done_bytes = 0
+        written = done = 0
         for batch in _until_interrupted(itertools.chain([first], batches)):
             result = retriever.index_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
             ids += result.ids
             written += len(result.written)
-            done_bytes += sum(len(d.page_content.encode()) for d in batch)
-            progress.update(task, completed=done_bytes)  # unchanged documents count as done too
+            done += sum(sizes.get(str(d.id), 0) for d in batch)
+            progress.update(task, completed=done)  # unchanged documents count as done too
             if args.verbose:  # a log line per committed batch, for logs and scripts
                 print(f"indexed {_counted(len(ids), 'document')}", file=sys.stderr, flush=True)
     where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
@@ -217,28 +206,56 @@ def _index(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Progressing(Embeddings):
-    """The model, telling the progress bar how much text each embedding call covered."""
+def _bar_columns(unit: str) -> list[Any]:
+    """The progress bar: units embedded of the total, the rate in units a second, the time left."""
+    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeRemainingColumn
+    from rich.text import Text
 
-    def __init__(self, inner: Embeddings, advance: Callable[[list[str]], None]) -> None:
+    class Rate(ProgressColumn):
+        def render(self, task: Any) -> Text:
+            return Text(f"{task.speed:,.0f} {unit}/s" if task.speed else f"? {unit}/s")
+
+    return [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(), TimeRemainingColumn()]
+
+
+class _Progressing(Embeddings):
+    """The model, telling the progress bar of every ``STEP`` texts embedded.
+
+    The retriever embeds up to ``batch_size`` (4,096) texts a call: a minute of a CPU's time,
+    too long for a bar to sit still. The model batches 64 at a time anyway, so asking it for
+    ``STEP`` at a time costs nothing.
+    """
+
+    STEP = 256
+
+    def __init__(self, inner: Embeddings) -> None:
         self.inner = inner
-        self.advance = advance
+        self.advance: Callable[[list[str]], object] = lambda texts: None
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        vectors = self.inner.embed_documents(texts)
-        self.advance(texts)
+        vectors: list[list[float]] = []
+        for at in range(0, len(texts), self.STEP):
+            step = texts[at : at + self.STEP]
+            vectors += self.inner.embed_documents(step)
+            self.advance(step)
         return vectors
 
     def embed_query(self, text: str) -> list[float]:
         return self.inner.embed_query(text)
 
 
-def _text_bytes(paths: Sequence[Path]) -> int:
-    """The corpus's text in UTF-8 bytes, read once without keeping it (bad input is left to indexing)."""
+def _units_by_document(args: argparse.Namespace, retriever: Any) -> dict[str, int]:
+    """How many units (sentences, or children) each document of the corpus embeds: split once, not kept.
+
+    Splitting costs a few percent of embedding; a corpus it cannot read whole (bad input is
+    left to indexing) gets a bar without a total.
+    """
     try:
-        return sum(len(d.page_content.encode()) for d in read_corpus(paths, skip_bad=True))
+        return {
+            str(d.id): retriever.embedded_units(d) for d in read_corpus(args.paths, skip_bad=True, root=_root(args))
+        }
     except ValueError:
-        return 0
+        return {}
 
 
 def _root(args: argparse.Namespace) -> Path:

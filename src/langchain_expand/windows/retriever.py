@@ -370,6 +370,10 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, AsyncByTh
         self._vectors.mark()  # finished: readers' snapshots of the store are out of date
         return done
 
+    def embedded_units(self, document: Document) -> int:
+        """How many sentences indexing ``document`` embeds: what a progress bar counts."""
+        return len(self.splitter(document.page_content))
+
     def delete(self, ids: Sequence[str]) -> None:
         """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
         ids = commit.checked_ids(ids)
