@@ -600,3 +600,56 @@ def test_a_child_context_of_the_wrong_length_is_refused_naming_the_document(make
         retriever.add_documents([Document(source_text(), id="manual")])
     assert retriever._vectors.store._collection.count() == 0  # type: ignore[attr-defined]
     assert list(retriever.docstore.yield_keys()) == []
+
+
+# -- issue #35, finding 1: an index the stock class built ------------------------------------
+
+
+@pytest.mark.parametrize("split", [False, True], ids=["whole-documents", "parent-chunks"])
+def test_a_stock_index_is_named_in_the_warning_and_migrated_in_place(
+    split: bool, tmp_path: Path, minilm: Embeddings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Swapping the class on a stock index returned nothing, warned of "another version", and a
+    re-add left the stock children and parents behind (206 children, 24 keys) for good."""
+    from langchain_core.stores import InMemoryStore
+
+    docs = [Document(d["text"], metadata={"source": d["doc_id"]}) for d in load_docs("tatqa")[:6]]
+    arguments: dict[str, Any] = {
+        "vectorstore": chroma_store("stock", persist_directory=tmp_path, embeddings=minilm),
+        "docstore": InMemoryStore(),
+        "child_splitter": RecursiveCharacterTextSplitter(chunk_size=300),
+    }
+    if split:
+        arguments["parent_splitter"] = RecursiveCharacterTextSplitter(chunk_size=1200)
+    stock = ParentDocumentRetriever(**arguments)
+    stock.add_documents(docs)
+    query = load_queries("tatqa")[0]["query"]
+    stock_children = arguments["vectorstore"].get()["ids"]
+    assert stock.invoke(query)
+
+    ours = BudgetedParentDocumentRetriever(**arguments)
+    with caplog.at_level(logging.WARNING):
+        assert ours.invoke(query) == []
+    assert "written by the stock ParentDocumentRetriever" in caplog.text
+    assert "retriever.migrate_stock_index()" in caplog.text
+
+    if split:  # the stock parents are chunks: the documents must be given
+        with pytest.raises(ValueError, match="pass the source documents"):
+            ours.migrate_stock_index()
+        migrated = ours.migrate_stock_index(
+            [Document(d.page_content, metadata=d.metadata, id=str(n)) for n, d in enumerate(docs)]
+        )
+    else:
+        migrated = ours.migrate_stock_index()
+    assert migrated.documents == len(docs)
+    assert migrated.children_removed == len(stock_children)
+    left = arguments["vectorstore"].get()
+    assert not set(stock_children) & set(left["ids"])
+    assert all("lcx_doc" in m for m in left["metadatas"])  # only this class's children are left
+    assert all("doc_id" in arguments["docstore"].mget([k])[0].metadata for k in arguments["docstore"].yield_keys())
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        answer = ours.invoke(query)
+    assert answer
+    assert not caplog.text  # no warning once migrated
+    assert {d.metadata["source"] for d in answer} <= {d.metadata["source"] for d in docs}

@@ -32,6 +32,7 @@ from langchain_expand.budget import fit_to_budget
 from langchain_expand.calls import AsyncByThread, check_query
 from langchain_expand.parents.assembly import Parent, aggregate, cap_parent, child_out, parent_out, same_version
 from langchain_expand.parents.layout import Children, ParentLayout, parent_key
+from langchain_expand.parents.migration import Migrated, is_stock_child, migrate_stock_index
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.commit import Indexed, Prepared
@@ -359,6 +360,16 @@ class BudgetedParentDocumentRetriever(calls.Portable, calls.CheckedAssignment, A
         """The first parent of a document, whose metadata counts its parents (``n_parents``)."""
         return doc_id if self.parent_splitter is None else parent_key(doc_id, 0)
 
+    def migrate_stock_index(self, documents: Sequence[Document] | None = None) -> Migrated:
+        """Move an index the stock ``ParentDocumentRetriever`` built onto this class, in place.
+
+        Adds the documents again with this class (``documents``, or the stock parents where
+        the stock class had no ``parent_splitter``), then removes the stock children and
+        parents. Until it runs, hits on stock children are skipped with a warning naming it.
+        See :mod:`langchain_expand.parents.migration`.
+        """
+        return migrate_stock_index(self, self._vectors, documents)
+
     def embedded_units(self, document: Document) -> int:
         """How many children indexing ``document`` embeds: what a progress bar counts."""
         parents = self._parents_of(document, str(document.id))
@@ -613,6 +624,14 @@ class BudgetedParentDocumentRetriever(calls.Portable, calls.CheckedAssignment, A
                     )
                 continue
             same = [(c, score) for c, score in parent.children if same_version(c, doc)]
+            if warn and is_stock_child(parent.children[0][0], self.id_key):
+                logger.warning(
+                    "Skipping parent %r: it was written by the stock ParentDocumentRetriever, which this class "
+                    "does not read. Run retriever.migrate_stock_index() once: it adds the documents again with "
+                    "this class and removes the stock records.",
+                    parent.parent_id,
+                )
+                continue
             if not same or not same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
                 if warn:
                     logger.warning(

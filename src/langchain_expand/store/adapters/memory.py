@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -45,6 +45,14 @@ class MemoryAdapter(StoreAdapter):
         if not callable(where):
             return where
         return lambda doc: where(Document(doc.page_content, metadata=as_served(doc.metadata), id=doc.id))
+
+    def pages(self, size: int) -> Iterator[list[Document]] | None:
+        """Every record, ``size`` at a time, without vectors."""
+        rows = list(self._held.values())
+        return (
+            [Document(r["text"], metadata=dict(r["metadata"]), id=r["id"]) for r in rows[at : at + size]]
+            for at in range(0, len(rows), size)
+        )
 
     def count(self) -> int | None:
         """How many records the store holds."""
