@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.documents import Document
+from langchain_core.stores import BaseStore
 
 from langchain_expand.units import DOC_ID, STORED_DOC
 
 if TYPE_CHECKING:
-    from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
     from langchain_expand.store.adapters import StoreAdapter
 
 __all__ = ["Migrated", "is_stock_child", "migrate_stock_index"]
@@ -39,13 +39,23 @@ class Migrated:
     """Stock parents deleted from the docstore."""
 
 
+class _Retriever(Protocol):
+    """What migrating reads of :class:`~langchain_expand.BudgetedParentDocumentRetriever`."""
+
+    id_key: str
+    docstore: BaseStore[str, Document]
+    parent_splitter: Any
+
+    def add_documents(self, documents: list[Document]) -> list[str]: ...
+
+
 def is_stock_child(child: Document, id_key: str) -> bool:
     """A child the stock class wrote: its parent's key, and no document id of this class's."""
     return id_key in child.metadata and STORED_DOC not in child.metadata
 
 
 def migrate_stock_index(
-    retriever: BudgetedParentDocumentRetriever, vectors: StoreAdapter, documents: Sequence[Document] | None = None
+    retriever: _Retriever, vectors: StoreAdapter, documents: Sequence[Document] | None = None
 ) -> Migrated:
     """Re-add a stock index's documents with ``retriever``, then remove the stock records.
 
@@ -63,7 +73,7 @@ def migrate_stock_index(
     pages = vectors.pages(_PAGE)
     if pages is None:
         msg = (
-            f"{type(retriever.vectorstore).__name__} cannot list its records, so the stock children cannot be "
+            f"{type(vectors.store).__name__} cannot list its records, so the stock children cannot be "
             "found. Build a fresh collection and docstore and add the documents to them with this class."
         )
         raise ValueError(msg)
