@@ -28,6 +28,7 @@ from langchain_expand.windows.cache import cosines
 from langchain_expand.windows.growth import Growth, grow
 from langchain_expand.windows.snapshot import LexicalRanking, Snapshot, ranked_bm25
 from langchain_expand.windows.snapshot import build as build_snapshot
+from langchain_expand.windows.views import StoreViews
 
 from .conftest import as_documents, load_docs, load_queries
 
@@ -303,8 +304,8 @@ def test_a_new_retriever_over_the_same_files_searches_the_same_snapshot(indexed:
         store = chroma_store("meetings", persist_directory=folder / "chroma", embeddings=default_embeddings())
         retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path))
         answers.append(shown(retriever.invoke(query, max_tokens=600)))
-        assert retriever._snapshot is not None
-        assert retriever._snapshot[1] is not None
+        assert retriever._views.snapshot is not None
+        assert retriever._views.snapshot[1] is not None
     assert answers[0] == answers[1]
     assert answers[0]
 
@@ -324,17 +325,17 @@ def test_a_document_written_without_the_lexical_index_is_found_until_the_copies_
     reader.add_documents([Document("Rivers carry water to the sea. Fish swim in rivers.", id="rivers")])
     query = "which planet has the tallest volcano"
     assert all(d.metadata["doc_id"] == "rivers" for d in reader.invoke(query, max_tokens=200))
-    assert reader._snapshot is not None
-    assert reader._snapshot[1] is not None
+    assert reader._views.snapshot is not None
+    assert reader._views.snapshot[1] is not None
 
     mars = "Olympus Mons on Mars is the tallest volcano of any planet. It is three times as high as Everest."
     opened(False).add_documents([Document(mars, id="mars")])
     assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
-    assert reader._snapshot[1] is None  # not built: the store answered
+    assert reader._views.snapshot[1] is None  # not built: the store answered
 
     opened(True).add_documents([Document(mars, id="mars")])  # the copies, read back without embedding
     assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
-    assert reader._snapshot[1] is not None
+    assert reader._views.snapshot[1] is not None
 
 
 def test_bm25_ranked_while_the_query_is_embedded_counts_only_where_its_snapshot_is_still_current(
@@ -368,8 +369,8 @@ def test_over_its_limit_the_snapshot_is_not_built_and_the_store_answers(reader: 
     limited = reader(lexical=True, snapshot_limit=10)
     found = limited.invoke("who will design the remote control", max_tokens=500)
     assert found
-    assert limited._snapshot is not None
-    assert limited._snapshot[1] is None
+    assert limited._views.snapshot is not None
+    assert limited._views.snapshot[1] is None
     with pytest.raises(ValueError, match="snapshot_limit"):
         reader(lexical=True, snapshot_limit=-1)
 
@@ -459,7 +460,7 @@ class Unranked(LexicalIndex):
 def past_the_limit(reader: Make, submit: Deferred, **kwargs: Any) -> SentenceWindowRetriever:
     """A retriever over the test meetings whose snapshot limit they are past, its builds held by ``submit``."""
     retriever = reader(lexical=True, snapshot_limit=10, **kwargs)
-    retriever._ranking = LexicalRanking(submit)
+    retriever._views = StoreViews(LexicalRanking(submit))
     return retriever
 
 
@@ -469,7 +470,7 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
     submit = Deferred()
     retriever = past_the_limit(reader, submit)
     by_index = retriever.model_copy(update={"lexical": Unranked(indexed[1])})
-    by_index._ranking = LexicalRanking(Deferred())
+    by_index._views = StoreViews(LexicalRanking(Deferred()))
     lexical = retriever.lexical
     assert lexical is not None
     bm25 = ranked_bm25(lexical)
@@ -487,7 +488,7 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
         assert retriever.invoke(query, max_tokens=1000) == by_index.invoke(query, max_tokens=1000), query
     assert searched == []  # every query was ranked in memory
     assert retriever.invoke(queries[0], max_tokens=1000) == first
-    ranking = retriever._ranking.latest(lexical)
+    ranking = retriever._views.ranking.latest(lexical)
     assert ranking is not None
     threads: list[str] = []
     ranked = ranking.search
@@ -502,7 +503,7 @@ def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: P
     store = chroma_store("past-limit", persist_directory=tmp_path / "chroma", embeddings=minilm)
     lexical = LexicalIndex(tmp_path / "lexical.sqlite")
     retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical, snapshot_limit=2)
-    retriever._ranking = LexicalRanking(submit)
+    retriever._views = StoreViews(LexicalRanking(submit))
     retriever.add_documents(as_documents(load_docs("emanual")[:1]))
     retriever.invoke("How do I reset the remote?", max_tokens=300)
     submit.run()  # the ranking is current
@@ -543,7 +544,7 @@ def test_a_ranking_that_cannot_be_built_leaves_the_index_answering(
     retriever = SentenceWindowRetriever(
         vectorstore=store, lexical=Broken(tmp_path / "lexical.sqlite"), snapshot_limit=2
     )
-    retriever._ranking = LexicalRanking(lambda fn: fn())  # built at once, in the query
+    retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))  # built at once, in the query
     retriever.add_documents(as_documents(load_docs("emanual")[:1]))
     answer = retriever.invoke("How do I reset the remote?", max_tokens=300)
     assert answer
@@ -568,7 +569,7 @@ def test_past_the_snapshot_limit_a_rewritten_document_is_served_new_at_the_next_
     retriever = SentenceWindowRetriever(
         vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), snapshot_limit=2
     )
-    retriever._ranking = LexicalRanking(lambda fn: fn())
+    retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
     old = "The warranty lasts two years. Keep the receipt. Call the service line."
     new = "The warranty lasts five years. Keep the box. Write to the service desk."
     retriever.add_documents([Document(old, id="memo"), Document("Unrelated words about cats. Dogs too.", id="pets")])

@@ -264,7 +264,7 @@ def test_query_help_shows_the_retrievers_own_defaults() -> None:
 def test_every_option_says_what_it_does_and_its_default_in_plain_text() -> None:
     import argparse
 
-    from langchain_expand.tools.cli import _parser
+    from langchain_expand.tools.arguments import parser as _parser
 
     parser = _parser()
     commands = [parser] + [
@@ -288,7 +288,8 @@ def test_every_option_says_what_it_does_and_its_default_in_plain_text() -> None:
 @pytest.mark.parametrize("command", ["index", "query", "demo", "report"])
 def test_shared_options_are_accepted_after_the_command_and_before_it(command: str) -> None:
     """Issue #35, finding 12: ``query "..." --home x`` was an error; before the command, it still wins."""
-    from langchain_expand.tools.cli import HOME, _parser
+    from langchain_expand.tools.arguments import HOME
+    from langchain_expand.tools.arguments import parser as _parser
 
     rest = {"index": ["docs"], "query": ["a question"], "demo": [], "report": []}[command]
     after = _parser().parse_args([command, *rest, "--home", "elsewhere", "--no-lexical", "--embed-batch", "8"])

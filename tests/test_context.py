@@ -47,7 +47,7 @@ def test_a_tables_rows_carry_its_column_headings() -> None:
     header = "|  |  | Years Ended September 30, |\n|---|---|---|\n|  | 2019 | 2018 |"
     rows = "\n".join(f"| Item {i} | {i}.5 | {i}.25 |" for i in range(80))
     text = f"Sales by year.\n\n{header}\n{rows}\n"
-    spans = SentenceSplitter(token_counter=TokenCounter(), max_tokens=120)(text)
+    spans = SentenceSplitter(token_counter=TokenCounter(), max_unit_tokens=120)(text)
     prefixes = StructuralContext()(text, spans)
     pieces = [text[s:e] for s, e in spans]
     assert len(pieces) > 3  # the table is cut into pieces of rows
@@ -60,7 +60,7 @@ def test_a_tables_rows_carry_its_column_headings() -> None:
 
 def test_a_plain_tables_heading_is_its_first_row() -> None:
     text = "| Name | Value |\n|---|---|\n" + "\n".join(f"| key{i} | {i} |" for i in range(60))
-    spans = SentenceSplitter(token_counter=TokenCounter(), max_tokens=60)(text)
+    spans = SentenceSplitter(token_counter=TokenCounter(), max_unit_tokens=60)(text)
     prefixes = StructuralContext()(text, spans)
     assert prefixes[0] == ""
     assert set(prefixes[1:]) == {"| Name | Value |\n"}

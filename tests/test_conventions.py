@@ -132,6 +132,7 @@ def test_from_texts_builds_on_the_embedded_defaults_and_reopens_without_embeddin
         cls.from_texts(["a.", "b."], ids=["a"], persist_directory=tmp_path)
 
 
+@pytest.mark.filterwarnings("ignore:The function `loads` is in beta")
 def test_the_runnables_round_trip_through_langchains_serialisation(windows: SentenceWindowRetriever) -> None:
     from langchain_core.load import dumps, loads
     from langchain_core.prompts import ChatPromptTemplate, HumanMessagePromptTemplate, PromptTemplate

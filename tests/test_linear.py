@@ -134,7 +134,7 @@ TEXT_FUNCTIONS: dict[str, Callable[[str], object]] = {
     "SentenceSplitter(table_rows=True, line_breaks='hard')": _parsed(
         SentenceSplitter(table_rows=True, line_breaks="hard")
     ),
-    "SentenceSplitter(max_tokens=None)": _parsed(SentenceSplitter(max_tokens=None)),
+    "SentenceSplitter(max_unit_tokens=None)": _parsed(SentenceSplitter(max_unit_tokens=None)),
     "TokenCounter": _COUNTER,
     "markdown.blocks": _parsed(markdown.blocks),
     "markdown.headings": _parsed(markdown.headings),

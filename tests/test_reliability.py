@@ -187,7 +187,7 @@ UNICODE = st.lists(
 @settings(max_examples=200, deadline=None)
 @given(UNICODE, st.integers(min_value=2, max_value=64))
 def test_fuzzed_unicode_keeps_splitter_offsets_valid_and_units_capped(text: str, cap: int) -> None:
-    spans = SentenceSplitter(max_tokens=cap, token_counter=COUNTER)(text)
+    spans = SentenceSplitter(max_unit_tokens=cap, token_counter=COUNTER)(text)
     end = 0
     for s, e in spans:
         assert end <= s < e <= len(text)

@@ -122,20 +122,20 @@ def test_list_items_start_new_units() -> None:
 
 def test_cap_splits_long_log_lines_at_line_breaks_first() -> None:
     logs = load_docs("loghub")
-    splitter = SentenceSplitter(max_tokens=48, token_counter=COUNTER)
+    splitter = SentenceSplitter(max_unit_tokens=48, token_counter=COUNTER)
     for doc in logs:
         units = pieces(doc["text"], splitter)
         assert max(COUNTER.count_many(units)) <= 48
     # a log of short lines: every unit is made of whole lines
     text = "\n".join(f"081109 2035{i:02d} 148 INFO dfs.DataNode: Receiving block blk_{i}" for i in range(40))
-    for unit in pieces(text, SentenceSplitter(max_tokens=64, token_counter=COUNTER)):
+    for unit in pieces(text, SentenceSplitter(max_unit_tokens=64, token_counter=COUNTER)):
         assert all(line.startswith("081109") for line in unit.split("\n"))
 
 
 def test_cap_splits_an_oversized_table_at_row_boundaries() -> None:
     rows = "\n".join(f"| {i} | value number {i} with some words |" for i in range(60))
     table = "| id | value |\n|---|---|\n" + rows
-    units = pieces(table, SentenceSplitter(max_tokens=100, token_counter=COUNTER))
+    units = pieces(table, SentenceSplitter(max_unit_tokens=100, token_counter=COUNTER))
     assert len(units) > 1
     assert "\n".join(units) == table
     assert all(COUNTER(u) <= 100 for u in units)
@@ -143,7 +143,7 @@ def test_cap_splits_an_oversized_table_at_row_boundaries() -> None:
 
 def test_cap_bounds_a_five_megabyte_single_line() -> None:
     text = ("status ok node seven reports nominal load " * 120_000)[:5_000_000]
-    splitter = SentenceSplitter(max_tokens=256, token_counter=COUNTER)
+    splitter = SentenceSplitter(max_unit_tokens=256, token_counter=COUNTER)
     spans = splitter(text)
     assert max(COUNTER.count_many([text[s:e] for s, e in spans])) <= 256
     assert spans[0][0] == 0
@@ -152,15 +152,15 @@ def test_cap_bounds_a_five_megabyte_single_line() -> None:
 
 def test_a_giant_word_splits_between_characters() -> None:
     text = "x" * 5000 + "🚀" * 300
-    units = pieces(text, SentenceSplitter(max_tokens=50, token_counter=COUNTER))
+    units = pieces(text, SentenceSplitter(max_unit_tokens=50, token_counter=COUNTER))
     assert "".join(units) == text
     assert all(COUNTER(u) <= 50 for u in units)
 
 
 @pytest.mark.parametrize("bad", [0, -3])
 def test_cap_below_one_is_rejected(bad: int) -> None:
-    with pytest.raises(ValueError, match=f"`max_tokens` must be >= 1 or None, got {bad}"):
-        SentenceSplitter(max_tokens=bad)
+    with pytest.raises(ValueError, match=f"`max_unit_tokens` must be >= 1 or None, got {bad}"):
+        SentenceSplitter(max_unit_tokens=bad)
 
 
 def test_unknown_line_mode_is_rejected() -> None:
@@ -208,7 +208,7 @@ def test_spans_cover_the_text_in_order_without_overlap(text: str) -> None:
 @settings(max_examples=150, deadline=None)
 @given(st.text(max_size=600), st.integers(min_value=4, max_value=40))
 def test_no_unit_exceeds_the_cap_on_any_text(text: str, cap: int) -> None:
-    splitter = SentenceSplitter(max_tokens=cap, token_counter=COUNTER)
+    splitter = SentenceSplitter(max_unit_tokens=cap, token_counter=COUNTER)
     spans = splitter(text)
     check_spans(text, spans)
     assert all(COUNTER(text[s:e]) <= cap for s, e in spans)
@@ -237,3 +237,18 @@ def test_markdown_structure_comes_from_a_parser_at_any_nesting() -> None:
 
     sections = MarkdownSectionSplitter(max_level=2).sections(Document(text))
     assert [meta["headings"] for _, _, meta in sections] == [["Guide"], ["Guide", "Usage"]]
+
+
+def test_the_cap_is_max_unit_tokens_and_the_old_name_still_works_with_a_warning() -> None:
+    """Issue #33: ``max_tokens`` means the context budget everywhere but here; the cap has its own name."""
+    from langchain_expand.store.records import revision
+
+    text = "One sentence here. " * 40
+    new = SentenceSplitter(max_unit_tokens=16, token_counter=COUNTER)
+    with pytest.warns(DeprecationWarning, match="max_unit_tokens"):
+        old = SentenceSplitter(max_tokens=16, token_counter=COUNTER)
+    assert old(text) == new(text)
+    with pytest.warns(DeprecationWarning, match="max_unit_tokens"):
+        assert old.max_tokens == 16
+    # the stored revisions know the cap by its old name: renaming it re-embeds no index
+    assert revision("One. Two.", SentenceSplitter(token_counter=COUNTER, table_rows=True)) == "f2e7da8691df6956"

@@ -232,7 +232,7 @@ def test_a_custom_splitter_callable_replaces_the_default(make_retriever: Make) -
 
 def test_log_windows_stay_under_the_window_times_cap_bound(make_retriever: Make) -> None:
     cap, before, after = 64, 2, 2
-    retriever = make_retriever(k=8, splitter=SentenceSplitter(max_tokens=cap), before=before, after=after)
+    retriever = make_retriever(k=8, splitter=SentenceSplitter(max_unit_tokens=cap), before=before, after=after)
     logs = [{**d, "text": "\n".join(d["text"].split("\n")[:60])} for d in load_docs("loghub")]
     retriever.add_documents(as_documents(logs))
     for query in ["error in state", "window manager freezing display", "kernel instruction cache parity"]:
@@ -332,7 +332,7 @@ def test_duplicate_ids_in_one_call_are_refused(make_retriever: Make) -> None:
 
 
 def test_an_uncapped_five_megabyte_line_is_refused_naming_the_document(make_retriever: Make) -> None:
-    retriever = make_retriever(splitter=SentenceSplitter(max_tokens=None))
+    retriever = make_retriever(splitter=SentenceSplitter(max_unit_tokens=None))
     line = "word " * 1_000_000
     with pytest.raises(ValueError, match=r"Document 'huge': sentence 0 .* over `max_sentence_tokens`=2048"):
         retriever.add_documents([Document(line, id="huge")])

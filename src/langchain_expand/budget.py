@@ -440,7 +440,7 @@ def _cuts(doc: Document, splitter: Splitter, counter: Callable[[str], int]) -> I
         units = [(base + s, base + e) for s, e in splitter(doc.page_content)]
         yield units, focus
         yield from ((units, u) for u in units if _overlaps(u, focus))
-        fine = SentenceSplitter(max_tokens=FINE_UNIT_TOKENS, token_counter=counter)
+        fine = SentenceSplitter(max_unit_tokens=FINE_UNIT_TOKENS, token_counter=counter)
         pieces = [(base + s, base + e) for s, e in fine(doc.page_content)]
         yield from ((pieces, p) for p in pieces if _overlaps(p, focus))
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from langchain_core.documents import Document
 
 from langchain_expand.budget import trim
+from langchain_expand.parents.migration import is_stock_parent
 from langchain_expand.store.records import (
     decode_metadata,
 )
@@ -32,7 +34,9 @@ from langchain_expand.units import (
     TOKENS,
 )
 
-__all__ = ["Parent", "aggregate", "cap_parent", "child_out", "parent_out", "same_version"]
+__all__ = ["Parent", "aggregate", "cap_parent", "child_out", "parent_out", "same_version", "servable"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -109,10 +113,56 @@ def cap_parent(doc: Document, cap: int, counter: Callable[[str], int]) -> Docume
     # Whole tables and code blocks first; if not even the child's own units fit,
     # finer units (table rows, code lines) from a splitter capped at ``cap``.
     for unit_cap, seed in ((None, focus), (cap, (focus[0], focus[0] + 1))):
-        splitter = SentenceSplitter(max_tokens=unit_cap, token_counter=counter)
+        splitter = SentenceSplitter(max_unit_tokens=unit_cap, token_counter=counter)
         units: list[Span] = [(base + s, base + e) for s, e in splitter(doc.page_content)]
         ranges = grow(units, seed)
         fit = largest_fitting(ranges, lambda r, units=units: fits(units, r))  # type: ignore[misc]
         if fit is not None:
             return trim(doc, units, ranges[fit], counter)
     return trim(doc, units, ranges[0], counter)
+
+
+def servable(
+    ranked: list[Parent],
+    stored: Sequence[Document | None],
+    heads: Mapping[str, Document | None],
+    limit: int | None = None,
+    *,
+    warn: bool = False,
+) -> list[tuple[Parent, Document]]:
+    """The first ``limit`` ranked parents (all, for None) that can be served.
+
+    A parent is servable when it is in the docstore and of the version of its children;
+    each keeps only its children of its version. With ``warn``, each one skipped is logged.
+    """
+    out: list[tuple[Parent, Document]] = []
+    for parent, doc in zip(ranked, stored, strict=True):
+        if len(out) == limit:
+            break
+        if doc is None:
+            if warn:
+                logger.warning(
+                    "Skipping parent %r: its children are in the vector store but it is not in the "
+                    "docstore (an interrupted add_documents, or stores out of sync). Re-add its document.",
+                    parent.parent_id,
+                )
+            continue
+        same = [(c, score) for c, score in parent.children if same_version(c, doc)]
+        if warn and is_stock_parent(doc):
+            logger.warning(
+                "Skipping parent %r: it was written by the stock ParentDocumentRetriever, which this class "
+                "does not read. Run retriever.migrate_stock_index() once: it adds the documents again with "
+                "this class and removes the stock records.",
+                parent.parent_id,
+            )
+            continue
+        if not same or not same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
+            if warn:
+                logger.warning(
+                    "Skipping parent %r: the matched children are of another version of its document "
+                    "than the parent in the docstore (an interrupted or running add_documents). Re-add it.",
+                    parent.parent_id,
+                )
+            continue
+        out.append((Parent(parent.parent_id, same, parent.score), doc))
+    return out

@@ -22,7 +22,7 @@ from langchain_expand.units import DOC_ID, STORED_DOC
 if TYPE_CHECKING:
     from langchain_expand.store.adapters import StoreAdapter
 
-__all__ = ["Migrated", "is_stock_child", "migrate_stock_index"]
+__all__ = ["Migrated", "is_stock_child", "is_stock_parent", "migrate_stock_index"]
 
 _PAGE = 1_000
 
@@ -47,6 +47,14 @@ class _Retriever(Protocol):
     parent_splitter: Any
 
     def add_documents(self, documents: list[Document]) -> list[str]: ...
+
+
+def is_stock_parent(parent: Document) -> bool:
+    """A parent the stock class wrote: the docstore holds it without the document id this class adds.
+
+    Such a parent is never served either way (no head can be found for it); this names the cause.
+    """
+    return DOC_ID not in parent.metadata
 
 
 def is_stock_child(child: Document, id_key: str) -> bool:

@@ -11,31 +11,37 @@ bound what it returns; and its default docstore survives a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import LangSmithRetrieverParams
 from langchain_core.stores import BaseStore
-from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_expand import calls
 from langchain_expand.budget import fit_to_budget
 from langchain_expand.calls import AsyncByThread, check_query
-from langchain_expand.parents.assembly import Parent, aggregate, cap_parent, child_out, parent_out, same_version
+from langchain_expand.parents.assembly import (
+    Parent,
+    aggregate,
+    cap_parent,
+    child_out,
+    parent_out,
+    servable,
+)
 from langchain_expand.parents.layout import Children, ParentLayout, parent_key
-from langchain_expand.parents.migration import Migrated, is_stock_child, migrate_stock_index
+from langchain_expand.parents.migration import Migrated, migrate_stock_index
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.commit import Indexed, Prepared
+from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.records import (
     check_text,
     document_ids,
@@ -43,7 +49,7 @@ from langchain_expand.store.records import (
     metadata_fingerprint,
     revision,
 )
-from langchain_expand.store.search import VectorSearch, overfetch
+from langchain_expand.store.search import Diversified, VectorSearch, overfetch
 from langchain_expand.text.context import SentenceContext, StructuralContext, checked_prefixes
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter, StructureSplitter, located_parents
 from langchain_expand.text.sections import locate as locate_chunks
@@ -106,7 +112,9 @@ _RULES: dict[str, Callable[[str, object], None]] = {
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
 
-class BudgetedParentDocumentRetriever(calls.Portable, calls.CheckedAssignment, AsyncByThread, ParentDocumentRetriever):  # type: ignore[misc]
+class BudgetedParentDocumentRetriever(  # type: ignore[misc]
+    calls.Portable, calls.CheckedAssignment, FromTexts, AsyncByThread, ParentDocumentRetriever
+):
     """``ParentDocumentRetriever`` where ``k`` counts parents, scores stay, and size is bounded.
 
     Children are over-fetched until ``k`` distinct parents are found (or the store runs
@@ -290,23 +298,6 @@ class BudgetedParentDocumentRetriever(calls.Portable, calls.CheckedAssignment, A
         retriever = cls(vectorstore=store, docstore=docstore, **fields)
         retriever.add_documents(documents, ids)
         return retriever
-
-    @classmethod
-    def from_texts(
-        cls,
-        texts: Iterable[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-        *,
-        persist_directory: str | Path,
-        embeddings: Embeddings | None = None,
-        ids: Sequence[str] | None = None,
-        **fields: Any,
-    ) -> BudgetedParentDocumentRetriever:
-        """:meth:`from_documents` on texts, with one metadata dict and one id per text where given."""
-        from langchain_expand.store.defaults import documents_of
-
-        documents = documents_of(texts, metadatas, ids)
-        return cls.from_documents(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)
 
     def add_documents(  # type: ignore[override]  # returns the ids, as VectorStore.add_documents does
         self,
@@ -504,26 +495,7 @@ class BudgetedParentDocumentRetriever(calls.Portable, calls.CheckedAssignment, A
         if self._search_type != "mmr":
             return dense
         fetch_k = int(self.search_kwargs.get("fetch_k", MMR_FETCH_K))
-        lambda_mult = float(self.search_kwargs.get("lambda_mult", 0.5))
-
-        def diversified(n: int) -> list[tuple[Document, float]]:
-            pool = dense(max(n, fetch_k))
-            vectors = dict(
-                (d.id, v) for d, v in self._vectors.with_vectors([d.id for d, _ in pool if d.id is not None])
-            )
-            pool = [(d, s) for d, s in pool if d.id in vectors]
-            vector = dense.vector()
-            if not pool or vector is None:
-                return pool[:n]
-            order = maximal_marginal_relevance(
-                np.asarray(vector),
-                [[float(x) for x in vectors[d.id]] for d, _ in pool],
-                lambda_mult=lambda_mult,
-                k=min(n, len(pool)),
-            )
-            return [pool[i] for i in order]
-
-        return diversified
+        return Diversified(dense, fetch_k, float(self.search_kwargs.get("lambda_mult", 0.5)))
 
     def expand_hits(self, hits: Sequence[Document], *, max_tokens: int | None = None) -> list[Document]:
         """Parents of matched children (``expand=False`` results), in the given order.
@@ -605,43 +577,9 @@ class BudgetedParentDocumentRetriever(calls.Portable, calls.CheckedAssignment, A
     def _servable(
         self, ranked: list[Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False
     ) -> list[tuple[Parent, Document]]:
-        """The first ``limit`` ranked parents (all, for None) that can be served.
-
-        A parent is servable when it is in the docstore and of the version of its children;
-        each keeps only its children of its version. With ``warn``, each one skipped is logged.
-        """
-        out: list[tuple[Parent, Document]] = []
+        """The first ``limit`` ranked parents (all, for None) that can be served (:func:`servable`)."""
         heads = self._heads_of([d for d in stored if d is not None])
-        for parent, doc in zip(ranked, stored, strict=True):
-            if len(out) == limit:
-                break
-            if doc is None:
-                if warn:
-                    logger.warning(
-                        "Skipping parent %r: its children are in the vector store but it is not in the "
-                        "docstore (an interrupted add_documents, or stores out of sync). Re-add its document.",
-                        parent.parent_id,
-                    )
-                continue
-            same = [(c, score) for c, score in parent.children if same_version(c, doc)]
-            if warn and is_stock_child(parent.children[0][0], self.id_key):
-                logger.warning(
-                    "Skipping parent %r: it was written by the stock ParentDocumentRetriever, which this class "
-                    "does not read. Run retriever.migrate_stock_index() once: it adds the documents again with "
-                    "this class and removes the stock records.",
-                    parent.parent_id,
-                )
-                continue
-            if not same or not same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
-                if warn:
-                    logger.warning(
-                        "Skipping parent %r: the matched children are of another version of its document "
-                        "than the parent in the docstore (an interrupted or running add_documents). Re-add it.",
-                        parent.parent_id,
-                    )
-                continue
-            out.append((Parent(parent.parent_id, same, parent.score), doc))
-        return out
+        return servable(ranked, stored, heads, limit, warn=warn)
 
     def _heads_of(self, parents: list[Document]) -> dict[str, Document | None]:
         """Each document's head parent (its committed version), read once per call."""

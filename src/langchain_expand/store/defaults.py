@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 from langchain_expand.store.adapters import relevance
 
-__all__ = ["chroma_store", "default_embeddings", "documents_of", "refuse_own_fields"]
+__all__ = ["FromTexts", "chroma_store", "default_embeddings", "documents_of", "refuse_own_fields"]
 
 EF_SEARCH = 500
 """HNSW search beam: measured on QMSum sentences, 500 finds ~99% of the exact top-8."""
@@ -116,3 +116,35 @@ def refuse_own_fields(owner: str, fields: dict[str, Any], built: Iterable[str]) 
             f"construct {owner}(...) and call add_documents."
         )
         raise TypeError(msg)
+
+
+class FromTexts:
+    """``from_texts`` for a retriever with ``from_documents`` on the embedded defaults."""
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        *,
+        persist_directory: str | Path,
+        embeddings: Embeddings | None = None,
+        ids: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> Self:
+        """The retriever's own: built on the embedded defaults in ``persist_directory``, ``documents`` added."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: Iterable[str],
+        metadatas: Sequence[dict[str, Any]] | None = None,
+        *,
+        persist_directory: str | Path,
+        embeddings: Embeddings | None = None,
+        ids: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> Self:
+        """:meth:`from_documents` on texts, with one metadata dict and one id per text where given."""
+        documents = documents_of(texts, metadatas, ids)
+        return cls.from_documents(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)

@@ -130,7 +130,8 @@ def metadata_fingerprint(metadata: Mapping[str, Any]) -> str:
 def fingerprint(obj: object) -> str:
     """A stable description of a splitter's settings, so that changing them re-splits on the next add.
 
-    - an object: its type and its plain attributes (str, int, float, bool, None);
+    - an object: its type and its plain attributes (str, int, float, bool, None), each under
+      the name its class's ``revision_names`` maps it to (so renaming one re-embeds nothing);
     - a function or lambda: its qualified name, a hash of its code (body and constants), and
       its defaults and closure values, each described the same way;
     - a ``functools.partial``: its function and its arguments, described the same way.
@@ -164,7 +165,10 @@ def _described(obj: object, depth: int) -> str:
         attrs = vars(obj)
     except TypeError:
         return repr(obj)
-    plain = sorted((k, v) for k, v in attrs.items() if isinstance(v, str | int | float | bool | type(None)))
+    names = getattr(type(obj), "revision_names", {})  # an attribute renamed keeps its stored name
+    plain = sorted(
+        (names.get(k, k), v) for k, v in attrs.items() if isinstance(v, str | int | float | bool | type(None))
+    )
     return f"{type(obj).__module__}.{type(obj).__qualname__}{plain}"
 
 

@@ -10,10 +10,13 @@ import logging
 from collections.abc import Callable, Iterator, Sized
 from typing import Any, TypeVar
 
+import numpy as np
+from langchain_core.vectorstores.utils import maximal_marginal_relevance
+
 from langchain_expand.store.adapters import Scored, StoreAdapter
 from langchain_expand.store.adapters.base import matched
 
-__all__ = ["MAX_QUERY_CHARS", "OVERFETCH_LIMIT", "Scored", "VectorSearch", "overfetch"]
+__all__ = ["MAX_QUERY_CHARS", "OVERFETCH_LIMIT", "Diversified", "Scored", "VectorSearch", "overfetch"]
 
 OVERFETCH_LIMIT = 64
 """A search asks at most this many times the matches a call needs, then stops."""
@@ -70,6 +73,34 @@ class VectorSearch:
     def __call__(self, k: int) -> Scored:
         """The ``k`` best matches with their relevance (higher is better)."""
         return self.store.search(self.query, self.vector(), k, **self.where)
+
+
+class Diversified:
+    """A search's ``n`` best reordered by MMR, so each next one is relevant and unlike those before it.
+
+    LangChain's ``maximal_marginal_relevance`` on the stored vectors of the best
+    ``max(n, fetch_k)``; each match keeps its relevance score.
+    """
+
+    def __init__(self, dense: VectorSearch, fetch_k: int, lambda_mult: float) -> None:
+        self.dense, self.fetch_k, self.lambda_mult = dense, fetch_k, lambda_mult
+
+    def __call__(self, n: int) -> Scored:
+        """The ``n`` matches MMR picks, in its order."""
+        pool = self.dense(max(n, self.fetch_k))
+        store = self.dense.store
+        vectors = dict((d.id, v) for d, v in store.with_vectors([d.id for d, _ in pool if d.id is not None]))
+        pool = [(d, s) for d, s in pool if d.id in vectors]
+        vector = self.dense.vector()
+        if not pool or vector is None:
+            return pool[:n]
+        order = maximal_marginal_relevance(
+            np.asarray(vector),
+            [[float(x) for x in vectors[d.id]] for d, _ in pool],
+            lambda_mult=self.lambda_mult,
+            k=min(n, len(pool)),
+        )
+        return [pool[i] for i in order]
 
 
 def overfetch(search: Callable[[int], R], first: int, need: int) -> Iterator[R]:

@@ -3,7 +3,7 @@
 A window's size is (before + after + 1) x tokens per sentence, so the bound holds only
 if sentences are real. The splitter returns ``(start, end)`` offsets into the text it
 was given, so every unit the library returns maps back to its document, and it caps
-every unit at ``max_tokens`` so that logs, code and tables cannot produce unbounded
+every unit at ``max_unit_tokens`` so that logs, code and tables cannot produce unbounded
 pseudo-sentences.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 import typing
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
@@ -20,6 +21,8 @@ from langchain_expand.text import markdown
 from langchain_expand.text.tokens import TokenCounter, count_many, count_spans
 
 __all__ = ["LINE", "NO_MARKS", "Marks", "SentenceSplitter", "Span", "Splitter", "heading", "marks", "stripped", "tied"]
+
+_UNSET: typing.Final = object()
 
 Span = tuple[int, int]
 """A half-open ``[start, end)`` range of char offsets."""
@@ -79,7 +82,7 @@ class SentenceSplitter:
     table's column headings are one unit and each later row its own. In transcripts
     (``Speaker: text`` lines), every line is a boundary.
 
-    The cap: any unit longer than ``max_tokens`` is split at line breaks first (table
+    The cap: any unit longer than ``max_unit_tokens`` is split at line breaks first (table
     rows, code lines, log lines), then at whitespace, then, for a single giant word,
     between characters. After splitting, no unit exceeds the cap. A line with no letter
     or digit (``////``, ``---``) is markup, not a sentence, and joins the unit before it.
@@ -95,20 +98,25 @@ class SentenceSplitter:
             # ['Dr. Smith paid $3.50.', 'Then he left!', 'Why?']
     """
 
+    revision_names: typing.ClassVar[dict[str, str]] = {"max_unit_tokens": "max_tokens"}
+    """Attributes under the name each document's stored revision knows them by
+    (:func:`~langchain_expand.store.records.fingerprint`): renaming the cap re-embeds nothing."""
+
     def __init__(
         self,
         *,
-        max_tokens: int | None = 256,
+        max_unit_tokens: int | None = 256,
         line_breaks: Literal["auto", "hard", "soft"] = "auto",
         markdown: bool = True,
         token_counter: TokenCounter | Callable[[str], int] | None = None,
         abbreviations: frozenset[str] = ABBREVIATIONS,
         table_rows: bool = False,
+        max_tokens: int | object | None = _UNSET,
     ) -> None:
         """Build a splitter.
 
         Args:
-            max_tokens: The most tokens any unit may hold; ``None`` turns the cap off.
+            max_unit_tokens: The most tokens any unit may hold; ``None`` turns the cap off.
             line_breaks: ``"hard"`` makes every line a boundary (transcripts, logs),
                 ``"soft"`` treats a single newline as a space (wrapped prose), and
                 ``"auto"`` picks per document: hard for ``Speaker: text`` transcripts
@@ -121,17 +129,27 @@ class SentenceSplitter:
                 the delimiter row and any sub-header rows: :func:`markdown.heading_rows`)
                 and one unit per later row, so that a question about one row matches that
                 row. Guided windows take a table's rows together (:func:`tied`).
+            max_tokens: The old name of ``max_unit_tokens``, accepted with a
+                ``DeprecationWarning``: ``max_tokens`` means the context budget everywhere else.
 
         Raises:
-            ValueError: When ``max_tokens`` is below 1 or ``line_breaks`` is unknown.
+            ValueError: When ``max_unit_tokens`` is below 1 or ``line_breaks`` is unknown.
         """
-        if max_tokens is not None and max_tokens < 1:
-            msg = f"`max_tokens` must be >= 1 or None, got {max_tokens}."
+        if max_tokens is not _UNSET:
+            warnings.warn(
+                "SentenceSplitter(max_tokens=...) is now max_unit_tokens=...: max_tokens means the context "
+                "budget everywhere else. The old name will be removed.",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            max_unit_tokens = max_tokens  # type: ignore[assignment]
+        if max_unit_tokens is not None and max_unit_tokens < 1:
+            msg = f"`max_unit_tokens` must be >= 1 or None, got {max_unit_tokens}."
             raise ValueError(msg)
         if line_breaks not in ("auto", "hard", "soft"):
             msg = f"`line_breaks` must be 'auto', 'hard' or 'soft', got {line_breaks!r}."
             raise ValueError(msg)
-        self.max_tokens = max_tokens
+        self.max_unit_tokens = max_unit_tokens
         self.line_breaks = line_breaks
         self.markdown = markdown
         self.abbreviations = abbreviations
@@ -146,16 +164,22 @@ class SentenceSplitter:
         Every non-whitespace character of ``text`` lies in exactly one span.
         """
         spans = _attach_markup(text, list(self._units(text)))
-        if self.max_tokens is None or not spans:
+        if self.max_unit_tokens is None or not spans:
             return spans
         return self._cap(text, spans)
 
     def __repr__(self) -> str:
-        rows = ", table_rows=True" if self.table_rows else ""  # the repr is part of each document's revision
+        rows = ", table_rows=True" if self.table_rows else ""
         return (
-            f"SentenceSplitter(max_tokens={self.max_tokens}, "
+            f"SentenceSplitter(max_unit_tokens={self.max_unit_tokens}, "
             f"line_breaks={self.line_breaks!r}, markdown={self.markdown}{rows})"
         )
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The old name of :attr:`max_unit_tokens` (deprecated)."""
+        warnings.warn("SentenceSplitter.max_tokens is now max_unit_tokens.", DeprecationWarning, stacklevel=2)
+        return self.max_unit_tokens
 
     # -- structure ---------------------------------------------------------------
 
@@ -255,7 +279,7 @@ class SentenceSplitter:
     # -- the token cap ---------------------------------------------------------------
 
     def _cap(self, text: str, spans: list[Span]) -> list[Span]:
-        cap = self.max_tokens or 0
+        cap = self.max_unit_tokens or 0
         out: list[Span] = []
         for span, count in zip(spans, count_spans(self.token_counter, text, spans), strict=True):
             if count <= cap:

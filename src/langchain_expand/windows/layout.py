@@ -270,7 +270,7 @@ def _check_sentence_sizes(counts: Iterable[int], spans: list[Span], doc_id: str,
             msg = (
                 f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
                 f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
-                "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_tokens=256)."
+                "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_unit_tokens=256)."
             )
             raise ValueError(msg)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from langchain_core.documents import Document
 
@@ -35,6 +36,7 @@ __all__ = [
     "check_window",
     "covers",
     "hits_for",
+    "plan_call",
     "seeds_of",
     "used_tokens",
 ]
@@ -207,6 +209,62 @@ def check_window(window: object) -> None:
     if window not in (None, "guided", "fixed"):
         msg = f"`window` must be 'guided', 'fixed' or None (guided when there is a budget), got {window!r}."
         raise ValueError(msg)
+
+
+def plan_call(fields: Any, given: dict[str, Any], *, has_embeddings: bool) -> Plan:
+    """A call's plan: each setting the call ``given`` (not None), else the retriever's ``fields``; checked.
+
+    ``has_embeddings``: whether the store can score sentences against the query (guided growth needs it).
+    """
+    values = {name: getattr(fields, name) if given.get(name) is None else given[name] for name in given}
+    for name, value in values.items():
+        if name in RULES:
+            RULES[name](name, value)
+    if values["k"] is None and values["max_tokens"] is None:
+        values["k"] = DEFAULT_K
+    floors: dict[str, Any] = {
+        "score_threshold": fields.score_threshold,
+        "relative_score_threshold": fields.relative_score_threshold,
+    }
+    if not values["expand"]:
+        return Plan(
+            k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"], **floors
+        )
+    return Plan(
+        k=values["k"],
+        before=values["before"],
+        after=values["after"],
+        merge=values["merge"],
+        merge_gap=fields.merge_gap,
+        max_tokens=values["max_tokens"],
+        shape=_shape(fields, given, values["max_tokens"], has_embeddings),
+        max_radius=fields.max_radius,
+        **floors,
+    )
+
+
+def _shape(fields: Any, given: dict[str, Any], max_tokens: int | None, has_embeddings: bool) -> str:
+    """The call's window shape, "guided" or "fixed", by the rule in ``window``'s docstring."""
+    window = given.get("window") or fields.window
+    check_window(window)
+    shaped_here = [name for name in ("before", "after") if given.get(name) is not None]
+    if window == "guided":
+        if max_tokens is None:
+            msg = "window='guided' grows windows until the budget is full: give max_tokens, or use window='fixed'."
+            raise ValueError(msg)
+        if shaped_here:
+            msg = (
+                f"`{shaped_here[0]}` sets the fixed window's shape; guided windows choose their own. "
+                "Leave it out, or pass window='fixed' with it."
+            )
+            raise ValueError(msg)
+        if not has_embeddings:
+            msg = "window='guided' scores sentences against the query: the vector store needs embeddings."
+            raise ValueError(msg)
+        return "guided"
+    shaped = shaped_here or {"before", "after"} & fields.model_fields_set
+    guided = window is None and max_tokens is not None and not shaped and has_embeddings
+    return "guided" if guided else "fixed"
 
 
 RULES: dict[str, Callable[[str, object], None]] = {

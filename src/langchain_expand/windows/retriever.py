@@ -15,8 +15,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -34,6 +33,7 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.adapters.base import matched
 from langchain_expand.store.commit import Indexed, Prepared
+from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.records import (
     document_ids,
     unit_id,
@@ -52,9 +52,8 @@ from langchain_expand.units import (
     STORED_START,
     TOKENS,
 )
-from langchain_expand.windows import snapshot
 from langchain_expand.windows.assembly import assemble, copy_of, joined_text, needed_ids, record_runs, runs_of
-from langchain_expand.windows.cache import HeadsAtMark, Reads, SentenceCache
+from langchain_expand.windows.cache import Reads, SentenceCache
 from langchain_expand.windows.growth import MAX_RADIUS, Growth, decay_for
 from langchain_expand.windows.guided import Growing
 from langchain_expand.windows.hits import (
@@ -63,17 +62,14 @@ from langchain_expand.windows.hits import (
     HybridSearch,
     RecordHits,
     Search,
-    SearchedAhead,
     SnapshotHits,
     SnapshotSearch,
-    beside,
     from_match,
     to_hit,
 )
 from langchain_expand.windows.layout import SentenceLayout, prepare
 from langchain_expand.windows.lexical import BaseLexicalIndex
 from langchain_expand.windows.plan import (
-    DEFAULT_K,
     GUIDED_OVERFILL,
     OVERFILL,
     RULES,
@@ -84,10 +80,11 @@ from langchain_expand.windows.plan import (
     check_window,
     covers,
     hits_for,
+    plan_call,
     seeds_of,
     used_tokens,
 )
-from langchain_expand.windows.snapshot import Snapshot
+from langchain_expand.windows.views import Current, StoreViews
 
 __all__ = ["SentenceWindowRetriever", "window_bounds"]
 
@@ -108,7 +105,7 @@ _CALL_ARGUMENTS = ("k", "before", "after", "expand", "merge", "filter", "max_tok
 """What ``invoke`` takes besides the query."""
 
 
-class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, AsyncByThread, BaseRetriever):
+class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts, AsyncByThread, BaseRetriever):
     """Embeds sentences, returns each hit with ``before``/``after`` sentences around it.
 
     Each returned ``Document`` is the window's text exactly as it stands in the source
@@ -234,10 +231,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, AsyncByTh
 
     _vectors: StoreAdapter = PrivateAttr()
     _cache: SentenceCache = PrivateAttr(default_factory=SentenceCache)
-    _snapshot: tuple[str, Snapshot | None] | None = PrivateAttr(default=None)
-    _snapshot_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
-    _ranking: snapshot.LexicalRanking = PrivateAttr(default_factory=lambda: snapshot.LexicalRanking(beside))
-    _heads: HeadsAtMark | None = PrivateAttr(default=None)
+    _views: StoreViews = PrivateAttr(default_factory=StoreViews)
     _wired: tuple[VectorStore, BaseLexicalIndex | None] | None = PrivateAttr(default=None)
 
     model_config = ConfigDict(validate_assignment=True)  # a field assigned is checked, and takes effect
@@ -276,9 +270,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, AsyncByTh
         self._vectors = adapt(self.vectorstore, type(self).__name__)
         if wired is not None:
             self._cache = SentenceCache()
-            self._snapshot = None
-            self._ranking = snapshot.LexicalRanking(beside)
-            self._heads = None
+            self._views = StoreViews()
         self._wired = (self.vectorstore, self.lexical)
 
     def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
@@ -321,23 +313,6 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, AsyncByTh
         retriever = cls(vectorstore=store, **fields)
         retriever.add_documents(documents, ids)
         return retriever
-
-    @classmethod
-    def from_texts(
-        cls,
-        texts: Iterable[str],
-        metadatas: Sequence[dict[str, Any]] | None = None,
-        *,
-        persist_directory: str | Path,
-        embeddings: Embeddings | None = None,
-        ids: Sequence[str] | None = None,
-        **fields: Any,
-    ) -> SentenceWindowRetriever:
-        """:meth:`from_documents` on texts, with one metadata dict and one id per text where given."""
-        from langchain_expand.store.defaults import documents_of
-
-        documents = documents_of(texts, metadatas, ids)
-        return cls.from_documents(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)
 
     def add_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
         """Split, embed and store documents; re-adding an id replaces its sentences.
@@ -451,47 +426,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, AsyncByTh
         """
         self._cache.clear()
 
-    def _current_snapshot(
-        self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int
-    ) -> tuple[Snapshot | None, SearchedAhead | None, HeadsAtMark | None] | None:
-        """The snapshot of the store at its current change mark (built when the mark has moved), and its BM25.
-
-        While the query is embedded, the mark is read and the last snapshot's BM25 (past the limit,
-        the last :class:`~langchain_expand.windows.snapshot.LexicalRanking`) ranks the query's ``k`` best
-        (free on two cores: the embedding holds the interpreter's lock little); the ranking is used
-        where it is still current.
-
-        Where no snapshot is built (past ``snapshot_limit``), None for it, BM25 alone in memory
-        (:class:`~langchain_expand.windows.snapshot.LexicalRanking`) where it is current for the mark (else
-        None: the lexical index ranks), and the heads read at the mark (:class:`HeadsAtMark`).
-        None where the store has no mark.
-        """
-        if not self.snapshot_limit or not self._vectors.keeps_marks:
-            return None
-        last = None if self._snapshot is None else self._snapshot[1]
-        earlier = self._ranking.latest(lexical) if last is None else None  # past the limit
-        reading = beside(self._vectors.marked)
-        bm25 = last.bm25 if last is not None else earlier
-        ahead = None if bm25 is None else beside(bm25.search, dense.query, k)
-        vector = dense.vector()
-        mark = reading.result()
-        if mark is None or vector is None:
-            return None
-        with self._snapshot_lock:
-            if self._snapshot is None or self._snapshot[0] != mark:
-                previous = None if self._snapshot is None else self._snapshot[1]
-                self._snapshot = (mark, snapshot.build(self._vectors, lexical, mark, self.snapshot_limit, previous))
-            current = self._snapshot[1]
-        if current is None:
-            ranking = self._ranking.current(mark, lexical)
-            with self._snapshot_lock:
-                if self._heads is None or self._heads.mark != mark:
-                    self._heads = HeadsAtMark(mark, self.cache_size)
-                heads = self._heads
-            if ranking is None:
-                return None, None, heads
-            return None, SearchedAhead(ranking, dense.query, k, ahead if ranking is earlier else None), heads
-        return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None
+    def _current_snapshot(self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int) -> Current | None:
+        """What queries keep of the store, at its current mark (:meth:`StoreViews.current`)."""
+        return self._views.current(self._vectors, lexical, dense, k, self.snapshot_limit, self.cache_size)
 
     def _answer(
         self, plan: Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: Hits | None = None
@@ -624,54 +561,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, AsyncByTh
 
     def _plan(self, **given: Any) -> Plan:
         """This call's settings: what the call gives, else the instance's fields; checked."""
-        values = {name: getattr(self, name) if given.get(name) is None else given[name] for name in given}
-        for name, value in values.items():
-            if name in RULES:
-                RULES[name](name, value)
-        if values["k"] is None and values["max_tokens"] is None:
-            values["k"] = DEFAULT_K
-        floors: dict[str, Any] = {
-            "score_threshold": self.score_threshold,
-            "relative_score_threshold": self.relative_score_threshold,
-        }
-        if not values["expand"]:
-            return Plan(
-                k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"], **floors
-            )
-        return Plan(
-            k=values["k"],
-            before=values["before"],
-            after=values["after"],
-            merge=values["merge"],
-            merge_gap=self.merge_gap,
-            max_tokens=values["max_tokens"],
-            shape=self._shape(given, values["max_tokens"]),
-            max_radius=self.max_radius,
-            **floors,
-        )
-
-    def _shape(self, given: dict[str, Any], max_tokens: int | None) -> str:
-        """The call's window shape, "guided" or "fixed", by the rule in ``window``'s docstring."""
-        window = given.get("window") or self.window
-        check_window(window)
-        shaped_here = [name for name in ("before", "after") if given.get(name) is not None]
-        if window == "guided":
-            if max_tokens is None:
-                msg = "window='guided' grows windows until the budget is full: give max_tokens, or use window='fixed'."
-                raise ValueError(msg)
-            if shaped_here:
-                msg = (
-                    f"`{shaped_here[0]}` sets the fixed window's shape; guided windows choose their own. "
-                    "Leave it out, or pass window='fixed' with it."
-                )
-                raise ValueError(msg)
-            if self._vectors.embeddings is None:
-                msg = "window='guided' scores sentences against the query: the vector store needs embeddings."
-                raise ValueError(msg)
-            return "guided"
-        shaped = shaped_here or {"before", "after"} & self.model_fields_set
-        guided = window is None and max_tokens is not None and not shaped and self._vectors.embeddings is not None
-        return "guided" if guided else "fixed"
+        return plan_call(self, given, has_embeddings=self._vectors.embeddings is not None)
 
     def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
         """The windows that fit the budget, if there is one."""

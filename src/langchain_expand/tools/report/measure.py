@@ -93,7 +93,7 @@ def budget_report(
         reserve: Tokens the rest of the prompt needs (system text, history, question).
         embeddings: The model; the bundled MiniLM by default.
         token_counter: Counts tokens; ``cl100k_base`` by default.
-        cap: The splitter's ``max_tokens``; ``None`` measures uncapped windows.
+        cap: The splitter's ``max_unit_tokens``; ``None`` measures uncapped windows.
         pseudo_queries: How many sentences to sample when no queries are given.
         seed: The sampling seed.
         corpus_name: A name for the tables.
@@ -173,7 +173,7 @@ def _source(
         retriever, spans = _embedded(documents, embeddings, counter, cap, k, progress)
     else:
         retriever, documents, spans = _read(index, counter, k)
-        cap = getattr(index.splitter, "max_tokens", cap)
+        cap = getattr(index.splitter, "max_unit_tokens", cap)
     return retriever, documents, spans, cap, time.perf_counter() - started
 
 
@@ -212,7 +212,7 @@ def _embedded(
     """A throwaway in-memory index of ``documents``, split as the retriever splits, and each one's spans."""
     from langchain_expand.store.defaults import chroma_store
 
-    splitter: Splitter = SentenceSplitter(max_tokens=cap, token_counter=counter, table_rows=True)
+    splitter: Splitter = SentenceSplitter(max_unit_tokens=cap, token_counter=counter, table_rows=True)
     spans = {str(d.id): splitter(d.page_content) for d in documents}
     store = chroma_store(f"report-{random.Random().getrandbits(48):x}", embeddings=embeddings)
     retriever = SentenceWindowRetriever(vectorstore=store, splitter=splitter, token_counter=counter, k=k)
@@ -313,7 +313,7 @@ def _verdicts(rows: list[WindowRow], designs: list[DesignRow], room: int) -> lis
 def _sentence_table(
     texts: dict[str, str], sizes: list[int], cap: int | None, counter: TokenCounter, *, table_rows: bool
 ) -> SentenceTable:
-    raw = SentenceSplitter(max_tokens=None, token_counter=counter, table_rows=table_rows)  # as indexed, uncapped
+    raw = SentenceSplitter(max_unit_tokens=None, token_counter=counter, table_rows=table_rows)  # as indexed, uncapped
     uncapped: list[int] = []
     split_chars = total_chars = 0
     for text in texts.values():

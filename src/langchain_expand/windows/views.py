@@ -1,0 +1,86 @@
+"""What queries keep of the store between calls, each valid at one change mark of the store.
+
+Up to ``snapshot_limit`` sentences, the snapshot: every sentence and vector in memory, searched
+exactly and rebuilt (from the previous one) when the store's mark moves
+(:mod:`langchain_expand.windows.snapshot`). Past it, a SQLite lexical index's BM25 ranked in memory
+(:class:`~langchain_expand.windows.snapshot.LexicalRanking`) and the document heads read at the
+mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`). A retriever given another store or
+lexical index starts a new :class:`StoreViews`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.search import VectorSearch
+from langchain_expand.windows import snapshot
+from langchain_expand.windows.cache import HeadsAtMark
+from langchain_expand.windows.hits import SearchedAhead, beside
+from langchain_expand.windows.lexical import BaseLexicalIndex
+from langchain_expand.windows.snapshot import Snapshot
+
+__all__ = ["Current", "StoreViews"]
+
+Current = tuple[Snapshot | None, SearchedAhead | None, HeadsAtMark | None]
+"""The snapshot (None past the limit), BM25 searched ahead where current, the heads at the mark past the limit."""
+
+
+class StoreViews:
+    """The snapshot, BM25 in memory and the heads read, each kept for the store's change mark it was read at."""
+
+    def __init__(self, ranking: snapshot.LexicalRanking | None = None) -> None:
+        """Empty views; ``ranking`` builds BM25 past the limit (beside the queries by default)."""
+        self._snapshot: tuple[str, Snapshot | None] | None = None
+        self._lock = threading.Lock()
+        self._ranking = ranking or snapshot.LexicalRanking(beside)
+        self._heads: HeadsAtMark | None = None
+
+    @property
+    def ranking(self) -> snapshot.LexicalRanking:
+        """BM25 in memory past the snapshot limit."""
+        return self._ranking
+
+    @property
+    def snapshot(self) -> tuple[str, Snapshot | None] | None:
+        """The last snapshot and the mark it was built at; None before the first query, no snapshot past the limit."""
+        return self._snapshot
+
+    def current(
+        self, vectors: StoreAdapter, lexical: BaseLexicalIndex, dense: VectorSearch, k: int, limit: int, cache_size: int
+    ) -> Current | None:
+        """The views at the store's current mark (the snapshot built when the mark has moved), and BM25's ``k`` best.
+
+        While the query is embedded, the mark is read and the last snapshot's BM25 (past the limit,
+        the last ranking) ranks the query's ``k`` best (free on two cores: the embedding holds the
+        interpreter's lock little); the ranking is used where it is still current. Past ``limit``
+        sentences: None for the snapshot, BM25 alone in memory where it is current for the mark
+        (else None: the lexical index ranks), and the heads read at the mark. None where the
+        store keeps no mark.
+        """
+        if not limit or not vectors.keeps_marks:
+            return None
+        last = None if self._snapshot is None else self._snapshot[1]
+        earlier = self._ranking.latest(lexical) if last is None else None  # past the limit
+        reading = beside(vectors.marked)
+        bm25 = last.bm25 if last is not None else earlier
+        ahead = None if bm25 is None else beside(bm25.search, dense.query, k)
+        vector = dense.vector()
+        mark = reading.result()
+        if mark is None or vector is None:
+            return None
+        with self._lock:
+            if self._snapshot is None or self._snapshot[0] != mark:
+                previous = None if self._snapshot is None else self._snapshot[1]
+                self._snapshot = (mark, snapshot.build(vectors, lexical, mark, limit, previous))
+            current = self._snapshot[1]
+        if current is None:
+            ranking = self._ranking.current(mark, lexical)
+            with self._lock:
+                if self._heads is None or self._heads.mark != mark:
+                    self._heads = HeadsAtMark(mark, cache_size)
+                heads = self._heads
+            if ranking is None:
+                return None, None, heads
+            return None, SearchedAhead(ranking, dense.query, k, ahead if ranking is earlier else None), heads
+        return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None
