@@ -24,7 +24,7 @@ from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, model_validator
 
-from langchain_expand.text.ranges import grow, largest_fitting
+from langchain_expand.text.ranges import largest_fitting, outward
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.text.tokens import TokenCounter, count_many, separator_cost, starts_token
 from langchain_expand.units import (
@@ -407,7 +407,7 @@ def _largest_cut(
 
     A focus whose own units do not fit costs one count.
     """
-    ranges = grow(units, focus)[:-1]  # the last is every unit: the whole did not fit
+    ranges = outward(units, focus)[:-1]  # the last is every unit: the whole did not fit
     if not ranges or not fits(smallest := trim(doc, units, ranges[0], counter)):
         return None
     best = largest_fitting(ranges[1:], lambda r: fits(trim(doc, units, r, counter)))

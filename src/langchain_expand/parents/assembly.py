@@ -13,7 +13,7 @@ from langchain_expand.parents.migration import is_stock_parent
 from langchain_expand.store.records import (
     decode_metadata,
 )
-from langchain_expand.text.ranges import grow, largest_fitting
+from langchain_expand.text.ranges import largest_fitting, outward
 from langchain_expand.text.sentences import SentenceSplitter, Span
 from langchain_expand.units import (
     CARRIED,
@@ -115,7 +115,7 @@ def cap_parent(doc: Document, cap: int, counter: Callable[[str], int]) -> Docume
     for unit_cap, seed in ((None, focus), (cap, (focus[0], focus[0] + 1))):
         splitter = SentenceSplitter(max_unit_tokens=unit_cap, token_counter=counter)
         units: list[Span] = [(base + s, base + e) for s, e in splitter(doc.page_content)]
-        ranges = grow(units, seed)
+        ranges = outward(units, seed)
         fit = largest_fitting(ranges, lambda r, units=units: fits(units, r))  # type: ignore[misc]
         if fit is not None:
             return trim(doc, units, ranges[fit], counter)

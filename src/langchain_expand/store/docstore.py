@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 from langchain_core.documents import Document
@@ -30,26 +30,27 @@ _SQLITE_BUSY_SECONDS = 60
 """How long a SQLite writer waits for another's lock before failing (SQLite's default: 5)."""
 
 
-_ENGINES: weakref.WeakSet[sa.Engine] = weakref.WeakSet()
-
-
 def forget_connections_after_fork(engine: sa.Engine) -> sa.Engine:
     """Make ``engine`` safe to use in a forked child (a server's worker processes), and return it.
 
     A child would otherwise take its parent's pooled connections and talk over the parent's
-    sockets; after a fork it drops them (leaving them open for the parent) and connects anew.
+    sockets. Each connection records the process that opened it; one checked out in another
+    process is dropped without being closed (the parent keeps using it) and the pool connects
+    anew: SQLAlchemy's own recipe for pools and multiprocessing, kept on the engine itself.
     """
-    _ENGINES.add(engine)
+
+    @sa.event.listens_for(engine, "connect")
+    def opened(dbapi_connection: Any, record: Any) -> None:
+        record.info["pid"] = os.getpid()
+
+    @sa.event.listens_for(engine, "checkout")
+    def checked_out(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if record.info.get("pid", os.getpid()) != os.getpid():
+            record.dbapi_connection = proxy.dbapi_connection = None  # the parent's: not closed here
+            msg = f"connection opened in process {record.info['pid']}, checked out in {os.getpid()}"
+            raise sa.exc.DisconnectionError(msg)
+
     return engine
-
-
-def _after_fork_in_child() -> None:
-    for engine in list(_ENGINES):
-        engine.dispose(close=False)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class SQLDocStore(BaseStore[str, Document]):

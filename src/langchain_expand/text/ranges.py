@@ -1,8 +1,8 @@
-"""Index ranges: a window around a hit, and ranges that grow outward from a focus.
+"""Index ranges: a window around a hit, and ranges that widen outward from a focus.
 
 These are the arithmetic under windows and budgets, apart from any Document: a window is
 ``[first, last + 1)`` clamped to the document, and trimming a unit to a budget walks the
-ranges :func:`grow` lists, the largest that fits found by :func:`largest_fitting`.
+ranges :func:`outward` lists, the largest that fits found by :func:`largest_fitting`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["grow", "largest_fitting", "window_bounds"]
+__all__ = ["largest_fitting", "outward", "window_bounds"]
 
 
 def window_bounds(hit: int, n: int, before: int, after: int) -> tuple[int, int]:
@@ -23,7 +23,7 @@ def window_bounds(hit: int, n: int, before: int, after: int) -> tuple[int, int]:
     return max(0, hit - before), min(n, hit + after + 1)
 
 
-def grow(units: Sequence[tuple[int, int]], focus: tuple[int, int]) -> list[tuple[int, int]]:
+def outward(units: Sequence[tuple[int, int]], focus: tuple[int, int]) -> list[tuple[int, int]]:
     """Ranges ``[lo, hi)`` of ``units`` from those covering ``focus`` outward.
 
     Each step adds one unit, the nearer side first (before on a tie), so read backwards
