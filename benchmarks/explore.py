@@ -10,6 +10,8 @@
 - ``python explore.py floor CORPUS``: the default (guided, hybrid, budget-driven) against a
   relevance floor relative to the best hit (``relative_score_threshold`` 0.3 / 0.5 / 0.7), at
   250 to 8,000 tokens, 40 queries (seed 7), the corpus's whole collection (QMSum: 5 meetings).
+- ``python explore.py heading CORPUS``: the heading stop up only (shipped), both ways, and
+  none, at 250 to 8,000 tokens, 40 queries (seed 7); only Markdown corpora hold headings.
 - ``python explore.py guided CORPUS``: fixed radius-2 windows against guided growth and its
   settings (decay, similarity weight, radius), hybrid ranking, budget-driven, at 250 / 1,000 /
   4,000 tokens, 40 queries (seed 7), the corpus's whole collection (QMSum: 5 meetings).
@@ -84,6 +86,18 @@ def floor(name: str) -> None:
         print(name, f"floor {threshold}", *[recall(tried, queries, budget) for budget in budgets], flush=True)
 
 
+def heading(name: str) -> None:
+    from langchain_expand.windows import growth
+
+    docs, queries = sample(name, None, 40)
+    retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
+    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    for label, stops in (("up (shipped)", {-1}), ("both ways", {-1, 1}), ("none", set())):
+        growth.HEADING_STOPS = frozenset(stops)
+        budgets = (250, 500, 1000, 2000, 4000, 8000)
+        print(name, f"heading stop {label}", *[recall(retriever, queries, budget) for budget in budgets], flush=True)
+
+
 def latency(name: str) -> None:
     import statistics
     import time
@@ -115,6 +129,8 @@ def main() -> None:
         guided(name)
     elif mode == "floor":
         floor(name)
+    elif mode == "heading":
+        heading(name)
     elif mode == "latency":
         latency(name)
     elif mode == "hybrid":

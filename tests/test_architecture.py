@@ -12,7 +12,7 @@ import langchain_expand
 
 PACKAGE = Path(langchain_expand.__file__).parent
 LAYERS = [
-    {"units", "calls", "version"},
+    {"units", "calls", "version", "policy"},
     {"text"},
     {"store"},
     {"budget", "merge"},

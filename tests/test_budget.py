@@ -380,3 +380,15 @@ def test_merge_with_gaps_then_any_formatter_stays_in_budget_and_exact(
         if "sentences" in m:  # the sentence map, where kept, describes the text exactly
             assert m["sentences"][0][0] == m["start_index"]
             assert m["sentences"][-1][1] == m["end_index"]
+
+
+def test_a_budget_policy_refuses_ratios_that_cannot_fill_a_budget() -> None:
+    from langchain_expand import BudgetPolicy
+
+    assert BudgetPolicy().guided_target(1000) == 1200
+    assert BudgetPolicy().guided_first_fetch(90) == 4  # at least 4 hits
+    assert BudgetPolicy(tokens_per_sentence=10).guided_first_fetch(3000) == 100
+    with pytest.raises(ValueError, match=r"guided_overfill must be >= 1"):
+        BudgetPolicy(guided_overfill=0.8)
+    with pytest.raises(ValueError, match=r"top_up is a share of the budget"):
+        BudgetPolicy(top_up=1.5)

@@ -3,6 +3,7 @@ import langchain_expand
 
 def test_public_names_are_pinned() -> None:
     assert sorted(langchain_expand.__all__) == [
+        "BudgetPolicy",
         "BudgetReport",
         "BudgetedParentDocumentRetriever",
         "EmbeddingsReranker",

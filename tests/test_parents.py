@@ -19,6 +19,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from langchain_expand import (
     BudgetedParentDocumentRetriever,
+    BudgetPolicy,
     EmbeddingsReranker,
     MarkdownSectionSplitter,
     RerankThenExpand,
@@ -460,13 +461,10 @@ def test_the_budget_decides_how_many_parents(make_parents: Make) -> None:
 
 
 @pytest.mark.parametrize("corpus", ["emanual", "tatqa"])
-def test_budget_driven_parents_gather_until_the_fit_fills_the_budget(
-    make_parents: Make, monkeypatch: pytest.MonkeyPatch, corpus: str
-) -> None:
+def test_budget_driven_parents_gather_until_the_fit_fills_the_budget(make_parents: Make, corpus: str) -> None:
     """Issue 13: contexts use at least 95% of the budget. Gathering only the budget's worth left the
     room of a cut or dropped last parent empty where nothing gathered fitted it; parents further
     down now fill it, and only add."""
-    from langchain_expand.parents import retriever as module
 
     retriever = make_parents()
     docs = load_docs(corpus)[:10]  # TAT-QA: the 20 queries' 4 passages and 6 others (the manual is one)
@@ -477,11 +475,9 @@ def test_budget_driven_parents_gather_until_the_fit_fills_the_budget(
     def answers() -> list[list[Document]]:
         return [retriever.invoke(q, max_tokens=budget) for q in queries]
 
-    with monkeypatch.context() as patch:
-        patch.setattr(module, "OVERFILL", 1.0)
-        patch.setattr(module, "FULL", 0.0)
-        just_enough = answers()
     gathered = answers()
+    retriever.budget_policy = BudgetPolicy(parents_overfill=1.0, parents_full=0.0)  # gather just the budget
+    just_enough = answers()
 
     def used(found: list[Document]) -> int:
         return COUNTER("\n\n".join(p.page_content for p in found))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.runnables import ConfigurableField
 
-from langchain_expand import SentenceSplitter, SentenceWindowRetriever, TokenCounter, window_bounds
+from langchain_expand import BudgetPolicy, SentenceSplitter, SentenceWindowRetriever, TokenCounter, window_bounds
 
 from .conftest import CountingEmbeddings, as_documents, load_docs, load_queries
 
@@ -532,22 +532,17 @@ def table_queries() -> list[str]:
     return [q["query"] for q in load_queries("tatqa") if q["doc_id"] in passages][::2]
 
 
-def test_guided_windows_grow_on_into_the_room_fitting_left(
-    tables: SentenceWindowRetriever, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_guided_windows_grow_on_into_the_room_fitting_left(tables: SentenceWindowRetriever) -> None:
     """Issue 13: contexts use at least 95% of the budget where the corpus holds enough text.
 
     Fitting drops a window whose hit is too big for the room left, and cuts one by whole
     sentences: on tables that left a tenth of a small budget empty (TAT-QA at 250 tokens: 90%
     used on average). Growth goes on from the windows kept into that room, and only adds.
     """
-    from langchain_expand.windows import retriever as windows
-
     sources = {r["doc_id"]: r["text"] for r in load_docs("tatqa")}
     budget = 250
-    with monkeypatch.context() as patch:
-        patch.setattr(windows, "TOP_UP", 0.0)
-        fitted_once = [tables.invoke(q, max_tokens=budget) for q in table_queries()]
+    no_top_up = tables.model_copy(update={"budget_policy": BudgetPolicy(top_up=0.0)})
+    fitted_once = [no_top_up.invoke(q, max_tokens=budget) for q in table_queries()]
     topped_up = [tables.invoke(q, max_tokens=budget) for q in table_queries()]
     used = [joined_tokens(docs) for docs in topped_up]
     assert statistics.mean(joined_tokens(docs) for docs in fitted_once) < 0.95 * budget <= statistics.mean(used)
@@ -561,17 +556,13 @@ def test_guided_windows_grow_on_into_the_room_fitting_left(
         assert {(d.metadata["doc_id"], i) for d in before for i in range(*d.metadata["span"])} <= sent
 
 
-def test_a_hit_bigger_than_the_budget_is_passed_over(
-    tables: SentenceWindowRetriever, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_hit_bigger_than_the_budget_is_passed_over(tables: SentenceWindowRetriever) -> None:
     """A window holds its hit whole: a row longer than the budget can never be sent, so growth spends nothing on it."""
-    from langchain_expand.windows import retriever as windows
-
     rows = tables.invoke("total revenue operating income net sales", k=60, expand=False)
     row = max(rows, key=lambda r: joined_tokens([r]))
     budget = joined_tokens([row]) - 1
-    monkeypatch.setattr(windows, "TOP_UP", 0.0)  # growth alone, without the top-up that would recover the room
-    docs = tables.invoke(row.page_content, max_tokens=budget)  # the row is the best hit of its own text
+    growth_alone = tables.model_copy(update={"budget_policy": BudgetPolicy(top_up=0.0)})  # no top-up: growth alone
+    docs = growth_alone.invoke(row.page_content, max_tokens=budget)  # the row is the best hit of its own text
     assert tables.invoke(row.page_content, k=1, expand=False)[0].metadata["hit"] == row.metadata["hit"]
     assert 0.9 * budget <= joined_tokens(docs) <= budget
     assert all(d.metadata["hit"] != row.metadata["hit"] or d.metadata["doc_id"] != row.metadata["doc_id"] for d in docs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
 from langchain_expand.merge import MergeOverlaps, merge_overlaps
 from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
+from langchain_expand.policy import BudgetPolicy
 from langchain_expand.rerank import (
     EmbeddingsReranker,
     Expandable,
@@ -27,6 +28,7 @@ from langchain_expand.windows.retriever import SentenceWindowRetriever
 __version__ = VERSION
 
 __all__ = [
+    "BudgetPolicy",
     "BudgetReport",
     "BudgetedParentDocumentRetriever",
     "EmbeddingsReranker",

@@ -38,6 +38,7 @@ from langchain_expand.parents.assembly import (
 )
 from langchain_expand.parents.layout import Children, ParentLayout, parent_key
 from langchain_expand.parents.migration import Migrated, migrate_stock_index
+from langchain_expand.policy import BudgetPolicy
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.commit import Indexed, Prepared
@@ -55,7 +56,6 @@ from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplit
 from langchain_expand.text.sections import locate as locate_chunks
 from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.units import (
-    BUDGET,
     CHILD_ID,
     DOC_ID,
     END,
@@ -81,14 +81,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_K = 4
 """Parents returned when neither ``k`` nor a budget says how many."""
-OVERFILL = 1.5
-"""With the budget deciding (``k=None``), parents are gathered until their capped sizes reach
-this much of it. The fit keeps them in rank order; where the last ones are cut or dropped,
-smaller ones further down fill the room."""
-FULL = 0.95
-"""Gathering goes on while the fitted parents fill less of the budget than this (and the store
-has more matches): where the gathered parents' best children sit in units too big for the room
-left, parents further down hold ones that fit."""
 MMR_FETCH_K = 20
 """Children MMR chooses among at least, as LangChain's ``fetch_k`` default."""
 _MAPPED_SEARCH_KWARGS = ("k", "score_threshold", "fetch_k", "lambda_mult")
@@ -188,6 +180,9 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     alone, as the stock class does. Changing it re-embeds a document when it is next added."""
     batch_size: int = 4096
     """Children embedded and written per call to the vector store."""
+    budget_policy: BudgetPolicy = Field(default_factory=BudgetPolicy)
+    """How far a budget reaches: how much is gathered before the exact fit, and when gathering
+    stops (:class:`~langchain_expand.policy.BudgetPolicy`; each default measured)."""
 
     _vectors: StoreAdapter = PrivateAttr()
 
@@ -470,9 +465,10 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             if k is None and expand:  # the budget decides: enough parents to hold it
                 assert max_tokens is not None
                 capped = self._capped(ranked, None, stored)
-                if sum(d.metadata[TOKENS] for d in capped) >= OVERFILL * max_tokens:
-                    fitted = self._fit(capped, max_tokens)
-                    if fitted and fitted[0].metadata[BUDGET]["used"] >= FULL * max_tokens:
+                policy = self.budget_policy  # gather past the budget until the fitted parents fill it
+                if sum(d.metadata[TOKENS] for d in capped) >= policy.parents_overfill * max_tokens:
+                    fitted, used = self._fitted(capped, max_tokens)
+                    if fitted and used >= policy.parents_full * max_tokens:
                         return fitted
                 continue
             have = len(self._servable(ranked, stored)) if expand else len(ranked)
@@ -565,14 +561,16 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         return out
 
     def _fit(self, parents: list[Document], max_tokens: int | None) -> list[Document]:
-        """``parents`` fitted to ``max_tokens``, if given, on the counts they carry (counted with ``token_counter``)."""
-        if max_tokens is None:
-            return parents
+        """``parents`` fitted to ``max_tokens``, if given."""
+        return parents if max_tokens is None else self._fitted(parents, max_tokens)[0]
+
+    def _fitted(self, parents: list[Document], max_tokens: int) -> tuple[list[Document], int]:
+        """``parents`` fitted on the counts they carry (``token_counter``'s), and the tokens they use together."""
         counts = [d.metadata[TOKENS] for d in parents]
-        fitted, _ = fit_to_budget(
+        fitted, report = fit_to_budget(
             parents, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True
         )
-        return fitted
+        return fitted, report.used
 
     def _servable(
         self, ranked: list[Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False

@@ -37,9 +37,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from langchain_expand.policy import BudgetPolicy
+
 __all__ = [
     "DECAY_SCALE",
-    "FULL",
+    "HEADING_STOPS",
     "MAX_DECAY",
     "MAX_RADIUS",
     "SIMILARITY_WEIGHT",
@@ -63,10 +65,10 @@ serves both."""
 SIMILARITY_WEIGHT = 0.15
 """Weight of a neighbour's own similarity to the query, beside its closeness to a hit: a
 single sentence of a dialogue or transcript says little on its own, so it weighs little."""
-FULL = 0.95
-"""Growth that ran out of seeds and neighbours below this share of its target is exhausted:
-the caller searches for more hits. (Near the target, what is left is sentences too big for
-the room left, not a lack of evidence.)"""
+HEADING_STOPS = frozenset({-1})
+"""The directions in which a Markdown heading stops a region: -1, up (the text above a
+section's heading is another section). Down (1) as well was measured and lost on the evidence
+benchmark: a section's subsections follow its heading, and evidence runs on into them."""
 MAX_RADIUS = 32
 """A window grows at most this many sentences on each side of its hit (the closeness prior,
 not the radius, usually ends growth first)."""
@@ -149,6 +151,7 @@ def grow(
     unknown_tokens: int = 15,
     taken: Mapping[int, tuple[int, int]] | None = None,
     spent: int = 0,
+    full: float = BudgetPolicy.growth_full,
 ) -> Growth:
     """Grow regions from ``seeds`` until their sentences hold ``target`` tokens.
 
@@ -177,6 +180,8 @@ def grow(
         taken: Regions already taken, ``[first, last)`` by seed number (their seeds' hits
             inside): growth goes on from their ends. Other seeds inside them are passed over.
         spent: Tokens the ``taken`` regions already hold, counted against ``target``.
+        full: Below this share of ``target`` with nothing left to take, the growth is
+            ``exhausted`` (:attr:`BudgetPolicy.growth_full`).
     """
     weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
     decay = decay_for(target) if decay is None else decay
@@ -200,7 +205,7 @@ def grow(
     return Growth(
         regions=[Region(seeds[n], regions.firsts[n], regions.lasts[n]) for n in sorted(regions.firsts)],
         wanted=regions.wanted,
-        exhausted=not heap and used < FULL * target,
+        exhausted=not heap and used < full * target,
     )
 
 
@@ -264,10 +269,12 @@ class _Regions:
             if not self.lows[number] <= nearby <= self.highs[number] or (doc_id, nearby) in self.owner:
                 continue
             reached = known_get((doc_id, edge))
-            if nearby < edge and reached is not None and reached.heading:
+            if nearby < edge and -1 in HEADING_STOPS and reached is not None and reached.heading:
                 continue  # the region reached its section's heading: above it is another section
-            similarity = reached.similarity if reached is not None else fallback
             ahead = known_get((doc_id, nearby))
+            if nearby > edge and 1 in HEADING_STOPS and ahead is not None and ahead.heading:
+                continue  # the next section's heading: below it is another section
+            similarity = reached.similarity if reached is not None else fallback
             if ahead is None:
                 self.wanted[(doc_id, nearby)] = -1 if nearby < seed_index else 1
             guess = ahead.similarity if ahead is not None else similarity

@@ -13,7 +13,7 @@ from langchain_expand.text.sentences import Marks
 from langchain_expand.windows.cache import Reads
 from langchain_expand.windows.growth import Growth, Position, Seed, Sentence, grow
 from langchain_expand.windows.hits import Hit
-from langchain_expand.windows.plan import TOKENS_PER_SENTENCE_GUESS, Plan
+from langchain_expand.windows.plan import Plan
 
 __all__ = ["GROWTH_ROUNDS", "Growing"]
 
@@ -112,9 +112,10 @@ class Growing:
                 max_units=self.plan.k,
                 max_radius=self.plan.max_radius,
                 decay=self.decay,
-                unknown_tokens=TOKENS_PER_SENTENCE_GUESS,
+                unknown_tokens=self.plan.policy.tokens_per_sentence,
                 taken=taken,
                 spent=spent,
+                full=self.plan.policy.growth_full,
             )
             if not growth.wanted or attempt == GROWTH_ROUNDS:
                 break  # what is still wanted comes with the units' text

@@ -1,15 +1,12 @@
 """One call's plan: its settings, checked, and how a budget turns ranked hits into windows.
 
-The constants here are how the window retriever reads a budget: how many hits a first search
-asks for (:meth:`Plan.first_fetch`), how far past the budget windows are gathered before the
-exact fit (``OVERFILL`` for fixed windows, ``GUIDED_OVERFILL`` for guided growth), and when
-guided windows grow on into room left (``TOP_UP``). Each was measured on the evidence
-benchmark (``benchmarks/README.md``).
+How far the budget reaches (how many hits a first search asks for, how much is gathered
+before the exact fit, when guided windows grow on into room left) is the retriever's
+:class:`~langchain_expand.policy.BudgetPolicy`, which the plan carries.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,19 +14,16 @@ from typing import Any
 from langchain_core.documents import Document
 
 from langchain_expand import calls
+from langchain_expand.policy import BudgetPolicy
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.ranges import largest_fitting, window_bounds
-from langchain_expand.units import BUDGET, DOC_ID, SPAN
+from langchain_expand.units import DOC_ID, SPAN
 from langchain_expand.windows.growth import MAX_RADIUS, Seed
 from langchain_expand.windows.hits import Hit
 
 __all__ = [
     "DEFAULT_K",
-    "GUIDED_OVERFILL",
-    "OVERFILL",
     "RULES",
-    "TOKENS_PER_SENTENCE_GUESS",
-    "TOP_UP",
     "Plan",
     "Unit",
     "absorb",
@@ -38,7 +32,6 @@ __all__ = [
     "hits_for",
     "plan_call",
     "seeds_of",
-    "used_tokens",
 ]
 
 
@@ -69,6 +62,8 @@ class Plan:
     shape: str = "fixed"
     """"fixed": ``before``/``after`` around every hit; "guided": grown toward the evidence."""
     max_radius: int = MAX_RADIUS
+    policy: BudgetPolicy = field(default_factory=BudgetPolicy)
+    """How far the budget reaches: the retriever's ``budget_policy``."""
     excluded: frozenset[str] = frozenset()
     """Documents whose hits are passed over: found half-written earlier in this call."""
     skipped: set[str] = field(default_factory=set)
@@ -120,34 +115,15 @@ class Plan:
         """Hits asked of the first search: ``k`` (2k when merging), or what the budget may hold."""
         if self.shape == "guided":
             assert self.max_tokens is not None
-            return max(4, math.ceil(self.max_tokens / (3 * TOKENS_PER_SENTENCE_GUESS)))
+            return self.policy.guided_first_fetch(self.max_tokens)
         if self.k is None:
             assert self.max_tokens is not None
-            per_window = (self.before + self.after + 1) * TOKENS_PER_SENTENCE_GUESS
-            return max(4, math.ceil(1.5 * self.max_tokens / per_window))
+            return self.policy.fixed_first_fetch(self.max_tokens, self.before + self.after + 1)
         return 2 * self.k if self.merge else self.k
-
-
-OVERFILL = 1.5
-"""Budget-driven retrieval gathers windows for this much of the budget, so that when the last
-one is cut down by whole sentences, smaller lower-ranked windows are there to fill the rest."""
 
 
 DEFAULT_K = 4
 """Windows returned when neither ``k`` nor a budget says how many."""
-
-
-TOKENS_PER_SENTENCE_GUESS = 15
-"""A first guess of a sentence's size, for how many hits a budget-driven search asks first."""
-
-
-GUIDED_OVERFILL = 1.2
-"""Guided growth gathers this much of the budget (sentence counts plus one each); the exact
-fit then keeps the best windows and trims the last by whole sentences around its hit."""
-
-
-TOP_UP = 0.95
-"""Guided windows that fill less of the budget than this, once fitted, grow on into the room left."""
 
 
 def hits_for(budget: int, taken: list[Hit], plan: Plan, sizes: dict[str, int]) -> int:
@@ -164,11 +140,6 @@ def hits_for(budget: int, taken: list[Hit], plan: Plan, sizes: dict[str, int]) -
     counts = list(range(1, len(taken) + 1))
     last_needed = largest_fitting(counts, lambda n: size(n - 1) < budget)
     return len(taken) if last_needed is None else counts[last_needed]
-
-
-def used_tokens(windows: list[Document]) -> int:
-    """The tokens fitted windows use together, as their budget report counted them."""
-    return int(windows[0].metadata[BUDGET]["used"]) if windows else 0
 
 
 def covers(windows: list[Document], others: list[Document]) -> bool:
@@ -239,6 +210,7 @@ def plan_call(fields: Any, given: dict[str, Any], *, has_embeddings: bool) -> Pl
         max_tokens=values["max_tokens"],
         shape=_shape(fields, given, values["max_tokens"], has_embeddings),
         max_radius=fields.max_radius,
+        policy=fields.budget_policy,
         **floors,
     )
 

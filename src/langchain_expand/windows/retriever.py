@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +28,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from langchain_expand import calls
 from langchain_expand.budget import fit_to_budget
 from langchain_expand.calls import AsyncByThread, check_query
+from langchain_expand.policy import BudgetPolicy
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.adapters.base import matched
@@ -70,10 +70,7 @@ from langchain_expand.windows.hits import (
 from langchain_expand.windows.layout import SentenceLayout, prepare
 from langchain_expand.windows.lexical import BaseLexicalIndex
 from langchain_expand.windows.plan import (
-    GUIDED_OVERFILL,
-    OVERFILL,
     RULES,
-    TOP_UP,
     Plan,
     Unit,
     absorb,
@@ -82,7 +79,6 @@ from langchain_expand.windows.plan import (
     hits_for,
     plan_call,
     seeds_of,
-    used_tokens,
 )
 from langchain_expand.windows.views import Current, StoreViews
 
@@ -228,6 +224,10 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     over the same documents read fewer from the store. A record is served only at the revision
     the query finds in the store for its document, so a re-added or deleted document is never
     answered from memory (see :mod:`langchain_expand.windows.cache`). 0 turns it off."""
+    budget_policy: BudgetPolicy = Field(default_factory=BudgetPolicy)
+    """How far a budget reaches: how many hits a first search asks for, how much is gathered
+    before the exact fit, when guided windows grow on into room left
+    (:class:`~langchain_expand.policy.BudgetPolicy`; each default measured)."""
 
     _vectors: StoreAdapter = PrivateAttr()
     _cache: SentenceCache = PrivateAttr(default_factory=SentenceCache)
@@ -457,7 +457,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """Windows of the best hits, as many as it takes to hold the budget.
 
         Hits are taken in rank order: the shortest prefix of the ranking whose windows reach
-        ``OVERFILL x max_tokens`` (by the sentences' own token counts). The search goes further while
+        the policy's ``fixed_target`` (by the sentences' own token counts). The search goes further while
         even all its hits fall short, until the relevance floor cuts the ranking (the evidence
         ran out) or the store has no more. Records fetched in one round are reused in the
         next; the caller fits the windows to the budget exactly.
@@ -477,7 +477,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             records.update((d.id, d) for d in reads.records(missing) if d.id is not None)
             fresh = [i for i in wanted if i in records and i not in sizes]
             sizes.update(zip(fresh, reads.tokens([records[i] for i in fresh]), strict=True))
-            needed = hits_for(math.ceil(OVERFILL * budget), taken, plan, sizes)
+            needed = hits_for(plan.policy.fixed_target(budget), taken, plan, sizes)
             units = plan.units(taken[:needed])
             if len(taken) < len(hits) or needed < len(taken):
                 break
@@ -487,8 +487,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """Windows grown from the best hits toward the evidence, fitted to the budget.
 
         Hits are searched as in :meth:`_fill`; a hit's own relevance is its score in the ranking.
-        Growth gathers ``GUIDED_OVERFILL`` times the budget (:class:`Growing`) and the windows
-        are fitted to it exactly. Where that leaves more than ``1 - TOP_UP`` of the budget free
+        Growth gathers the policy's ``guided_target`` (:class:`Growing`) and the windows are
+        fitted to the budget exactly. Where that leaves more than ``1 - top_up`` of it free
         (a hit or a window's last sentences too big for the room left: long table rows), growth
         goes on from the windows kept into the room left, and the result is kept if it holds
         more and all they held.
@@ -497,13 +497,13 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         assert budget is not None
         vector = dense.vector()
         assert vector is not None  # _shape chose "fixed" for a store without embeddings
-        target = math.ceil(GUIDED_OVERFILL * budget)
+        target = plan.policy.guided_target(budget)
         growing = Growing(reads, vector, plan, decay_for(target))
 
-        def fitted(growth: Growth) -> list[Document]:
+        def fitted(growth: Growth) -> tuple[list[Document], int]:
             units = plan.joined([(by_seed[r.seed], r.first, r.last) for r in growth.regions])
             absorb(units, hits)
-            return self._budgeted(assemble(units, runs_of(reads, units), self.token_counter, plan.skipped), budget)
+            return self._fitted(assemble(units, runs_of(reads, units), self.token_counter, plan.skipped), budget)
 
         first = plan.first_fetch()
         for found in overfetch(search, first, first):
@@ -514,13 +514,12 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             growth = growing.rounds(seeds, target, heads=[h.doc_id for h in hits])
             if not growth.exhausted or len(above) < len(found):
                 break
-        windows = fitted(growth)
-        used = used_tokens(windows)
-        if used < TOP_UP * budget and not plan.skipped:
+        windows, used = fitted(growth)
+        if used < plan.policy.top_up * budget and not plan.skipped:
             numbers = {(s.doc_id, s.index): n for n, s in enumerate(seeds)}
             taken = {numbers[w.metadata[DOC_ID], w.metadata[HIT]]: tuple(w.metadata[SPAN]) for w in windows}
-            more = fitted(growing.rounds(seeds, budget, taken=taken, spent=used))
-            if used_tokens(more) > used and covers(more, windows):
+            more, more_used = fitted(growing.rounds(seeds, budget, taken=taken, spent=used))
+            if more_used > used and covers(more, windows):
                 return more
         return windows
 
@@ -565,8 +564,12 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
 
     def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
         """The windows that fit the budget, if there is one."""
-        if max_tokens is None:
-            return windows
+        return windows if max_tokens is None else self._fitted(windows, max_tokens)[0]
+
+    def _fitted(self, windows: list[Document], max_tokens: int) -> tuple[list[Document], int]:
+        """The windows that fit ``max_tokens``, and the tokens they use together."""
         counts = [w.metadata[TOKENS] for w in windows]  # counted by _assemble, with the same counter
-        kept, _ = fit_to_budget(windows, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True)
-        return kept
+        kept, report = fit_to_budget(
+            windows, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True
+        )
+        return kept, report.used
