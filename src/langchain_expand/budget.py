@@ -24,6 +24,7 @@ from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, model_validator
 
+from langchain_expand import calls
 from langchain_expand.text.ranges import largest_fitting, outward
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.text.tokens import TokenCounter, count_many, separator_cost, starts_token
@@ -481,7 +482,7 @@ def _ordered(kept: list[tuple[int, Document]], order: Order) -> list[tuple[int, 
     return list(kept)
 
 
-class FitToBudget(RunnableSerializable[Any, Any]):
+class FitToBudget(calls.Serialisable, RunnableSerializable[Any, Any]):
     """A runnable that fits units into a token budget: ``... | FitToBudget(max_tokens=2000)``.
 
     Without ``prompt``, it maps ``list[Document]`` to the kept ``list[Document]``, and
@@ -531,16 +532,6 @@ class FitToBudget(RunnableSerializable[Any, Any]):
     """The prompt variable that receives the context."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
-
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        """True: ``dumpd``/``loads`` round-trip it (a custom counter or formatter is not serialised)."""
-        return True
-
-    @classmethod
-    def get_lc_namespace(cls) -> list[str]:
-        """Where ``loads`` imports it from (``valid_namespaces=["langchain_expand"]``)."""
-        return ["langchain_expand"]
 
     @model_validator(mode="after")
     def _validate(self) -> FitToBudget:

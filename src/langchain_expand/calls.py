@@ -28,6 +28,7 @@ __all__ = [
     "AsyncQueryByThread",
     "CheckedAssignment",
     "Portable",
+    "Serialisable",
     "check_fraction",
     "check_non_negative",
     "check_optional_positive",
@@ -294,3 +295,17 @@ def traced(base: Mapping[str, Any], store: Any, call: dict[str, Any], instance: 
     for name in ("k", "max_tokens"):
         params[name] = call[name] if call.get(name) is not None else getattr(instance, name, None)
     return params  # type: ignore[no-any-return]
+
+
+class Serialisable:
+    """A runnable that ``dumpd``/``loads`` round-trip; a custom counter or formatter is not serialised."""
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        """True: its fields are plain settings."""
+        return True
+
+    @classmethod
+    def get_lc_namespace(cls) -> list[str]:
+        """Where ``loads`` imports it from (``valid_namespaces=["langchain_expand"]``)."""
+        return ["langchain_expand"]

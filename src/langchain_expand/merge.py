@@ -15,6 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, model_validator
 
+from langchain_expand import calls
 from langchain_expand.text.sentences import SentenceSplitter
 from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.units import DOC_ID, END, HIT, HITS, SCORE, SENTENCES, SPAN, START, TOKENS, located
@@ -157,7 +158,7 @@ def _union(by_position: list[Document], by_rank: list[Document], source: SourceT
     return Document(page_content="".join(parts), metadata=metadata, id=best.id)
 
 
-class MergeOverlaps(RunnableSerializable[list[Document], list[Document]]):
+class MergeOverlaps(calls.Serialisable, RunnableSerializable[list[Document], list[Document]]):
     """A runnable that merges overlapping units: ``retriever | MergeOverlaps()``.
 
     See :func:`merge_overlaps` for the rules. Sync, async and batch all work, and every
@@ -179,16 +180,6 @@ class MergeOverlaps(RunnableSerializable[list[Document], list[Document]]):
     """Recounts merged units' ``tokens``; ``TokenCounter()`` when None."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
-
-    @classmethod
-    def is_lc_serializable(cls) -> bool:
-        """True: ``dumpd``/``loads`` round-trip it (a custom counter or formatter is not serialised)."""
-        return True
-
-    @classmethod
-    def get_lc_namespace(cls) -> list[str]:
-        """Where ``loads`` imports it from (``valid_namespaces=["langchain_expand"]``)."""
-        return ["langchain_expand"]
 
     @model_validator(mode="after")
     def _validate(self) -> MergeOverlaps:

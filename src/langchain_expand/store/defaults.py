@@ -119,20 +119,7 @@ def refuse_own_fields(owner: str, fields: dict[str, Any], built: Iterable[str]) 
 
 
 class FromTexts:
-    """``from_texts`` for a retriever with ``from_documents`` on the embedded defaults."""
-
-    @classmethod
-    def from_documents(
-        cls,
-        documents: Sequence[Document],
-        *,
-        persist_directory: str | Path,
-        embeddings: Embeddings | None = None,
-        ids: Sequence[str] | None = None,
-        **fields: Any,
-    ) -> Self:
-        """The retriever's own: built on the embedded defaults in ``persist_directory``, ``documents`` added."""
-        raise NotImplementedError
+    """``from_texts`` for a retriever whose ``from_documents`` builds it on the embedded defaults."""
 
     @classmethod
     def from_texts(
@@ -147,4 +134,5 @@ class FromTexts:
     ) -> Self:
         """:meth:`from_documents` on texts, with one metadata dict and one id per text where given."""
         documents = documents_of(texts, metadatas, ids)
-        return cls.from_documents(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)
+        build = cls.from_documents  # type: ignore[attr-defined]  # the retriever's own
+        return build(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)  # type: ignore[no-any-return]
