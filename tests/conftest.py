@@ -46,8 +46,8 @@ def load_queries(corpus: str) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
-def as_documents(rows: list[dict]) -> list[Document]:
-    return [Document(r["text"], id=r["doc_id"], metadata={"title": r["doc_id"]}) for r in rows]
+def as_documents(rows: list[dict], key: str = "title") -> list[Document]:
+    return [Document(r["text"], id=r["doc_id"], metadata={key: r["doc_id"]}) for r in rows]
 
 
 def in_threads(work: Callable[[int], object], n: int) -> list[BaseException]:

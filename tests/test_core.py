@@ -320,7 +320,7 @@ def test_a_restarted_process_gives_the_same_windows_and_parents(tmp_path: Path, 
     exec(_ASK + _OPEN, scope)  # opened and asked the same way in both processes
     windows, parents = scope["opened"](tmp_path, minilm)
     windows.add_documents(as_documents(load_docs("qmsum")))
-    parents.add_documents(as_documents(load_docs("emanual")))
+    parents.add_documents(as_documents(load_docs("emanual"), key="source"))  # title: the sections'
     here = json.loads(json.dumps(scope["asked"](windows, parents)))
     restart = "import json, sys\n" + _ASK + _OPEN + "print(json.dumps(asked(*opened(sys.argv[1]))))"
     restarted = json.loads(run_python(restart, str(tmp_path)))

@@ -86,7 +86,7 @@ def test_windows_and_parents_survive_a_server_restart(server: ChromaServer, tmp_
 
     windows, parents = build()
     windows.add_documents(as_documents(load_docs("qmsum")))
-    parents.add_documents(as_documents(load_docs("emanual")))
+    parents.add_documents(as_documents(load_docs("emanual"), key="source"))  # title: the sections'
     first_windows = [d.page_content for d in windows.invoke("the remote control budget", before=3, after=1)]
     first_parents = [d.metadata["parent_id"] for d in parents.invoke("pair the remote with the TV")]
     assert len(first_windows) == 3
