@@ -179,8 +179,8 @@ def ranked_in_memory(retriever: Any, warmup: Sequence[str], budget: int) -> floa
         retriever.invoke(q, max_tokens=budget)
     lexical = retriever.lexical
     assert lexical is not None
-    if retriever._snapshot is not None and retriever._snapshot[1] is not None:
+    if retriever._views.snapshot is not None and retriever._views.snapshot[1] is not None:
         return None
-    while retriever._ranking.current(retriever._vectors.marked() or "", lexical) is None:
+    while retriever._views.ranking.current(retriever._vectors.marked() or "", lexical) is None:
         time.sleep(0.1)
     return round(time.perf_counter() - started, 1)
