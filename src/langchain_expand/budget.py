@@ -47,7 +47,7 @@ from langchain_expand.units import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BudgetReport", "FitToBudget", "count_prompt_tokens", "fit_to_budget", "format_docs"]
+__all__ = ["BudgetReport", "FitToBudget", "count_prompt_tokens", "fit_counted", "fit_to_budget", "format_docs"]
 
 Order = Literal["rank", "score", "position", "lost_in_middle"]
 Formatter = Callable[[Sequence[Document]], str]
@@ -101,6 +101,17 @@ class BudgetReport:
     def as_dict(self) -> dict[str, int]:
         """The report as plain data, for metadata and callback events."""
         return asdict(self)
+
+
+def fit_counted(
+    units: Sequence[Document], max_tokens: int | None, token_counter: Callable[[str], int]
+) -> tuple[list[Document], int | None]:
+    """Units carrying their exact ``tokens`` fitted to ``max_tokens``, and what they use (None: no budget)."""
+    if max_tokens is None:
+        return list(units), None
+    counts = [d.metadata[TOKENS] for d in units]
+    kept, report = fit_to_budget(units, max_tokens, token_counter=token_counter, counts=counts, counts_exact=True)
+    return kept, report.used
 
 
 def fit_to_budget(

@@ -147,7 +147,6 @@ def servable(
                     parent.parent_id,
                 )
             continue
-        same = [(c, score) for c, score in parent.children if same_version(c, doc)]
         if warn and is_stock_parent(doc):
             logger.warning(
                 "Skipping parent %r: it was written by the stock ParentDocumentRetriever, which this class "
@@ -156,6 +155,7 @@ def servable(
                 parent.parent_id,
             )
             continue
+        same = [(c, score) for c, score in parent.children if same_version(c, doc)]
         if not same or not same_version(doc, heads.get(str(doc.metadata.get(DOC_ID)))):
             if warn:
                 logger.warning(

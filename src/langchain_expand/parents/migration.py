@@ -103,8 +103,7 @@ def migrate_stock_index(
     retriever.add_documents(list(documents))
     vectors.delete([str(c.id) for c in children if c.id is not None])
     # a stock key may now hold this class's parent (a document added back under its key): keep those
-    still_stock = [
-        k for k, d in zip(keys, retriever.docstore.mget(keys), strict=True) if d and DOC_ID not in d.metadata
-    ]
+    now = retriever.docstore.mget(keys)
+    still_stock = [key for key, doc in zip(keys, now, strict=True) if doc is not None and is_stock_parent(doc)]
     retriever.docstore.mdelete(still_stock)
     return Migrated(len(documents), len(children), len(still_stock))

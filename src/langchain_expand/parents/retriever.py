@@ -26,7 +26,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitte
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_expand import calls
-from langchain_expand.budget import fit_to_budget
+from langchain_expand.budget import fit_counted
 from langchain_expand.calls import AsyncByThread, check_query
 from langchain_expand.parents.assembly import (
     Parent,
@@ -467,8 +467,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
                 capped = self._capped(ranked, None, stored)
                 policy = self.budget_policy  # gather past the budget until the fitted parents fill it
                 if sum(d.metadata[TOKENS] for d in capped) >= policy.parents_overfill * max_tokens:
-                    fitted, used = self._fitted(capped, max_tokens)
-                    if fitted and used >= policy.parents_full * max_tokens:
+                    fitted, used = fit_counted(capped, max_tokens, self.token_counter)
+                    if fitted and (used or 0) >= policy.parents_full * max_tokens:
                         return fitted
                 continue
             have = len(self._servable(ranked, stored)) if expand else len(ranked)
@@ -561,16 +561,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         return out
 
     def _fit(self, parents: list[Document], max_tokens: int | None) -> list[Document]:
-        """``parents`` fitted to ``max_tokens``, if given."""
-        return parents if max_tokens is None else self._fitted(parents, max_tokens)[0]
-
-    def _fitted(self, parents: list[Document], max_tokens: int) -> tuple[list[Document], int]:
-        """``parents`` fitted on the counts they carry (``token_counter``'s), and the tokens they use together."""
-        counts = [d.metadata[TOKENS] for d in parents]
-        fitted, report = fit_to_budget(
-            parents, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True
-        )
-        return fitted, report.used
+        """``parents`` fitted to ``max_tokens``, if given, on the counts they carry."""
+        return fit_counted(parents, max_tokens, self.token_counter)[0]
 
     def _servable(
         self, ranked: list[Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False

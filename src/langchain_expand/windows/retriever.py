@@ -26,7 +26,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_expand import calls
-from langchain_expand.budget import fit_to_budget
+from langchain_expand.budget import fit_counted
 from langchain_expand.calls import AsyncByThread, check_query
 from langchain_expand.policy import BudgetPolicy
 from langchain_expand.store import commit
@@ -50,7 +50,6 @@ from langchain_expand.units import (
     STORED_COUNT,
     STORED_INDEX,
     STORED_START,
-    TOKENS,
 )
 from langchain_expand.windows.assembly import assemble, copy_of, joined_text, needed_ids, record_runs, runs_of
 from langchain_expand.windows.cache import Reads, SentenceCache
@@ -503,7 +502,10 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         def fitted(growth: Growth) -> tuple[list[Document], int]:
             units = plan.joined([(by_seed[r.seed], r.first, r.last) for r in growth.regions])
             absorb(units, hits)
-            return self._fitted(assemble(units, runs_of(reads, units), self.token_counter, plan.skipped), budget)
+            kept, used = fit_counted(
+                assemble(units, runs_of(reads, units), self.token_counter, plan.skipped), budget, self.token_counter
+            )
+            return kept, used or 0
 
         first = plan.first_fetch()
         for found in overfetch(search, first, first):
@@ -563,13 +565,5 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         return plan_call(self, given, has_embeddings=self._vectors.embeddings is not None)
 
     def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
-        """The windows that fit the budget, if there is one."""
-        return windows if max_tokens is None else self._fitted(windows, max_tokens)[0]
-
-    def _fitted(self, windows: list[Document], max_tokens: int) -> tuple[list[Document], int]:
-        """The windows that fit ``max_tokens``, and the tokens they use together."""
-        counts = [w.metadata[TOKENS] for w in windows]  # counted by _assemble, with the same counter
-        kept, report = fit_to_budget(
-            windows, max_tokens, token_counter=self.token_counter, counts=counts, counts_exact=True
-        )
-        return kept, report.used
+        """The windows that fit the budget, if there is one (their counts are ``assemble``'s, exact)."""
+        return fit_counted(windows, max_tokens, self.token_counter)[0]
