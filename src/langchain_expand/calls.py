@@ -14,6 +14,8 @@ from __future__ import annotations
 import copy
 import difflib
 import pickle
+import sys
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -27,6 +29,7 @@ __all__ = [
     "AsyncByThread",
     "AsyncQueryByThread",
     "CheckedAssignment",
+    "ExpandDeprecationWarning",
     "Portable",
     "Serialisable",
     "check_fraction",
@@ -34,8 +37,11 @@ __all__ = [
     "check_optional_positive",
     "check_positive",
     "check_query",
+    "deprecated",
     "from_search_kwargs",
     "reject_unknown",
+    "renamed",
+    "renamed_attribute",
     "traced",
 ]
 
@@ -49,6 +55,61 @@ def reject_unknown(owner: str, given: dict[str, Any], known: Iterable[str]) -> N
             hint = f" Did you mean `{close[0]}`?" if close else f" Valid arguments: {', '.join(valid)}."
             msg = f"{owner} got an unknown argument `{name}`.{hint}"
             raise ValueError(msg)
+
+
+class ExpandDeprecationWarning(DeprecationWarning):
+    """A name this library renamed: the old one still works, and will be removed."""
+
+
+_INSIDE = frozenset({"langchain_expand", "pydantic", "pydantic_core", "langchain_core"})
+"""Packages a deprecated name passes through on its way from the user's call."""
+
+
+def deprecated(message: str) -> None:
+    """Warn ``message`` as an :class:`ExpandDeprecationWarning`, attributed to the user's line.
+
+    The warning points at the first frame outside this library, pydantic and LangChain, so
+    the line shown is the one to change, however deep the call went (a validator, ``invoke``).
+    """
+    frame = sys._getframe(1)
+    level = 2
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").partition(".")[0] in _INSIDE:
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, ExpandDeprecationWarning, stacklevel=level)
+
+
+def renamed(owner: str, given: dict[str, Any], names: Mapping[str, str]) -> dict[str, Any]:
+    """``given`` with each old argument name of ``names`` moved to its new name, with a warning.
+
+    Raises:
+        ValueError: When one argument is given under both names.
+    """
+    out = dict(given)
+    for old, new in names.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if new in out and out[new] is not None and out[new] != value:
+            msg = f"{owner}: `{old}` is the old name of `{new}`; pass `{new}` alone (got both)."
+            raise ValueError(msg)
+        deprecated(f"{owner}({old}=...) is now {new}=...; the old name will be removed.")
+        out[new] = value
+    return out
+
+
+def renamed_attribute(owner: str, old: str, new: str) -> property:
+    """A property that reads and sets ``new`` under its old name ``old``, with a warning."""
+
+    def read(self: Any) -> Any:
+        deprecated(f"{owner}.{old} is now {new}; the old name will be removed.")
+        return getattr(self, new)
+
+    def write(self: Any, value: Any) -> None:
+        deprecated(f"{owner}.{old} is now {new}; the old name will be removed.")
+        setattr(self, new, value)
+
+    return property(read, write, doc=f"The old name of ``{new}`` (deprecated).")
 
 
 def from_search_kwargs(owner: str, given: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import itertools
 import re
 import typing
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+from langchain_expand.calls import deprecated
 from langchain_expand.text import markdown
 from langchain_expand.text.tokens import TokenCounter, count_many, count_spans
 
@@ -136,11 +136,9 @@ class SentenceSplitter:
             ValueError: When ``max_unit_tokens`` is below 1 or ``line_breaks`` is unknown.
         """
         if max_tokens is not _UNSET:
-            warnings.warn(
+            deprecated(
                 "SentenceSplitter(max_tokens=...) is now max_unit_tokens=...: max_tokens means the context "
-                "budget everywhere else. The old name will be removed.",
-                DeprecationWarning,
-                stacklevel=2,
+                "budget everywhere else. The old name will be removed."
             )
             max_unit_tokens = max_tokens  # type: ignore[assignment]
         if max_unit_tokens is not None and max_unit_tokens < 1:
@@ -178,7 +176,7 @@ class SentenceSplitter:
     @property
     def max_tokens(self) -> int | None:
         """The old name of :attr:`max_unit_tokens` (deprecated)."""
-        warnings.warn("SentenceSplitter.max_tokens is now max_unit_tokens.", DeprecationWarning, stacklevel=2)
+        deprecated("SentenceSplitter.max_tokens is now max_unit_tokens.")
         return self.max_unit_tokens
 
     # -- structure ---------------------------------------------------------------
