@@ -65,7 +65,7 @@ BUDGETS = [250, 500, 1000, 2000, 4000, 8000]
 COUNTER = TokenCounter()
 BEST = "ours: hybrid, guided (default)"
 ALONE = "ours: hybrid, guided, sentences embedded alone"
-"""The default but with ``sentence_context=None``: what embedding each sentence's context adds."""
+"""The default but with ``sentence_prefix=None``: what embedding each sentence's context adds."""
 PARENTS = "ours: parents, budgeted"
 STOCK_PARENTS = "stock ParentDocumentRetriever"
 PEERS = ("LlamaIndex", "Haystack")
@@ -117,7 +117,7 @@ def build_ours(
         k=None,
         merge=True,
         lexical=LexicalIndex(Path(apart) / "lexical.sqlite"),
-        sentence_context=None,
+        sentence_prefix=None,
     )
     alone.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
 

@@ -4,7 +4,7 @@ The floor is what every design pays: the same sentences through a raw
 ``embed_documents`` plus a raw Chroma ``add``. Ours is ``SentenceWindowRetriever.add_documents``
 (splitting, metadata, ids, commit marker included), by default (each sentence embedded with its
 context: a turn's later sentences with its speaker label, so more text than the floor embeds)
-and with ``sentence_context=None`` (the floor's texts). Reads ../shared/data/qmsum.
+and with ``sentence_prefix=None`` (the floor's texts). Reads ../shared/data/qmsum.
 
 Run: ``python benchmarks/indexing.py [--meetings 5]``.
 """
@@ -40,7 +40,7 @@ def main() -> None:
         return time.perf_counter() - started
 
     default = ours()
-    alone = ours(sentence_context=None)
+    alone = ours(sentence_prefix=None)
 
     print(
         json.dumps(

@@ -94,7 +94,7 @@ def build(corpus: str, docs: list[dict], k: int, budget: int) -> tuple[Callable[
     fit = FitToBudget(max_tokens=budget)
     merge = MergeOverlaps()
     rerank = RerankThenExpand(
-        retriever=windows, reranker=EmbeddingsReranker(embeddings=default_embeddings()), fetch_k=3 * k, top_n=k
+        retriever=windows, reranker=EmbeddingsReranker(embeddings=default_embeddings()), fetch_k=3 * k, k=k
     )
 
     def stock(q: str, doc_id: str) -> Units:

@@ -42,7 +42,7 @@ def reranker() -> Any:
 
 windows = SentenceWindowRetriever(vectorstore=chroma_store("rerank", persist_directory=tempfile.mkdtemp()), k=4)
 windows.add_documents(documents("qmsum"))
-pipeline = RerankThenExpand(retriever=windows, reranker=reranker(), fetch_k=20, top_n=4)
+pipeline = RerankThenExpand(retriever=windows, reranker=reranker(), fetch_k=20, k=4)
 
 question = "What did they agree the remote control should look like?"
 print(f"Q: {question}")

@@ -23,6 +23,7 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
+from langchain_expand.calls import ExpandDeprecationWarning
 from langchain_expand.store.adapters import adapt
 from langchain_expand.store.search import VectorSearch
 
@@ -93,7 +94,7 @@ async def test_rerank_then_expand_ainvoke_forwards_every_argument(
     assert all(d.metadata["hit"] == d.metadata["span"][1] - 1 for d in got)
     assert all("rerank_score" in d.metadata for d in got)
     assert COUNTER("\n\n".join(d.page_content for d in got)) <= 300
-    with pytest.raises(ValueError, match="`k` and `top_n` both name"):
+    with pytest.raises(ValueError, match="`top_n` is the old name of `k`"), pytest.warns(ExpandDeprecationWarning):
         await pipeline.ainvoke(QUERY, k=2, top_n=3)
 
 

@@ -46,7 +46,7 @@ def test_regions_are_disjoint_runs_around_their_seeds_within_the_target(
     layout: tuple[list[Seed], dict[Position, Sentence], int, int | None, int],
 ) -> None:
     seeds, sentences, target, max_units, radius = layout
-    growth = grow(seeds, sentences, target, max_units=max_units, max_radius=radius, unknown_tokens=15)
+    growth = grow(seeds, sentences, target, k=max_units, max_radius=radius, unknown_tokens=15)
     assert cost(growth.regions, sentences, 15) <= target
     assert max_units is None or len(growth.regions) <= max_units
     for region in growth.regions:
@@ -69,12 +69,12 @@ def test_growth_goes_on_from_regions_taken_into_the_room_left(
 ) -> None:
     """The top-up after fitting: regions kept stay (and may grow); the rest of the target is spent as before."""
     seeds, sentences, target, max_units, radius = layout
-    first = grow(seeds, sentences, target, max_units=max_units, max_radius=radius, unknown_tokens=15)
+    first = grow(seeds, sentences, target, k=max_units, max_radius=radius, unknown_tokens=15)
     kept = data.draw(st.lists(st.sampled_from(first.regions), unique_by=id)) if first.regions else []
     taken = {seeds.index(r.seed): (r.first, r.last) for r in kept}
     spent = cost(kept, sentences, 15)
     room = data.draw(st.integers(min_value=0, max_value=500))
-    growth = grow(seeds, sentences, spent + room, max_units=max_units, max_radius=radius, taken=taken, spent=spent)
+    growth = grow(seeds, sentences, spent + room, k=max_units, max_radius=radius, taken=taken, spent=spent)
     assert cost(growth.regions, sentences, 15) <= spent + room
     grown = {seeds.index(r.seed): r for r in growth.regions}
     for number, (a, b) in taken.items():
@@ -87,7 +87,7 @@ def test_growth_goes_on_from_regions_taken_into_the_room_left(
     for a, b in itertools.combinations(growth.regions, 2):
         assert a.seed.doc_id != b.seed.doc_id or a.last <= b.first or b.last <= a.first
     if not taken:  # nothing taken, nothing spent: the same growth as from the start
-        assert growth.regions == grow(seeds, sentences, room, max_units=max_units, max_radius=radius).regions
+        assert growth.regions == grow(seeds, sentences, room, k=max_units, max_radius=radius).regions
 
 
 def test_a_taken_region_grows_on_toward_its_relevant_side() -> None:
@@ -147,14 +147,14 @@ def test_growth_that_wants_nothing_is_the_growth_that_knows_every_sentence(
     known = {(s.doc_id, s.index): every[(s.doc_id, s.index)] for s in seeds}  # as a search starts: its hits
 
     def grown() -> Growth:
-        return grow(seeds, known, target, max_units=max_units, max_radius=radius, unknown_tokens=15)
+        return grow(seeds, known, target, k=max_units, max_radius=radius, unknown_tokens=15)
 
     growth = grown()
     while growth.wanted:
         assert not set(growth.wanted) & set(known)  # each round learns something new
         known.update((p, every[p]) for p in growth.wanted)
         growth = grown()
-    assert growth == grow(seeds, every, target, max_units=max_units, max_radius=radius, unknown_tokens=15)
+    assert growth == grow(seeds, every, target, k=max_units, max_radius=radius, unknown_tokens=15)
 
 
 def test_a_table_is_taken_whole_where_it_fits_and_row_by_row_where_it_does_not() -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import pytest
 from langchain_core.documents import Document
 
-from langchain_expand import SentenceSplitter, StructuralContext, TokenCounter
+from langchain_expand import SentenceSplitter, StructuralPrefix, TokenCounter
 from langchain_expand.text import markdown, sentences
 from langchain_expand.text.sections import MarkdownSectionSplitter
 from langchain_expand.windows.lexical import words
@@ -133,7 +133,7 @@ def _spans(text: str) -> list[tuple[int, int]]:
 
 
 def _context(text: str) -> object:
-    return StructuralContext()(text, _spans(text))  # the context alone is timed: the spans are kept
+    return StructuralPrefix()(text, _spans(text))  # the context alone is timed: the spans are kept
 
 
 TEXT_FUNCTIONS: dict[str, Callable[[str], object]] = {
@@ -153,7 +153,7 @@ TEXT_FUNCTIONS: dict[str, Callable[[str], object]] = {
     "markdown.headings": _parsed(markdown.headings),
     "markdown.is_separator": markdown.is_separator,
     "markdown.heading_rows": lambda text: markdown.heading_rows(text.split("\n")),
-    "StructuralContext": _context,
+    "StructuralPrefix": _context,
     "MarkdownSectionSplitter": _parsed(lambda text: MarkdownSectionSplitter().sections(Document(text))),
 }
 

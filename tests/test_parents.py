@@ -25,7 +25,7 @@ from langchain_expand import (
     RerankThenExpand,
     SectionSplitter,
     SQLDocStore,
-    StructuralContext,
+    StructuralPrefix,
     TokenCounter,
     chroma_store,
 )
@@ -278,7 +278,7 @@ def test_rerank_scores_children_and_expands_to_parents_after(make_parents: Make,
             seen.extend(d.page_content for d in documents)
             return super().compress_documents(documents, query, callbacks)
 
-    pipeline = RerankThenExpand(retriever=retriever, reranker=Recording(embeddings=minilm), fetch_k=8, top_n=3)
+    pipeline = RerankThenExpand(retriever=retriever, reranker=Recording(embeddings=minilm), fetch_k=8, k=3)
     parents = pipeline.invoke(QUERY)
     assert len(parents) == 3
     assert all(COUNTER(text) <= 120 for text in seen)  # children (400 chars), never sections
@@ -560,22 +560,22 @@ def test_children_are_embedded_with_their_heading_and_stored_as_their_own_text(
     text = source_text()
     with_context = make_parents()
     with_context.add_documents(manual())
-    alone = make_parents(child_context=None)
+    alone = make_parents(child_prefix=None)
     alone.add_documents(manual())
     matched = with_context.invoke(QUERY, expand=False)
     spans = [(c.metadata["start_index"], c.metadata["end_index"]) for c in matched]
-    assert any(StructuralContext()(text, spans))  # children under a heading (one starting at its own has none)
+    assert any(StructuralPrefix()(text, spans))  # children under a heading (one starting at its own has none)
     for child in matched:
         m = child.metadata
         span = (m["start_index"], m["end_index"])
-        prefix = StructuralContext()(text, [span])[0]
+        prefix = StructuralPrefix()(text, [span])[0]
         for retriever, embedded in ((with_context, prefix + text[span[0] : span[1]]), (alone, text[span[0] : span[1]])):
             record, vector = stored_child(retriever, m["child_id"])
             assert record.page_content == text[span[0] : span[1]]  # the stored text is the child's own
             assert np.allclose(vector, minilm.embed_documents([embedded])[0], atol=1e-5)
 
 
-def test_another_child_context_re_embeds_a_document_on_the_next_add(make_parents: Make, minilm: Embeddings) -> None:
+def test_another_child_prefix_re_embeds_a_document_on_the_next_add(make_parents: Make, minilm: Embeddings) -> None:
     store_args = {"docstore": SQLDocStore("sqlite://")}
     first = make_parents(**store_args)
     first.add_documents(manual())
@@ -583,16 +583,16 @@ def test_another_child_context_re_embeds_a_document_on_the_next_add(make_parents
     before = stored_child(first, child_id)[1]
     first.add_documents(manual())  # the same settings: nothing rewritten
     assert stored_child(first, child_id)[1] == before
-    alone = first.model_copy(update={"child_context": None})
+    alone = first.model_copy(update={"child_prefix": None})
     alone.add_documents(manual())
     record, after = stored_child(alone, child_id)
     assert np.allclose(after, minilm.embed_documents([record.page_content])[0], atol=1e-5)
     assert not np.allclose(after, before, atol=1e-3)
 
 
-def test_a_child_context_of_the_wrong_length_is_refused_naming_the_document(make_parents: Make) -> None:
-    retriever = make_parents(child_context=lambda text, spans: [""])
-    with pytest.raises(ValueError, match=r"Document 'manual': `child_context` must return a list of \d+ strings"):
+def test_a_child_prefix_of_the_wrong_length_is_refused_naming_the_document(make_parents: Make) -> None:
+    retriever = make_parents(child_prefix=lambda text, spans: [""])
+    with pytest.raises(ValueError, match=r"Document 'manual': `child_prefix` must return a list of \d+ strings"):
         retriever.add_documents([Document(source_text(), id="manual")])
     assert retriever._vectors.store._collection.count() == 0  # type: ignore[attr-defined]
     assert list(retriever.docstore.yield_keys()) == []

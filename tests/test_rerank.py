@@ -72,7 +72,7 @@ def sentences_of_corpus() -> set[str]:
 
 def test_reranker_sees_only_matched_sentences_and_expansion_comes_after(qmsum_index: SentenceWindowRetriever) -> None:
     reranker = RecordingBM25()
-    pipeline = RerankThenExpand(retriever=qmsum_index, reranker=reranker, fetch_k=15, top_n=4)
+    pipeline = RerankThenExpand(retriever=qmsum_index, reranker=reranker, fetch_k=15, k=4)
     results = pipeline.invoke(QUERY, merge=False)  # one window a reranked hit
     sentences = sentences_of_corpus()
     assert len(reranker.received) == 15
@@ -95,7 +95,7 @@ def test_reranker_sees_only_matched_sentences_and_expansion_comes_after(qmsum_in
 def test_crossencoder_reranker_keeps_its_scores(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
     scorer = MiniLMCrossScorer(minilm)
     pipeline = RerankThenExpand(
-        retriever=qmsum_index, reranker=CrossEncoderReranker(model=scorer, top_n=3), fetch_k=10, top_n=3
+        retriever=qmsum_index, reranker=CrossEncoderReranker(model=scorer, top_n=3), fetch_k=10, k=3
     )
     results = pipeline.invoke(QUERY)
     sentences = sentences_of_corpus()
@@ -110,8 +110,8 @@ async def test_explicit_chain_matches_the_retriever_sync_and_async(
     qmsum_index: SentenceWindowRetriever, minilm: Embeddings
 ) -> None:
     reranker = EmbeddingsReranker(embeddings=minilm)
-    retriever = RerankThenExpand(retriever=qmsum_index, reranker=reranker, fetch_k=12, top_n=3)
-    chain = rerank_then_expand_chain(qmsum_index, reranker, fetch_k=12, top_n=3)
+    retriever = RerankThenExpand(retriever=qmsum_index, reranker=reranker, fetch_k=12, k=3)
+    chain = rerank_then_expand_chain(qmsum_index, reranker, fetch_k=12, k=3)
     expected = [d.page_content for d in retriever.invoke(QUERY)]
     assert [d.page_content for d in chain.invoke(QUERY)] == expected
     assert [d.page_content for d in await chain.ainvoke(QUERY)] == expected
@@ -129,16 +129,16 @@ def test_a_retriever_that_cannot_expand_is_refused(minilm: Embeddings) -> None:
         RerankThenExpand(retriever=Plain(), reranker=EmbeddingsReranker(embeddings=minilm))
 
 
-def test_top_n_above_fetch_k_is_refused(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
-    with pytest.raises(ValueError, match="Need 1 <= `top_n` <= `fetch_k`"):
-        RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=2, top_n=3)
+def test_k_above_fetch_k_is_refused(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
+    with pytest.raises(ValueError, match="Need 1 <= `k` <= `fetch_k`"):
+        RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=2, k=3)
 
 
 def test_an_unknown_argument_is_refused_naming_the_closest(
     qmsum_index: SentenceWindowRetriever, minilm: Embeddings
 ) -> None:
-    with pytest.raises(ValueError, match=r"unknown argument `top_k`\. Did you mean `top_n`"):
-        RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), top_k=3)
+    with pytest.raises(ValueError, match=r"unknown argument `fetch_kk`\. Did you mean `fetch_k`"):
+        RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), fetch_kk=3)
     rerank = RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm))
     with pytest.raises(ValueError, match=r"invoke got an unknown argument `fetchk`\. Did you mean `fetch_k`"):
         rerank.invoke("the remote's price", fetchk=8)

@@ -24,7 +24,7 @@ from langchain_expand import (
     MarkdownSectionSplitter,
     SentenceSplitter,
     SentenceWindowRetriever,
-    StructuralContext,
+    StructuralPrefix,
     TokenCounter,
 )
 from langchain_expand.store.adapters import adapt
@@ -63,7 +63,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> d
 def embedded_texts(text: str) -> dict[int, str]:
     """What the window retriever embeds for each sentence of ``text`` (its context, then it), by start offset."""
     spans = SentenceSplitter(token_counter=TokenCounter())(text)
-    prefixes = StructuralContext()(text, spans)
+    prefixes = StructuralPrefix()(text, spans)
     return {start: prefix + text[start:end] for prefix, (start, end) in zip(prefixes, spans, strict=True)}
 
 
@@ -111,7 +111,7 @@ def test_parents_on_every_store(kind: str, tmp_path: Path, minilm: Embeddings) -
     for parent in parents:
         best = parent.metadata["children"][0]
         span = (best["start_index"], best["end_index"])
-        as_embedded = StructuralContext()(text, [span])[0] + text[span[0] : span[1]]  # the child under its heading
+        as_embedded = StructuralPrefix()(text, [span])[0] + text[span[0] : span[1]]  # the child under its heading
         assert 0.0 <= best["score"] <= 1.0
         assert best["score"] == pytest.approx(cosine(minilm, QUERY, as_embedded), abs=2e-3)
     retriever.add_documents(manual())  # unchanged: nothing rewritten, nothing doubled

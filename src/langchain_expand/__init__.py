@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
 from langchain_expand.merge import MergeOverlaps, merge_overlaps
 from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
@@ -15,7 +17,7 @@ from langchain_expand.rerank import (
 )
 from langchain_expand.store.defaults import chroma_store, default_embeddings
 from langchain_expand.store.docstore import SQLDocStore
-from langchain_expand.text.context import SentenceContext, StructuralContext
+from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
 from langchain_expand.text.ranges import window_bounds
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
@@ -31,6 +33,7 @@ __all__ = [
     "BudgetPolicy",
     "BudgetReport",
     "BudgetedParentDocumentRetriever",
+    "EmbeddingPrefix",
     "EmbeddingsReranker",
     "Expandable",
     "FitToBudget",
@@ -41,12 +44,11 @@ __all__ = [
     "RerankThenExpand",
     "SQLDocStore",
     "SectionSplitter",
-    "SentenceContext",
     "SentenceSplitter",
     "SentenceWindowRetriever",
     "Span",
     "Splitter",
-    "StructuralContext",
+    "StructuralPrefix",
     "TokenCounter",
     "chroma_store",
     "count_prompt_tokens",
@@ -58,3 +60,16 @@ __all__ = [
     "rerank_then_expand_chain",
     "window_bounds",
 ]
+
+_RENAMED = {"SentenceContext": "EmbeddingPrefix", "StructuralContext": "StructuralPrefix"}
+"""Old public names, still importable with a warning: "context" now means the prompt's only."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        from langchain_expand.calls import deprecated
+
+        deprecated(f"langchain_expand.{name} is now {_RENAMED[name]}; the old name will be removed.")
+        return globals()[_RENAMED[name]]
+    msg = f"module 'langchain_expand' has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -42,6 +42,8 @@ class BudgetPolicy:
     """Parents are gathered until their capped sizes reach this much of the budget."""
     parents_full: float = 0.95
     """Gathering parents stops once the fitted ones fill this share of the budget."""
+    reranked_k: int = 4
+    """Reranked matches expanded when neither the call's ``k`` nor a budget says how many."""
 
     def __post_init__(self) -> None:
         for name in ("fixed_overfill", "guided_overfill", "parents_overfill"):
@@ -52,9 +54,18 @@ class BudgetPolicy:
             if not 0 <= getattr(self, name) <= 1:
                 msg = f"BudgetPolicy.{name} is a share of the budget, in [0, 1]; got {getattr(self, name)}."
                 raise ValueError(msg)
-        if self.tokens_per_sentence < 1:
-            msg = f"BudgetPolicy.tokens_per_sentence must be >= 1, got {self.tokens_per_sentence}."
-            raise ValueError(msg)
+        for name in ("tokens_per_sentence", "reranked_k"):
+            if getattr(self, name) < 1:
+                msg = f"BudgetPolicy.{name} must be >= 1, got {getattr(self, name)}."
+                raise ValueError(msg)
+
+    def kept_after_rerank(self, fetched: int, max_tokens: int | None) -> int:
+        """Reranked matches to expand where the call names no ``k``.
+
+        With a budget, every one fetched (the fit keeps what it holds, in reranked order);
+        without one, ``reranked_k``.
+        """
+        return fetched if max_tokens is not None else min(self.reranked_k, fetched)
 
     def guided_first_fetch(self, max_tokens: int) -> int:
         """Hits a guided call asks of its first search: a third of the sentences the budget holds, at least 4."""

@@ -5,7 +5,7 @@ The ordering rule: a reranker must score what the retriever matched, the sentenc
 cross-encoder that scores a five-sentence window is scoring four sentences the
 retriever never matched, and a distinctive one-sentence match can be scored down to
 nothing by its neighbours. So the pipeline is: match (``expand=False``), rerank the
-matches, keep ``top_n``, then expand the survivors into windows or parents.
+matches, keep the best ``k``, then expand the survivors into windows or parents.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrough
 from pydantic import ConfigDict, model_validator
 
+from langchain_expand import calls
 from langchain_expand.calls import AsyncQueryByThread, check_positive, reject_unknown
+from langchain_expand.policy import BudgetPolicy
 from langchain_expand.units import RELEVANCE_SCORE, RERANK_SCORE
 
 __all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "rerank", "rerank_then_expand_chain"]
@@ -29,7 +31,14 @@ __all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "rerank", "re
 
 @runtime_checkable
 class Expandable(Protocol):
-    """A retriever that can return matches alone and expand them afterwards."""
+    """A retriever that can return matches alone and expand them afterwards.
+
+    Its ``max_tokens`` (None: no budget) is the budget a call that names none expands into,
+    and its ``budget_policy`` says how many reranked matches that budget takes.
+    """
+
+    max_tokens: int | None
+    budget_policy: BudgetPolicy
 
     def invoke(self, input: str, config: Any = None, **kwargs: Any) -> list[Document]:
         """Retrieve; called with ``k=`` and ``expand=False`` for matches alone."""
@@ -45,21 +54,28 @@ class Expandable(Protocol):
 
 
 def rerank(
-    reranker: BaseDocumentCompressor, hits: Sequence[Document], query: str, top_n: int, callbacks: Callbacks = None
+    reranker: BaseDocumentCompressor,
+    hits: Sequence[Document],
+    query: str,
+    k: int | None = None,
+    callbacks: Callbacks = None,
+    *,
+    top_n: int | None = None,
 ) -> list[Document]:
-    """Rerank matches, keep ``top_n``, and record ``rerank_score`` on copies of them.
+    """Rerank matches, keep the best ``k``, and record ``rerank_score`` on copies of them.
 
     LangChain's ``CrossEncoderReranker`` drops its scores, so for it the cross-encoder
     is called directly (the same scoring and sort); other compressors are asked to
     ``compress_documents`` and their ``relevance_score`` metadata, where they set one,
-    becomes ``rerank_score``.
+    becomes ``rerank_score``. ``top_n`` is the old name of ``k`` (deprecated).
     """
+    k = _k_of("rerank", k, top_n)
     scored = _cross_encoder_scores(reranker, hits, query)
     if scored is None:
         kept = list(reranker.compress_documents(hits, query, callbacks=callbacks))
         scored = [(d, d.metadata.get(RELEVANCE_SCORE)) for d in kept]
     out = []
-    for doc, score in scored[:top_n]:
+    for doc, score in scored[:k]:
         metadata = {**doc.metadata}
         if score is not None:
             metadata[RERANK_SCORE] = float(score)
@@ -79,8 +95,19 @@ def _cross_encoder_scores(
     return [(hits[i], float(scores[i])) for i in order]
 
 
-DEFAULT_TOP_N = 4
-"""Matches kept when neither ``top_n`` nor a budget says how many."""
+def _k_of(owner: str, k: int | None, top_n: int | None) -> int:
+    """The count of matches kept, given as ``k`` or under its old name ``top_n`` (with a warning)."""
+    if top_n is not None:
+        calls.deprecated(f"{owner}(top_n=...) is now k=...; the old name will be removed.")
+        if k is not None and k != top_n:
+            msg = f"{owner}: `top_n` is the old name of `k`; pass `k` alone (got k={k}, top_n={top_n})."
+            raise ValueError(msg)
+        k = top_n
+    if k is None:
+        msg = f"{owner} needs `k`, the number of matches to keep."
+        raise TypeError(msg)
+    check_positive("k", k)
+    return k
 
 
 class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
@@ -90,7 +117,7 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
     windows (or parents) happens after. Each result keeps ``score`` (retrieval) and
     ``rerank_score``.
 
-    Per call: ``k`` (or ``top_n``), ``fetch_k`` and ``filter`` for matching and reranking;
+    Per call: ``k``, ``fetch_k`` and ``filter`` for matching and reranking;
     ``before``, ``after``, ``merge`` (windows) and ``max_tokens`` (both) for the expansion,
     e.g. ``invoke(q, k=2, before=3, after=0, max_tokens=300)``.
 
@@ -103,7 +130,7 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
                 retriever=window_retriever,  # a SentenceWindowRetriever
                 reranker=EmbeddingsReranker(embeddings=my_embeddings),  # or CrossEncoderReranker
                 fetch_k=20,
-                top_n=4,
+                k=4,
             )
             pipeline.invoke("what did they decide about the budget?")
     """
@@ -114,16 +141,19 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
     """Scores the matches, e.g. LangChain's ``CrossEncoderReranker``."""
     fetch_k: int = 20
     """Matches retrieved for the reranker to score."""
-    top_n: int | None = None
-    """Matches kept after reranking, each then expanded. None (the default): every match, in
-    reranked order, as far as the budget (``max_tokens``, per call or the retriever's) holds
-    them; without a budget, 4."""
+    k: int | None = None
+    """Matches kept after reranking, each then expanded. None (the default): as the retriever's
+    ``budget_policy`` says: with a budget (``max_tokens``, per call or the retriever's) every
+    match, in reranked order, as far as the budget holds them; without one, 4."""
+
+    top_n = calls.renamed_attribute("RerankThenExpand", "top_n", "k")
 
     @model_validator(mode="before")
     @classmethod
     def _known_arguments(cls, data: Any) -> Any:
         """A typo (``top_k=5``) is an error naming the closest valid argument."""
         if isinstance(data, dict):
+            data = calls.renamed(cls.__name__, data, {"top_n": "k"})
             reject_unknown(cls.__name__, data, [*cls.model_fields, "callbacks"])
         return data
 
@@ -135,8 +165,8 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
                 f"{type(self.retriever).__name__}. Use SentenceWindowRetriever or BudgetedParentDocumentRetriever."
             )
             raise ValueError(msg)
-        if self.top_n is not None and (self.top_n < 1 or self.fetch_k < self.top_n):
-            msg = f"Need 1 <= `top_n` <= `fetch_k`, got top_n={self.top_n}, fetch_k={self.fetch_k}."
+        if self.k is not None and (self.k < 1 or self.fetch_k < self.k):
+            msg = f"Need 1 <= `k` <= `fetch_k`, got k={self.k}, fetch_k={self.fetch_k}."
             raise ValueError(msg)
 
     def _get_relevant_documents(
@@ -159,16 +189,14 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
             unknown,
             ("k", "top_n", "fetch_k", "filter", "before", "after", "merge", "max_tokens"),
         )
-        if k is not None and top_n is not None and k != top_n:
-            msg = f"`k` and `top_n` both name the number of units returned; pass one, got k={k}, top_n={top_n}."
-            raise ValueError(msg)
         fetch = self.fetch_k if fetch_k is None else fetch_k
         check_positive("fetch_k", fetch)
-        keep = next((n for n in (k, top_n) if n is not None), self.top_n)
-        budget = max_tokens if max_tokens is not None else getattr(self.retriever, "max_tokens", None)
-        if keep is None:
-            keep = fetch if budget is not None else min(DEFAULT_TOP_N, fetch)
-        check_positive("top_n", keep)
+        if k is None and top_n is None:
+            k = self.k
+        if k is None and top_n is None:
+            budget = max_tokens if max_tokens is not None else self.retriever.max_tokens
+            k = self.retriever.budget_policy.kept_after_rerank(fetch, budget)
+        keep = _k_of(f"{type(self).__name__}.invoke", k, top_n)
         hits = self.retriever.invoke(
             query, config={"callbacks": run_manager.get_child()}, k=fetch, expand=False, **_where(filter)
         )
@@ -183,16 +211,23 @@ def _where(metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def rerank_then_expand_chain(
-    retriever: Any, reranker: BaseDocumentCompressor, *, fetch_k: int = 20, top_n: int = 4
+    retriever: Any,
+    reranker: BaseDocumentCompressor,
+    *,
+    fetch_k: int = 20,
+    k: int | None = None,
+    top_n: int | None = None,
 ) -> Runnable[str, list[Document]]:
     """The same pipeline as an explicit LCEL chain: hits, then rerank, then expand.
 
     ``question -> {"query", "matches"} -> reranked hits -> expanded units``; each step is
-    its own runnable, visible in traces, and any can be swapped.
+    its own runnable, visible in traces, and any can be swapped. ``k`` reranked matches are
+    expanded (4 by default; ``top_n`` is its old name, deprecated).
     """
+    k = 4 if k is None and top_n is None else _k_of("rerank_then_expand_chain", k, top_n)
     matches = RunnableLambda(lambda q: retriever.invoke(q, k=fetch_k, expand=False), name="match")
     reranked: RunnableLambda[dict[str, Any], list[Document]] = RunnableLambda(
-        lambda x: rerank(reranker, x["matches"], x["query"], top_n), name="rerank"
+        lambda x: rerank(reranker, x["matches"], x["query"], k), name="rerank"
     )
     expanded = RunnableLambda(retriever.expand_hits, afunc=retriever.aexpand_hits, name="expand")
     chain: Runnable[str, list[Document]] = {"query": RunnablePassthrough(), "matches": matches} | reranked | expanded
@@ -211,7 +246,8 @@ class EmbeddingsReranker(BaseDocumentCompressor):
     embeddings: Embeddings
     """The model that embeds the query and the texts."""
     top_n: int | None = None
-    """How many to keep; all when None."""
+    """How many to keep; all when None. Named as LangChain's rerankers (``CrossEncoderReranker``)
+    name it, so one can stand in for the other."""
 
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None

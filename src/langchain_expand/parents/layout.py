@@ -51,7 +51,7 @@ class Children:
     metadata: dict[str, Any]
     """What every child carries besides its position."""
     prefixes: list[str] | None = None
-    """What is embedded before each child (``child_context``); None: nothing."""
+    """What is embedded before each child (``child_prefix``); None: nothing."""
 
     @property
     def n(self) -> int:
@@ -63,7 +63,7 @@ class Children:
         return (unit_id(self.parent_id, i) for i in range(self.n))
 
     def records(self) -> Iterator[tuple[str, Document, str]]:
-        """Each child's id, record and the text embedded for it (its context and its own text)."""
+        """Each child's id, record and the text embedded for it (its prefix and its own text)."""
         for i, (s, e) in enumerate(self.chunks):
             meta = {**self.metadata, STORED_INDEX: i, STORED_START: self.base + s, STORED_END: self.base + e}
             own = self.text[s:e]

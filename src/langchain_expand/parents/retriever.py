@@ -51,7 +51,7 @@ from langchain_expand.store.records import (
     revision,
 )
 from langchain_expand.store.search import Diversified, VectorSearch, overfetch
-from langchain_expand.text.context import SentenceContext, StructuralContext, checked_prefixes
+from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix, checked_prefixes
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter, StructureSplitter, located_parents
 from langchain_expand.text.sections import locate as locate_chunks
 from langchain_expand.text.tokens import TokenCounter
@@ -173,16 +173,18 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     """Cap on the joined context of all returned parents (``"\\n\\n"`` between them)."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
     """Counts tokens for ``tokens`` and both budgets."""
-    child_context: SentenceContext | None = Field(default_factory=StructuralContext)
+    child_prefix: EmbeddingPrefix | None = Field(default_factory=StructuralPrefix)
     """What is embedded before each child, never returned: by default the heading above it, its
     table's column headings and its line's speaker label, read from the whole document
-    (:class:`StructuralContext`, called with the children's spans); None embeds each child
+    (:class:`StructuralPrefix`, called with the children's spans); None embeds each child
     alone, as the stock class does. Changing it re-embeds a document when it is next added."""
     batch_size: int = 4096
     """Children embedded and written per call to the vector store."""
     budget_policy: BudgetPolicy = Field(default_factory=BudgetPolicy)
     """How far a budget reaches: how much is gathered before the exact fit, and when gathering
     stops (:class:`~langchain_expand.policy.BudgetPolicy`; each default measured)."""
+
+    child_context = calls.renamed_attribute("BudgetedParentDocumentRetriever", "child_context", "child_prefix")
 
     _vectors: StoreAdapter = PrivateAttr()
 
@@ -211,6 +213,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         """
         if not isinstance(values, dict):
             return values
+        values = calls.renamed(cls.__name__, values, {"child_context": "child_prefix"})
         calls.reject_unknown(cls.__name__, values, [*cls.model_fields, "callbacks"])
         if values.get("docstore") is None and values.get("byte_store") is None:
             msg = (
@@ -377,7 +380,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             self.parent_splitter,
             self.child_splitter,
             metadata_fingerprint(doc.metadata),
-            self.child_context,
+            self.child_prefix,
         )
         parents: list[tuple[str, Document]] = []
         children: list[Children] = []
@@ -392,7 +395,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             parent.id = parent_id
             parents.append((parent_id, parent))
             children.append(kids)
-        children = self._with_context(doc.page_content, children, doc_id)
+        children = self._with_prefix(doc.page_content, children, doc_id)
         return Prepared(
             doc_id,
             rev,
@@ -414,12 +417,12 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             parent.metadata[DOC_ID] = doc_id
         return parents
 
-    def _with_context(self, text: str, children: list[Children], doc_id: str) -> list[Children]:
-        """The children with what ``child_context`` embeds before each, checked; unchanged without it."""
-        if self.child_context is None:
+    def _with_prefix(self, text: str, children: list[Children], doc_id: str) -> list[Children]:
+        """The children with what ``child_prefix`` embeds before each, checked; unchanged without it."""
+        if self.child_prefix is None:
             return children
         spans = [(kids.base + s, kids.base + e) for kids in children for s, e in kids.chunks]
-        prefixes = checked_prefixes(self.child_context, text, spans, doc_id, setting="child_context", unit="child")
+        prefixes = checked_prefixes(self.child_prefix, text, spans, doc_id, setting="child_prefix", unit="child")
         if prefixes is None:
             return children
         out, at = [], 0

@@ -131,7 +131,8 @@ def fingerprint(obj: object) -> str:
     """A stable description of a splitter's settings, so that changing them re-splits on the next add.
 
     - an object: its type and its plain attributes (str, int, float, bool, None), each under
-      the name its class's ``revision_names`` maps it to (so renaming one re-embeds nothing);
+      the name its class's ``revision_names`` maps it to, and the type under its class's
+      ``revision_type`` where it has one (so renaming either re-embeds nothing);
     - a function or lambda: its qualified name, a hash of its code (body and constants), and
       its defaults and closure values, each described the same way;
     - a ``functools.partial``: its function and its arguments, described the same way.
@@ -169,7 +170,8 @@ def _described(obj: object, depth: int) -> str:
     plain = sorted(
         (names.get(k, k), v) for k, v in attrs.items() if isinstance(v, str | int | float | bool | type(None))
     )
-    return f"{type(obj).__module__}.{type(obj).__qualname__}{plain}"
+    kind = getattr(type(obj), "revision_type", f"{type(obj).__module__}.{type(obj).__qualname__}")
+    return f"{kind}{plain}"
 
 
 def _filled(cell: types.CellType) -> bool:

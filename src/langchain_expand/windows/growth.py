@@ -144,7 +144,7 @@ def grow(
     sentences: Sentences,
     target: int,
     *,
-    max_units: int | None = None,
+    k: int | None = None,
     max_radius: int = MAX_RADIUS,
     decay: float | None = None,
     similarity_weight: float | None = None,
@@ -170,7 +170,7 @@ def grow(
             must be in ``sentences``.
         sentences: Token count and query similarity of each sentence known so far.
         target: Tokens to gather (the caller fits the result to its budget exactly).
-        max_units: At most this many regions; later seeds are skipped and the budget goes
+        k: At most this many regions; later seeds are skipped and the budget goes
             to growing the regions already taken.
         max_radius: A region reaches at most this far from its seed, on each side.
         decay: The closeness prior's factor per sentence of distance; ``decay_for(target)`` if None.
@@ -185,7 +185,7 @@ def grow(
     """
     weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
     decay = decay_for(target) if decay is None else decay
-    regions = _Regions(seeds, sentences.get, max_units, max_radius, decay, weight, taken or {})
+    regions = _Regions(seeds, sentences.get, k, max_radius, decay, weight, taken or {})
     heap = regions.heap()
     known_get, owner, docs = sentences.get, regions.owner, regions.docs
     push, pop = heapq.heappush, heapq.heappop
@@ -222,13 +222,13 @@ class _Regions:
         self,
         seeds: Sequence[Seed],
         known_get: Callable[[Position], Sentence | None],
-        max_units: int | None,
+        k: int | None,
         max_radius: int,
         decay: float,
         weight: float,
         taken: Mapping[int, tuple[int, int]],
     ) -> None:
-        self.seeds, self.known_get, self.max_units, self.weight, self.taken = seeds, known_get, max_units, weight, taken
+        self.seeds, self.known_get, self.k, self.weight, self.taken = seeds, known_get, k, weight, taken
         self.order = itertools.count()
         # Per seed, what a neighbour's priority needs of it; the closeness prior's powers, once.
         # (The same products in the same order as written out: priorities are bit-identical.)
@@ -302,9 +302,9 @@ class _Regions:
         return first, last, cost
 
     def take(self, number: int, index: int, distance: int, first: int, last: int, known: Sentence | None) -> bool:
-        """Give ``[first, last)`` to region ``number`` (a seed starts it); False past ``max_units``."""
+        """Give ``[first, last)`` to region ``number`` (a seed starts it); False past ``k``."""
         if distance == 0:
-            if self.max_units is not None and len(self.firsts) >= self.max_units:
+            if self.k is not None and len(self.firsts) >= self.k:
                 return False
             self.firsts[number], self.lasts[number] = first, last
         elif index < self.firsts[number]:  # a region grows at one of its ends: a sentence, or a table's rows

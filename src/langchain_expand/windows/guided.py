@@ -109,7 +109,7 @@ class Growing:
                 seeds,
                 self.known,
                 target,
-                max_units=self.plan.k,
+                k=self.plan.k,
                 max_radius=self.plan.max_radius,
                 decay=self.decay,
                 unknown_tokens=self.plan.policy.tokens_per_sentence,

@@ -20,7 +20,7 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
 from langchain_expand.store.records import UnitIds, check_text, encode_metadata, metadata_fingerprint, revision, unit_id
-from langchain_expand.text.context import SentenceContext, checked_prefixes
+from langchain_expand.text.prefixes import EmbeddingPrefix, checked_prefixes
 from langchain_expand.text.sentences import Span
 from langchain_expand.text.tokens import count_spans
 from langchain_expand.units import (
@@ -61,8 +61,8 @@ class SentenceRecords:
     ) -> None:
         """``counts``: each sentence's token count, and each one's joined with the next (for the local copies).
 
-        ``prefixes``: what is embedded before each sentence (its context; see
-        :mod:`langchain_expand.text.context`), None for nothing.
+        ``prefixes``: what is embedded before each sentence (its prefix; see
+        :mod:`langchain_expand.text.prefixes`), None for nothing.
         """
         self.doc_id = doc_id
         self.text = text
@@ -100,7 +100,7 @@ class SentenceRecords:
         return Document(page_content=self.text[start:end], metadata=meta)
 
     def embedded(self, i: int) -> str:
-        """What is embedded for sentence ``i``: its context's prefix, then its text."""
+        """What is embedded for sentence ``i``: its prefix, then its text."""
         start, end = self.starts[i], self.ends[i]
         return (self.prefixes[i] if self.prefixes is not None else "") + self.text[start:end]
 
@@ -225,7 +225,7 @@ def prepare(
     *,
     splitter: Callable[[str], list[Span]],
     token_counter: Callable[[str], int],
-    sentence_context: SentenceContext | None,
+    sentence_prefix: EmbeddingPrefix | None,
     max_sentence_tokens: int | None,
     keep_counts: bool,
     check_metadata: Callable[[dict[str, Any], str], None],
@@ -255,11 +255,11 @@ def prepare(
         own = counts[0] if counts is not None else count_spans(token_counter, text, spans)
         _check_sentence_sizes(own, spans, doc_id, max_sentence_tokens)
     prefixes = None
-    if sentence_context is not None:
-        prefixes = checked_prefixes(sentence_context, text, spans, doc_id, setting="sentence_context", unit="sentence")
+    if sentence_prefix is not None:
+        prefixes = checked_prefixes(sentence_prefix, text, spans, doc_id, setting="sentence_prefix", unit="sentence")
     base = encode_metadata(doc.metadata, doc_id)
     check_metadata(base, doc_id)
-    rev = revision(text, splitter, metadata_fingerprint(base), sentence_context)
+    rev = revision(text, splitter, metadata_fingerprint(base), sentence_prefix)
     body = SentenceRecords(doc_id, text, spans, base, rev, counts, prefixes)
     return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
 

@@ -1,6 +1,6 @@
 """Sentence-window retrieval: match one sentence, return its neighbourhood, inside a budget.
 
-Each sentence is embedded on its own (with its context: heading, speaker), and windows are
+Each sentence is embedded on its own (after its prefix: heading, speaker), and windows are
 computed at query time from positions, so ``k``, ``before``, ``after`` and the budget change
 per call with no re-embedding. With a budget (``max_tokens``) windows are *guided*: each grows
 from its hit toward the neighbours most like the query until the budget is spent
@@ -39,7 +39,7 @@ from langchain_expand.store.records import (
     unit_id,
 )
 from langchain_expand.store.search import VectorSearch, overfetch
-from langchain_expand.text.context import SentenceContext, StructuralContext
+from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
 from langchain_expand.text.ranges import window_bounds
 from langchain_expand.text.sentences import SentenceSplitter, Span
 from langchain_expand.text.tokens import TokenCounter, counter_key
@@ -114,8 +114,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     ``k``, ``before``, ``after``, ``expand``, ``merge``, ``filter`` and ``max_tokens`` also
     change per call, with no re-embedding: ``invoke(query, before=3, after=1, max_tokens=1500)``.
 
-    Each sentence is embedded with its context (the heading above it, its table's column
-    headings, its line's speaker label: ``sentence_context``), so a question that names what a
+    Each sentence is embedded after a prefix (the heading above it, its table's column
+    headings, its line's speaker label: ``sentence_prefix``), so a question that names what a
     sentence leaves implicit still finds it; what is stored and returned is the source text.
 
     Everything needed at query time lives in the vector store, so a new retriever over
@@ -204,9 +204,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     Markdown table's column headings are one sentence and each later row another, so a question
     about one row matches that row, and guided growth takes the rows of a table together where
     they fit. Text without tables splits as it would without ``table_rows``."""
-    sentence_context: SentenceContext | None = Field(default_factory=StructuralContext)
+    sentence_prefix: EmbeddingPrefix | None = Field(default_factory=StructuralPrefix)
     """What is embedded before each sentence, never returned: by default its heading, its table's
-    column headings and its line's speaker label (:class:`StructuralContext`); None embeds each
+    column headings and its line's speaker label (:class:`StructuralPrefix`); None embeds each
     sentence alone. Changing it re-embeds a document when it is next added."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
     """Counts the ``tokens`` of each returned unit."""
@@ -228,6 +228,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     before the exact fit, when guided windows grow on into room left
     (:class:`~langchain_expand.policy.BudgetPolicy`; each default measured)."""
 
+    sentence_context = calls.renamed_attribute("SentenceWindowRetriever", "sentence_context", "sentence_prefix")
+
     _vectors: StoreAdapter = PrivateAttr()
     _cache: SentenceCache = PrivateAttr(default_factory=SentenceCache)
     _views: StoreViews = PrivateAttr(default_factory=StoreViews)
@@ -241,6 +243,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """Unknown arguments are errors; LangChain's ``search_kwargs`` maps onto the fields."""
         if not isinstance(data, dict):
             return data
+        data = calls.renamed(cls.__name__, data, {"sentence_context": "sentence_prefix"})
         data = calls.from_search_kwargs(cls.__name__, data, _SEARCH_KWARGS)
         calls.reject_unknown(cls.__name__, data, [*cls.model_fields, "callbacks"])
         return data
@@ -368,7 +371,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             doc_id,
             splitter=self.splitter,
             token_counter=self.token_counter,
-            sentence_context=self.sentence_context,
+            sentence_prefix=self.sentence_prefix,
             max_sentence_tokens=self.max_sentence_tokens,
             keep_counts=self.lexical is not None and counter_key(self.token_counter) is not None,
             check_metadata=self._vectors.check_metadata,

@@ -31,8 +31,8 @@ differ on each, so :func:`adapt` wraps the user's store in its adapter, one per 
   writes replace, deletes skip unknown ids.
 * **Stored vectors.** Chroma, FAISS, Qdrant and ``InMemoryVectorStore`` hand them back;
   any other store has the texts embedded again (same vectors, more time). The same four
-  take a record's text with the vector of another text (a sentence embedded with its
-  context, :mod:`langchain_expand.text.context`); any other store embeds the record's own text.
+  take a record's text with the vector of another text (a sentence embedded after its
+  prefix, :mod:`langchain_expand.text.prefixes`); any other store embeds the record's own text.
 * **A change mark** (Chroma only): every writer that finishes leaves a new random mark in
   a small collection beside the store's, so a reader learns in one read whether anything
   was written since it last looked (:meth:`StoreAdapter.marked`).

@@ -3,7 +3,7 @@
 A sentence alone often lacks the words a question uses. The second sentence of a turn
 ("She could be giving birth in the cab .") does not name its speaker; a manual's "Press and
 hold the button" does not name the feature its section is about; the later rows of a long
-table do not carry its column headings. :class:`StructuralContext` reads the document's
+table do not carry its column headings. :class:`StructuralPrefix` reads the document's
 structure and gives each sentence a short prefix that is embedded with it (the stored text,
 offsets and windows are the sentence's own):
 
@@ -30,15 +30,15 @@ from dataclasses import dataclass
 from langchain_expand.text import markdown
 from langchain_expand.text.sentences import SPEAKER, Span
 
-__all__ = ["SentenceContext", "StructuralContext"]
+__all__ = ["EmbeddingPrefix", "StructuralPrefix"]
 
-SentenceContext = typing.Callable[[str, Sequence[Span]], list[str]]
-SentenceContext.__doc__ = """What is embedded before each sentence (or child), and never returned.
+EmbeddingPrefix = typing.Callable[[str, Sequence[Span]], list[str]]
+EmbeddingPrefix.__doc__ = """What is embedded before each sentence (or child), and never returned.
 
-Called as ``context(text, spans)`` with a document's whole text and its units' ``(start, end)``
+Called as ``prefix(text, spans)`` with a document's whole text and its units' ``(start, end)``
 char spans, it returns one prefix per span, ``""`` for none; the retriever embeds
 ``prefix + text[start:end]``, so a unit is matched with what it needs to be understood (the
-heading above it, its table's column names, its line's speaker). :class:`StructuralContext` is
+heading above it, its table's column names, its line's speaker). :class:`StructuralPrefix` is
 the default; any function of that shape will do, and a change re-embeds a document when it is
 next added. One string per span, or the document is refused by name before anything is written."""
 
@@ -48,18 +48,22 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")  # line ends as the Markdown parser counts 
 
 
 @dataclass(frozen=True)
-class StructuralContext:
+class StructuralPrefix:
     r"""Each sentence's heading, table headings and speaker label, as a prefix to embed with it.
 
     Example:
         .. code-block:: python
 
-            from langchain_expand import StructuralContext
+            from langchain_expand import StructuralPrefix
 
             text = "# Setup\nAnna: Plug it in. Then wait.\n"
-            context = StructuralContext()
-            context(text, [(8, 25), (26, 36)])  # ['Setup\n', 'Setup\nAnna: ']
+            prefix = StructuralPrefix()
+            prefix(text, [(8, 25), (26, 36)])  # ['Setup\n', 'Setup\nAnna: ']
     """
+
+    revision_type: typing.ClassVar[str] = "langchain_expand.text.context.StructuralContext"
+    """The name each document's stored revision knows this class by (its name before it was
+    renamed; :func:`~langchain_expand.store.records.fingerprint`): the rename re-embeds nothing."""
 
     headings: bool = True
     """Prefix the title of the Markdown heading above the sentence."""
@@ -92,7 +96,7 @@ class StructuralContext:
             line = bisect.bisect_right(lines, start) - 1
             parts: list[str] = []
             at = bisect.bisect_right(heading_lines, line) - 1  # the last heading at or above this line
-            if at >= 0 and heading_lines[at] == line:  # a heading's own context is the heading it is under
+            if at >= 0 and heading_lines[at] == line:  # a heading's own prefix is the heading it is under
                 at = above[at]
             if at >= 0:
                 parts.append(_title(headings[at].title)[: self.max_chars] + "\n")
@@ -110,16 +114,16 @@ class StructuralContext:
 
 
 def checked_prefixes(
-    context: SentenceContext, text: str, spans: Sequence[Span], doc_id: str, *, setting: str, unit: str
+    prefix: EmbeddingPrefix, text: str, spans: Sequence[Span], doc_id: str, *, setting: str, unit: str
 ) -> list[str] | None:
-    """``context``'s prefix for each of ``spans``, checked; None where none has one.
+    """``prefix``'s string for each of ``spans``, checked; None where none has one.
 
     ``setting`` and ``unit`` name the retriever's setting and what a span is, for the error.
 
     Raises:
-        ValueError: Naming the document, when ``context`` does not return one string per span.
+        ValueError: Naming the document, when ``prefix`` does not return one string per span.
     """
-    prefixes = context(text, spans)
+    prefixes = prefix(text, spans)
     if not isinstance(prefixes, list) or len(prefixes) != len(spans) or not all(isinstance(p, str) for p in prefixes):
         got = f"{len(prefixes)} items" if isinstance(prefixes, list) else type(prefixes).__name__
         msg = (

@@ -10,15 +10,15 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand import SentenceSplitter, SentenceWindowRetriever, Span, StructuralContext, TokenCounter
+from langchain_expand import SentenceSplitter, SentenceWindowRetriever, Span, StructuralPrefix, TokenCounter
 
 SPLITTER = SentenceSplitter(token_counter=TokenCounter())
 
 
-def prefixed(text: str, context: StructuralContext | None = None) -> list[tuple[str, str]]:
+def prefixed(text: str, context: StructuralPrefix | None = None) -> list[tuple[str, str]]:
     """Each sentence of ``text`` with the prefix embedded before it."""
     spans = SPLITTER(text)
-    prefixes = (context or StructuralContext())(text, spans)
+    prefixes = (context or StructuralPrefix())(text, spans)
     return [(p, text[s:e]) for p, (s, e) in zip(prefixes, spans, strict=True)]
 
 
@@ -48,7 +48,7 @@ def test_a_tables_rows_carry_its_column_headings() -> None:
     rows = "\n".join(f"| Item {i} | {i}.5 | {i}.25 |" for i in range(80))
     text = f"Sales by year.\n\n{header}\n{rows}\n"
     spans = SentenceSplitter(token_counter=TokenCounter(), max_unit_tokens=120)(text)
-    prefixes = StructuralContext()(text, spans)
+    prefixes = StructuralPrefix()(text, spans)
     pieces = [text[s:e] for s, e in spans]
     assert len(pieces) > 3  # the table is cut into pieces of rows
     assert prefixes[:2] == ["", ""]  # the prose, and the piece holding the headings
@@ -61,7 +61,7 @@ def test_a_tables_rows_carry_its_column_headings() -> None:
 def test_a_plain_tables_heading_is_its_first_row() -> None:
     text = "| Name | Value |\n|---|---|\n" + "\n".join(f"| key{i} | {i} |" for i in range(60))
     spans = SentenceSplitter(token_counter=TokenCounter(), max_unit_tokens=60)(text)
-    prefixes = StructuralContext()(text, spans)
+    prefixes = StructuralPrefix()(text, spans)
     assert prefixes[0] == ""
     assert set(prefixes[1:]) == {"| Name | Value |\n"}
 
@@ -70,9 +70,9 @@ def test_each_part_can_be_turned_off_and_is_cut_to_max_chars() -> None:
     text = "## Pairing the remote\nAnna: Point it. Hold it.\n"
     heading = "Pairing the remote\n"
     assert [p for p, _ in prefixed(text)] == ["", heading, heading + "Anna: "]
-    assert [p for p, _ in prefixed(text, StructuralContext(headings=False))] == ["", "", "Anna: "]
-    assert [p for p, _ in prefixed(text, StructuralContext(labels=False))] == ["", heading, heading]
-    assert [p for p, _ in prefixed(text, StructuralContext(max_chars=7))] == ["", "Pairing\n", "Pairing\nAnna: "]
+    assert [p for p, _ in prefixed(text, StructuralPrefix(headings=False))] == ["", "", "Anna: "]
+    assert [p for p, _ in prefixed(text, StructuralPrefix(labels=False))] == ["", heading, heading]
+    assert [p for p, _ in prefixed(text, StructuralPrefix(max_chars=7))] == ["", "Pairing\n", "Pairing\nAnna: "]
 
 
 def test_a_headings_attribute_list_is_not_part_of_its_title() -> None:
@@ -88,7 +88,7 @@ def test_plain_prose_has_no_context() -> None:
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])
 def test_max_chars_is_checked(bad: object) -> None:
     with pytest.raises(ValueError, match="`max_chars` must be an int >= 1"):
-        StructuralContext(max_chars=bad)  # type: ignore[arg-type]
+        StructuralPrefix(max_chars=bad)  # type: ignore[arg-type]
 
 
 LINES = st.sampled_from(
@@ -111,7 +111,7 @@ LINES = st.sampled_from(
 def test_one_prefix_per_sentence_made_only_of_text_before_it(lines: list[str], end: str) -> None:
     text = end.join(lines)
     spans = SPLITTER(text)
-    prefixes = StructuralContext()(text, spans)
+    prefixes = StructuralPrefix()(text, spans)
     assert len(prefixes) == len(spans)
     for prefix, (start, _) in zip(prefixes, spans, strict=True):
         for part in filter(None, prefix.replace(": ", ":\n").split("\n")):
@@ -154,7 +154,7 @@ def test_a_sentence_is_stored_alone_and_embedded_with_its_context(
     [expected] = minilm.embed_documents(["The lost things\nJoey Tribbiani: It fell behind the fridge ."])
     assert unit(vector) @ unit(expected) == pytest.approx(1.0, abs=1e-5)
 
-    alone = make_retriever(sentence_context=None)
+    alone = make_retriever(sentence_prefix=None)
     alone.add_documents([Document(SCENE, id="scene")])
     _, plain = stored(alone, "It fell behind the fridge .")
     [expected] = minilm.embed_documents(["It fell behind the fridge ."])
@@ -168,8 +168,8 @@ def test_a_question_naming_the_speaker_finds_their_later_sentence(
 ) -> None:
     query = "Where did Joey's thing end up?"
     scores = {}
-    for context in (StructuralContext(), None):
-        retriever = make_retriever(sentence_context=context)
+    for context in (StructuralPrefix(), None):
+        retriever = make_retriever(sentence_prefix=context)
         retriever.add_documents([Document(SCENE, id="scene")])
         hits = retriever.invoke(query, expand=False, k=5)
         scores[context is None] = {h.page_content: h.metadata["score"] for h in hits}
@@ -182,11 +182,11 @@ def test_a_question_naming_the_speaker_finds_their_later_sentence(
 def test_another_context_re_embeds_a_document_when_it_is_next_added(
     make_retriever: Callable[..., SentenceWindowRetriever], counting: Any
 ) -> None:
-    retriever = make_retriever(sentence_context=None)
+    retriever = make_retriever(sentence_prefix=None)
     doc = Document(SCENE, id="scene")
     assert retriever.index_documents([doc]).written == ["scene"]
     assert retriever.index_documents([doc]).unchanged == ["scene"]  # the same settings: nothing embedded
-    contextual = retriever.model_copy(update={"sentence_context": StructuralContext()})
+    contextual = retriever.model_copy(update={"sentence_prefix": StructuralPrefix()})
     assert contextual.index_documents([doc]).written == ["scene"]
     _, vector = stored(contextual, "It fell behind the fridge .")
     [expected] = counting.embed_documents(["The lost things\nJoey Tribbiani: It fell behind the fridge ."])
@@ -199,8 +199,8 @@ def test_a_context_that_does_not_give_one_prefix_a_sentence_is_refused_before_an
     def short(text: str, spans: Sequence[Span]) -> list[str]:
         return [""] * (len(spans) - 1) if "Joey" in text else [""] * len(spans)
 
-    retriever = make_retriever(sentence_context=short)
+    retriever = make_retriever(sentence_prefix=short)
     good, bad = Document("A first line. A second one.", id="good"), Document(SCENE, id="scene")
-    with pytest.raises(ValueError, match=r"Document 'scene': `sentence_context` must return a list of 7 strings"):
+    with pytest.raises(ValueError, match=r"Document 'scene': `sentence_prefix` must return a list of 7 strings"):
         retriever.add_documents([good, bad])
     assert retriever.invoke("first line", k=2) == []  # nothing of the batch was written
