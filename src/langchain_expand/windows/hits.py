@@ -37,6 +37,7 @@ from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, fuse
 from langchain_expand.windows.snapshot import Bm25
 
 __all__ = [
+    "Beside",
     "DenseSearch",
     "Hit",
     "Hits",
@@ -46,7 +47,6 @@ __all__ = [
     "SearchedAhead",
     "SnapshotHits",
     "SnapshotSearch",
-    "beside",
     "from_match",
     "to_hit",
 ]
@@ -54,27 +54,29 @@ __all__ = [
 Search = Callable[[int], list[tuple[Document, float]]]
 """Asked for ``k``, gives the best matches with their relevance, best first."""
 
-_BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
-"""Runs the lexical search beside the dense one."""
-
-
-def _renew_after_fork() -> None:
-    """A forked child has none of its parent's threads: a pool inherited from it would never run a task."""
-    global _BESIDE
-    _BESIDE = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_renew_after_fork)
-
-
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
-def beside(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
-    """Run ``fn`` on the pool beside the query's thread (the lexical search, the store's change mark)."""
-    return _BESIDE.submit(fn, *args, **kwargs)
+class Beside:
+    """Runs work beside a query's thread: the lexical search, the store's change mark, a BM25 build.
+
+    A thread pool of its own, made at the first task, and made again in a forked child (a
+    server's worker), which has none of its parent's threads: a pool inherited from the
+    parent would never run a task. Each retriever's views hold one.
+    """
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+
+    def __call__(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """``fn(*args, **kwargs)`` on the pool; its future."""
+        pool = self._pool
+        if pool is None or self._pid != os.getpid():  # two first tasks may race: one pool is dropped, unused
+            pool = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
+            self._pool, self._pid = pool, os.getpid()
+        return pool.submit(fn, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -194,12 +196,18 @@ class HybridSearch:
     """
 
     def __init__(
-        self, ranking: Ranking, dense: VectorSearch, lexical: BaseLexicalIndex | SearchedAhead, reads: Reads
+        self,
+        ranking: Ranking,
+        dense: VectorSearch,
+        lexical: BaseLexicalIndex | SearchedAhead,
+        reads: Reads,
+        beside: Beside,
     ) -> None:
         self.ranking = ranking
         self.dense = dense
         self.lexical = lexical
         self.reads = reads
+        self.beside = beside
 
     def __call__(self, k: int) -> list[tuple[Document, float]]:
         """Both rankings' best ``k``, fused: up to ``2k`` records, best first."""
@@ -210,7 +218,7 @@ class HybridSearch:
             # SQLite's BM25 runs beside the dense search (both release the GIL), after the
             # embedding, which keeps every core busy on its own (measured: 3 of 7 ms saved).
             self.dense.vector()
-            lexical = beside(self.lexical.search, self.dense.query, k)
+            lexical = self.beside(self.lexical.search, self.dense.query, k)
             scored = self.ranking(k, lambda: (hit.doc_id for hit in lexical.result()))
             found = lexical.result()
         for hit in found:

@@ -409,10 +409,10 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         search: Search = stored
         seeds: Hits | None = None
         if held is not None and ranked is not None:
-            search = HybridSearch(SnapshotSearch(dense, reads), dense, ranked, reads)
+            search = HybridSearch(SnapshotSearch(dense, reads), dense, ranked, reads, self._views.beside)
             seeds = SnapshotHits(dense, ranked, reads)
         elif lexical is not None:  # past the snapshot's limit, BM25 in memory where it is current
-            search = HybridSearch(stored, dense, lexical if ranked is None else ranked, reads)
+            search = HybridSearch(stored, dense, lexical if ranked is None else ranked, reads, self._views.beside)
         found = self._answer(plan, search, dense, reads, seeds)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:

@@ -16,7 +16,7 @@ from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import snapshot
 from langchain_expand.windows.cache import HeadsAtMark
-from langchain_expand.windows.hits import SearchedAhead, beside
+from langchain_expand.windows.hits import Beside, SearchedAhead
 from langchain_expand.windows.lexical import BaseLexicalIndex
 from langchain_expand.windows.snapshot import Snapshot
 
@@ -33,7 +33,9 @@ class StoreViews:
         """Empty views; ``ranking`` builds BM25 past the limit (beside the queries by default)."""
         self._snapshot: tuple[str, Snapshot | None] | None = None
         self._lock = threading.Lock()
-        self._ranking = ranking or snapshot.LexicalRanking(beside)
+        self.beside = Beside()
+        """Runs the store's mark read, BM25 searched ahead and the lexical search beside the query."""
+        self._ranking = ranking or snapshot.LexicalRanking(self.beside)
         self._heads: HeadsAtMark | None = None
 
     @property
@@ -62,9 +64,9 @@ class StoreViews:
             return None
         last = None if self._snapshot is None else self._snapshot[1]
         earlier = self._ranking.latest(lexical) if last is None else None  # past the limit
-        reading = beside(vectors.marked)
+        reading = self.beside(vectors.marked)
         bm25 = last.bm25 if last is not None else earlier
-        ahead = None if bm25 is None else beside(bm25.search, dense.query, k)
+        ahead = None if bm25 is None else self.beside(bm25.search, dense.query, k)
         vector = dense.vector()
         mark = reading.result()
         if mark is None or vector is None:
