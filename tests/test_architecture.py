@@ -15,7 +15,7 @@ LAYERS = [
     {"units", "calls", "version", "policy"},
     {"text"},
     {"store"},
-    {"budget", "merge"},
+    {"prompt", "budget", "merge"},
     {"windows", "parents"},
     {"rerank"},
     {"tools"},

@@ -24,6 +24,7 @@ from langchain_expand import (
     format_docs,
 )
 from langchain_expand.budget import FINE_UNIT_TOKENS
+from langchain_expand.prompt import context_tokens
 
 from .test_spans import SENTENCES, SOURCE, window
 
@@ -392,3 +393,14 @@ def test_a_budget_policy_refuses_ratios_that_cannot_fill_a_budget() -> None:
         BudgetPolicy(guided_overfill=0.8)
     with pytest.raises(ValueError, match=r"top_up is a share of the budget"):
         BudgetPolicy(top_up=1.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=6), st.sampled_from(["\n\n", " | "]))
+def test_context_tokens_counts_what_the_fit_counts(texts: list[str], separator: str) -> None:
+    """The budget report and the CLI measure a context with ``context_tokens``: the fit's own count of it."""
+    docs = [Document(t, metadata={"doc_id": f"d{i}"}) for i, t in enumerate(texts)]
+    for formatter in (None, format_docs):
+        kept, report = fit_to_budget(docs, 10**6, token_counter=COUNTER, separator=separator, formatter=formatter)
+        assert [d.page_content for d in kept] == texts
+        assert context_tokens(docs, COUNTER, separator=separator, formatter=formatter) == report.used

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_expand.budget import BudgetReport, FitToBudget, count_prompt_tokens, fit_to_budget, format_docs
+from langchain_expand.budget import BudgetReport, FitToBudget, fit_to_budget
 from langchain_expand.merge import MergeOverlaps, merge_overlaps
 from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
 from langchain_expand.policy import BudgetPolicy
+from langchain_expand.prompt import count_prompt_tokens, format_docs
 from langchain_expand.rerank import (
     EmbeddingsReranker,
     Expandable,

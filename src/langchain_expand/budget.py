@@ -1,4 +1,4 @@
-"""Fitting retrieved units into a token budget, and formatting them as the context.
+"""Fitting retrieved units into a token budget.
 
 A per-unit cap does not bound a prompt: the budget applies to the sum of the units as
 the chain joins them, and, where the prompt is given, to the whole rendered prompt
@@ -18,13 +18,12 @@ from typing import Any, Literal, cast
 
 from langchain_core.callbacks import CallbackManagerForChainRun, dispatch_custom_event
 from langchain_core.documents import Document
-from langchain_core.messages import BaseMessage
-from langchain_core.prompt_values import PromptValue, StringPromptValue
 from langchain_core.prompts import BasePromptTemplate
 from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, model_validator
 
 from langchain_expand import calls
+from langchain_expand.prompt import Formatter, context_tokens, count_prompt_tokens, format_docs, render
 from langchain_expand.text.ranges import largest_fitting, outward
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.text.tokens import TokenCounter, count_many, separator_cost, starts_token
@@ -37,7 +36,6 @@ from langchain_expand.units import (
     HITS,
     SCORE,
     SENTENCES,
-    SOURCE,
     SPAN,
     START,
     TOKENS,
@@ -47,45 +45,17 @@ from langchain_expand.units import (
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BudgetReport", "FitToBudget", "count_prompt_tokens", "fit_counted", "fit_to_budget", "format_docs"]
+__all__ = [
+    "BudgetReport",
+    "FitToBudget",
+    "context_tokens",
+    "count_prompt_tokens",
+    "fit_counted",
+    "fit_to_budget",
+    "format_docs",
+]
 
 Order = Literal["rank", "score", "position", "lost_in_middle"]
-Formatter = Callable[[Sequence[Document]], str]
-
-MESSAGE_OVERHEAD = 4
-"""Tokens of framing per chat message (role and separators), as OpenAI's chat format counts."""
-REPLY_OVERHEAD = 3
-"""Tokens that prime the assistant's reply in OpenAI's chat format."""
-
-
-def format_docs(documents: Sequence[Document], *, separator: str = "\n\n", labels: bool = True) -> str:
-    """Join units into one context string, each under a source label.
-
-    Args:
-        documents: The units, in the order they should appear.
-        separator: What stands between units; count with the same one in ``FitToBudget``.
-        labels: Put ``[n] doc_id (chars start-end)`` above each unit.
-    """
-    if not labels:
-        return separator.join(d.page_content for d in documents)
-    blocks = []
-    for n, doc in enumerate(documents, 1):
-        m = doc.metadata
-        where = f" (chars {m[START]}-{m[END]})" if START in m and END in m else ""
-        blocks.append(f"[{n}] {m.get(DOC_ID, m.get(SOURCE, doc.id or '?'))}{where}\n{doc.page_content}")
-    return separator.join(blocks)
-
-
-def count_prompt_tokens(prompt: PromptValue, counter: Callable[[str], int]) -> int:
-    """Tokens of a rendered prompt: its text, or for chat, each message plus its framing."""
-    if isinstance(prompt, StringPromptValue):
-        return counter(prompt.to_string())
-    return REPLY_OVERHEAD + sum(_message_tokens(m, counter) for m in prompt.to_messages())
-
-
-def _message_tokens(message: BaseMessage, counter: Callable[[str], int]) -> int:
-    name = message.name or ""
-    return MESSAGE_OVERHEAD + counter(message.text) + (counter(name) if name else 0)
 
 
 @dataclass(frozen=True)
@@ -166,7 +136,7 @@ def fit_to_budget(
         msg = f"`counts` must give one count per unit ({len(documents)}), got {len(counts)}."
         raise ValueError(msg)
     counter = token_counter or TokenCounter()
-    context = _Context(_renderer(separator, formatter), measure or counter, max_tokens - reserve)
+    context = _Context(render(separator, formatter), measure or counter, max_tokens - reserve)
     if not context.fits([]):
         msg = (
             f"The prompt without any context is already {context.size(context.render([]))} tokens, over the "
@@ -377,11 +347,6 @@ def _fitting_prefix(documents: Sequence[Document], fits: Callable[[Sequence[Docu
     return fitting
 
 
-def _renderer(separator: str, formatter: Formatter | None) -> Formatter:
-    """What the budget counts: the formatter's output, else the contents joined."""
-    return formatter or (lambda docs: separator.join(d.page_content for d in docs))
-
-
 def _check(max_tokens: int, reserve: int, order: str) -> None:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         msg = f"`max_tokens` must be a positive integer, got {max_tokens!r}."
@@ -575,7 +540,7 @@ class FitToBudget(calls.Serialisable, RunnableSerializable[Any, Any]):
         if not isinstance(input, Mapping) or key not in input:
             msg = f"In whole-prompt mode the input must be a dict holding the units under {key!r}."
             raise ValueError(msg)
-        render = _renderer(self.separator, self.formatter)
+        formatted = render(self.separator, self.formatter)
 
         def measure(context: str) -> int:
             return count_prompt_tokens(prompt.invoke({**input, key: context}), counter)
@@ -584,13 +549,13 @@ class FitToBudget(calls.Serialisable, RunnableSerializable[Any, Any]):
             list(input[key]),
             self.max_tokens,
             token_counter=counter,
-            formatter=render,
+            formatter=formatted,
             reserve=self.reserve,
             order=self._order,
             measure=measure,
         )
         _report(report, config)
-        return {**input, key: render(kept), f"{key}_docs": kept}
+        return {**input, key: formatted(kept), f"{key}_docs": kept}
 
 
 def _report(report: BudgetReport, config: RunnableConfig) -> None:

@@ -369,14 +369,15 @@ def _check_indexed(args: argparse.Namespace) -> None:
 
 
 def _print_units(question: str, docs: list[Document], as_json: bool) -> None:
+    from langchain_expand.prompt import context_tokens
     from langchain_expand.text.tokens import TokenCounter
 
-    context_tokens = TokenCounter()("\n\n".join(d.page_content for d in docs))
+    joined = context_tokens(docs, TokenCounter())
     if as_json:
         rows = [{"page_content": d.page_content, "metadata": d.metadata} for d in docs]
-        print(json.dumps({"query": question, "context_tokens": context_tokens, "results": rows}, ensure_ascii=False))
+        print(json.dumps({"query": question, "context_tokens": joined, "results": rows}, ensure_ascii=False))
         return
-    print(f"\nQ: {question}\n   {len(docs)} units, {context_tokens} tokens joined")
+    print(f"\nQ: {question}\n   {len(docs)} units, {joined} tokens joined")
     for d in docs:
         m = d.metadata
         if SPAN in m:

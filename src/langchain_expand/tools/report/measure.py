@@ -16,13 +16,14 @@ import bisect
 import random
 import time
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand.merge import merge_overlaps
+from langchain_expand.prompt import context_tokens
 from langchain_expand.store.adapters import adapt
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
@@ -54,9 +55,6 @@ from langchain_expand.units import (
     TOKENS,
 )
 from langchain_expand.windows.retriever import SentenceWindowRetriever
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["budget_report"]
 
@@ -279,8 +277,8 @@ def _window_rows(
         for hits in hits_per_query:
             found = retriever.expand_hits(hits[:k], before=before, after=after, merge=False)  # merged below
             units += [d.metadata[TOKENS] for d in found]
-            prompts.append(counter("\n\n".join(d.page_content for d in found)))
-            merged.append(counter("\n\n".join(d.page_content for d in merge_overlaps(found, token_counter=counter))))
+            prompts.append(context_tokens(found, counter))
+            merged.append(context_tokens(merge_overlaps(found, token_counter=counter), counter))
         predicted = (before + after + 1) * median_sentence
         unit = Sizes.of(units)
         rows.append(
@@ -385,12 +383,12 @@ def _parent_sizes(
                 chosen.append((doc_id, at))
             if len(chosen) == k:
                 break
-        texts_of = [texts[d][sections[d][i][0] : sections[d][i][1]] for d, i in chosen]
-        for key, text in zip(chosen, texts_of, strict=True):
+        parents = [Document(texts[d][sections[d][i][0] : sections[d][i][1]]) for d, i in chosen]
+        for key, parent in zip(chosen, parents, strict=True):
             if key not in cache:
-                cache[key] = counter(text)
+                cache[key] = counter(parent.page_content)
             units.append(cache[key])
-        prompts.append(counter("\n\n".join(texts_of)))
+        prompts.append(context_tokens(parents, counter))
     return units, prompts
 
 
