@@ -186,6 +186,7 @@ class SearchedAhead:
         return self.bm25.search(query, k)
 
 
+@dataclass(frozen=True)
 class HybridSearch:
     """Dense hits fused with the lexical ranking's (reciprocal rank fusion), best first.
 
@@ -195,19 +196,12 @@ class HybridSearch:
     where the store returns vectors (Chroma), else the lowest dense score of the list.
     """
 
-    def __init__(
-        self,
-        ranking: Ranking,
-        dense: VectorSearch,
-        lexical: BaseLexicalIndex | SearchedAhead,
-        reads: Reads,
-        beside: Beside,
-    ) -> None:
-        self.ranking = ranking
-        self.dense = dense
-        self.lexical = lexical
-        self.reads = reads
-        self.beside = beside
+    ranking: Ranking
+    dense: VectorSearch
+    lexical: BaseLexicalIndex | SearchedAhead
+    reads: Reads
+    beside: Beside
+    """Runs the lexical index's search beside the dense one."""
 
     def __call__(self, k: int) -> list[tuple[Document, float]]:
         """Both rankings' best ``k``, fused: up to ``2k`` records, best first."""
