@@ -562,6 +562,37 @@ def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make)
     assert not any(i.endswith("::0") for i in log.taken())  # the mark has not moved: none read again
 
 
+class CountedCopies(LexicalIndex):
+    """The lexical index, counting the local copies each query reads from SQLite."""
+
+    read: int = 0
+
+    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[Any]:
+        type(self).read += len(indices)
+        return super().sentences(doc_id, rev, indices)
+
+
+@pytest.mark.parametrize("cache_size", [20_000, 0])
+def test_past_the_snapshot_limit_local_copies_are_read_once_while_cached(
+    reader: Make, indexed: tuple[Any, Path], cache_size: int
+) -> None:
+    class Counted(CountedCopies):
+        read = 0
+
+    retriever = reader(snapshot_limit=10, cache_size=cache_size).model_copy(update={"lexical": Counted(indexed[1])})
+    retriever._views = StoreViews(LexicalRanking(Deferred()))
+    query = load_queries("qmsum")[1]["query"]
+    first = retriever.invoke(query, max_tokens=1000)
+    assert Counted.read > 0
+    before = Counted.read
+    assert shown(retriever.invoke(query, max_tokens=1000)) == shown(first)
+    if cache_size:
+        assert Counted.read == before  # every copy the query wanted was held, at its head's revision
+        assert len(retriever._cache._copies) <= cache_size
+    else:
+        assert Counted.read == 2 * before  # no cache: read again
+
+
 def test_past_the_snapshot_limit_a_rewritten_document_is_served_new_at_the_next_query(
     tmp_path: Path, minilm: Embeddings
 ) -> None:

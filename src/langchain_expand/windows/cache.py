@@ -56,11 +56,18 @@ class _Entry:
 
 
 class SentenceCache:
-    """The most recently used sentence records, up to ``size``; safe to share between threads."""
+    """The most recently used sentence records, and local copies, up to ``size`` each; safe to share between threads.
+
+    A local copy is kept under its document, revision and position: a revision names one text,
+    splitter and metadata, so the copy is the one the lexical index holds for as long as the
+    document's head has that revision, and is served only at it. Copies are tuples of plain
+    values and a NumPy vector, which Python's garbage collector does not track.
+    """
 
     def __init__(self) -> None:
         """An empty cache; its size is given on every use (the retriever's ``cache_size``)."""
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._copies: OrderedDict[tuple[str, str, int], LocalSentence] = OrderedDict()
         self._lock = threading.Lock()
         self._counter: object = None
 
@@ -68,9 +75,30 @@ class SentenceCache:
         return len(self._entries)
 
     def clear(self) -> None:
-        """Forget every record."""
+        """Forget every record and copy."""
         with self._lock:
             self._entries.clear()
+            self._copies.clear()
+
+    def copies(self, doc_id: str, rev: str, indices: Iterable[int]) -> list[LocalSentence]:
+        """The local copies held of sentences ``indices`` of ``doc_id`` at revision ``rev``."""
+        found: list[LocalSentence] = []
+        with self._lock:
+            for i in indices:
+                copy = self._copies.get((doc_id, rev, i))
+                if copy is not None:
+                    self._copies.move_to_end((doc_id, rev, i))
+                    found.append(copy)
+        return found
+
+    def keep_copies(self, doc_id: str, rev: str, copies: Iterable[LocalSentence], size: int) -> None:
+        """Hold ``copies`` of ``doc_id`` at revision ``rev``; keep at most ``size`` copies in all."""
+        with self._lock:
+            for copy in copies:
+                self._copies[(doc_id, rev, copy.i)] = copy
+                self._copies.move_to_end((doc_id, rev, copy.i))
+            while len(self._copies) > size:
+                self._copies.popitem(last=False)
 
     def find(self, ids: Iterable[str], revs: dict[str, object], counter: object) -> dict[str, _Entry]:
         """The entries for ``ids`` whose revision is their document's in ``revs``.
@@ -325,7 +353,12 @@ class Reads:
             rev = None if head is None else head.metadata.get(STORED_REV)
             if head is None or not isinstance(rev, str):
                 continue  # not committed: the store answers for it
-            for sentence in self.local.sentences(doc_id, rev, indices):
+            held = self.cache.copies(doc_id, rev, indices) if self.size else []
+            missing = sorted(set(indices) - {s.i for s in held})
+            read = self.local.sentences(doc_id, rev, missing)
+            if self.size and read:
+                self.cache.keep_copies(doc_id, rev, read, self.size)
+            for sentence in [*held, *read]:
                 self._rows[unit_id(doc_id, sentence.i)] = (head, sentence)
 
     def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
