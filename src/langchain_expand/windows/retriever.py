@@ -219,10 +219,11 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
     cache_size: int = 20_000
     """Sentence records kept in memory between queries (text, metadata, vector, token count:
-    about 3.3 KB each with MiniLM's 384 dimensions, so 65 MB when full), so the next queries
-    over the same documents read fewer from the store. A record is served only at the revision
+    about 3.3 KB each with MiniLM's 384 dimensions, so 65 MB when full), and as many of the
+    lexical index's local copies (about 2 KB each, 40 MB), so the next queries over the same
+    documents read fewer from the store and from SQLite. Each is served only at the revision
     the query finds in the store for its document, so a re-added or deleted document is never
-    answered from memory (see :mod:`langchain_expand.windows.cache`). 0 turns it off."""
+    answered from memory (see :mod:`langchain_expand.windows.cache`). 0 turns both off."""
     budget_policy: BudgetPolicy = Field(default_factory=BudgetPolicy)
     """How far a budget reaches: how many hits a first search asks for, how much is gathered
     before the exact fit, when guided windows grow on into room left
