@@ -60,8 +60,7 @@ class SentenceCache:
 
     A local copy is kept under its document, revision and position: a revision names one text,
     splitter and metadata, so the copy is the one the lexical index holds for as long as the
-    document's head has that revision, and is served only at it. Copies are tuples of plain
-    values and a NumPy vector, which Python's garbage collector does not track.
+    document's head has that revision, and is served only at it.
     """
 
     def __init__(self) -> None:
