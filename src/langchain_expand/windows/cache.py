@@ -60,13 +60,15 @@ class SentenceCache:
 
     A local copy is kept under its document, revision and position: a revision names one text,
     splitter and metadata, so the copy is the one the lexical index holds for as long as the
-    document's head has that revision, and is served only at it.
+    document's head has that revision, and is served only at it. A copy is held as a plain
+    tuple of strings, numbers and its NumPy vector, which Python's garbage collector stops
+    tracking: a full cache adds nothing to what a full collection scans.
     """
 
     def __init__(self) -> None:
         """An empty cache; its size is given on every use (the retriever's ``cache_size``)."""
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._copies: OrderedDict[tuple[str, str, int], LocalSentence] = OrderedDict()
+        self._copies: OrderedDict[tuple[str, str, int], tuple[object, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self._counter: object = None
 
@@ -87,14 +89,14 @@ class SentenceCache:
                 copy = self._copies.get((doc_id, rev, i))
                 if copy is not None:
                     self._copies.move_to_end((doc_id, rev, i))
-                    found.append(copy)
+                    found.append(LocalSentence._make(copy))
         return found
 
     def keep_copies(self, doc_id: str, rev: str, copies: Iterable[LocalSentence], size: int) -> None:
         """Hold ``copies`` of ``doc_id`` at revision ``rev``; keep at most ``size`` copies in all."""
         with self._lock:
             for copy in copies:
-                self._copies[(doc_id, rev, copy.i)] = copy
+                self._copies[(doc_id, rev, copy.i)] = tuple(copy)  # a NamedTuple stays tracked
                 self._copies.move_to_end((doc_id, rev, copy.i))
             while len(self._copies) > size:
                 self._copies.popitem(last=False)
