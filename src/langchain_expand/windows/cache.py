@@ -278,8 +278,8 @@ class Reads:
         scores = self.scores(vector)
         if scores is not None:
             held = scores.at(positions)
-            found = [(p, self._copy_tokens(p, s), c, marks(s.text, s.gap)) for p, s, c in held]
-            taken = {p for p, _, _ in held}
+            found = [(p, self._copy_tokens(p, s), c, m) for p, s, c, m in held]
+            taken = {p for p, _, _, _ in held}
             positions = [p for p in positions if p not in taken]
         fetched = self.sentences([unit_id(doc_id, i) for doc_id, i in positions])
         similarities = cosines([v for _, _, v, _ in fetched], vector)
@@ -295,8 +295,8 @@ class Reads:
         found = None if scores is None else scores.held(position)
         if found is None:
             return None
-        sentence, cosine = found
-        return self._copy_tokens(position, sentence), cosine, marks(sentence.text, sentence.gap)
+        sentence, cosine, marked = found
+        return self._copy_tokens(position, sentence), cosine, marked
 
     def scores(self, vector: Sequence[float]) -> Scores | None:
         """The snapshot's scores of every sentence against ``vector``, computed once a query; None without one."""

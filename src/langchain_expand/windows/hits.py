@@ -238,7 +238,9 @@ class HybridSearch:
         if vector is None:
             return [(doc, floor) for doc in self.reads.records(ids)]
         scores = self.reads.scores(vector)
-        held = {} if scores is None else {unit_id(*p): c for p, _, c in scores.at(positions)}  # a snapshot scored all
+        held = (
+            {} if scores is None else {unit_id(*p): c for p, _, c, _ in scores.at(positions)}
+        )  # a snapshot scored all
         scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
         read = self.reads.with_vectors([i for i in ids if i not in held])
         scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)

@@ -38,6 +38,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.records import unit_id
+from langchain_expand.text.sentences import Marks, marks
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 
@@ -90,6 +91,7 @@ class Snapshot:
         """Every sentence's id, in the order the lexical index wrote them (a row of the matrix each)."""
         self._doc_of: list[str] = []  # each row's document
         self._sentences: list[LocalSentence] = []
+        self._marks: list[Marks] = []  # each row's marks, read from its text once: growth weighs them every query
         self._words: list[np.ndarray] = []  # each row's words, as term numbers (the BM25 postings' source)
         self._terms: dict[str, int] = {} if previous is None else dict(previous._terms)
         self._span: dict[str, tuple[int, int]] = {}
@@ -102,12 +104,14 @@ class Snapshot:
                 self.ids += previous.ids[a:b]
                 self._doc_of += previous._doc_of[a:b]
                 self._sentences += previous._sentences[a:b]
+                self._marks += previous._marks[a:b]
                 self._words += previous._words[a:b]
                 blocks.append(previous._matrix[a:b])
             elif kept:
                 self.ids += [unit_id(doc_id, s.i) for s in kept]
                 self._doc_of += [doc_id] * len(kept)
                 self._sentences += [s._replace(vector=None) for s in kept]
+                self._marks += [_interned(marks(s.text, s.gap)) for s in kept]
                 self._words += [_term_numbers(s.text, self._terms) for s in kept]
                 blocks.append(np.vstack([np.asarray(s.vector, dtype=np.float32) for s in kept]))
             self._span[doc_id] = (start, len(self.ids))
@@ -182,6 +186,14 @@ class Snapshot:
         return None if row is None else (self._heads[self._doc_of[row]], self._sentences[row])
 
 
+_MARKS: dict[Marks, Marks] = {}
+
+
+def _interned(found: Marks) -> Marks:
+    """One object for each of the four marks a sentence can have: a row costs a pointer."""
+    return _MARKS.setdefault(found, found)
+
+
 class Scores:
     """One query's scores of every sentence of a snapshot: its nearest, and each sentence's similarity."""
 
@@ -206,13 +218,15 @@ class Scores:
         relevance, position = self.snapshot.relevance, self.snapshot.position
         return [(position(j), relevance(d)) for j, d in zip(top.tolist(), self.distances[top].tolist(), strict=True)]
 
-    def held(self, position: tuple[str, int]) -> tuple[LocalSentence, float] | None:
-        """The sentence at ``position`` (document, index) and its cosine similarity to the query; None if not here."""
+    def held(self, position: tuple[str, int]) -> tuple[LocalSentence, float, Marks] | None:
+        """The sentence at ``position`` (document, index), its similarity to the query, its marks; None if absent."""
         row = self.snapshot.row(position)
-        return None if row is None else (self.snapshot._sentences[row], float(self.cosines[row]))
+        if row is None:
+            return None
+        return self.snapshot._sentences[row], float(self.cosines[row]), self.snapshot._marks[row]
 
-    def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float]]:
-        """The sentences at ``positions`` (document, index) held here, each with its cosine similarity to the query."""
+    def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float, Marks]]:
+        """The sentences at ``positions`` (document, index) held here, each with its cosine similarity and marks."""
         held: list[tuple[str, int]] = []
         rows: list[int] = []
         for position in positions:
@@ -220,8 +234,11 @@ class Scores:
             if row is not None:
                 held.append(position)
                 rows.append(row)
-        sentences = self.snapshot._sentences
-        return [(p, sentences[row], c) for p, row, c in zip(held, rows, self.cosines[rows].tolist(), strict=True)]
+        sentences, marked = self.snapshot._sentences, self.snapshot._marks
+        return [
+            (p, sentences[row], c, marked[row])
+            for p, row, c in zip(held, rows, self.cosines[rows].tolist(), strict=True)
+        ]
 
 
 class Bm25:
