@@ -186,12 +186,13 @@ class Snapshot:
         return None if row is None else (self._heads[self._doc_of[row]], self._sentences[row])
 
 
-_MARKS: dict[Marks, Marks] = {}
+_MARKS = {m: m for m in (Marks(tied, heading) for tied in (False, True) for heading in (False, True))}
+"""The four marks a sentence can have, one object each."""
 
 
 def _interned(found: Marks) -> Marks:
-    """One object for each of the four marks a sentence can have: a row costs a pointer."""
-    return _MARKS.setdefault(found, found)
+    """``found`` as the one object of its value: a row's marks cost a pointer."""
+    return _MARKS[found]
 
 
 class Scores:
