@@ -411,6 +411,14 @@ class Marks(NamedTuple):
 NO_MARKS = Marks()
 """A unit that is neither a table row nor a heading."""
 
+EVERY_MARKS = tuple(Marks(tied, heading) for tied in (False, True) for heading in (False, True))
+"""The four marks a unit can have, one object each, at ``2 * tied + heading`` (:func:`marks_code`)."""
+
+
+def marks_code(found: Marks) -> int:
+    """``found``'s place in :data:`EVERY_MARKS`: a small int to keep where a tuple of marks would be an object."""
+    return 2 * found.tied + found.heading
+
 
 def marks(text: str, gap: str) -> Marks:
     """A unit's :class:`Marks`, from its text and what lies between it and the next unit."""

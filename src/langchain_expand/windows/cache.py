@@ -28,14 +28,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.records import unit_id, unit_position
-from langchain_expand.text.sentences import Marks, marks
+from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.growth import Position
@@ -60,15 +60,18 @@ class SentenceCache:
 
     A local copy is kept under its document, revision and position: a revision names one text,
     splitter and metadata, so the copy is the one the lexical index holds for as long as the
-    document's head has that revision, and is served only at it. A copy is held as a plain
-    tuple of strings, numbers and its NumPy vector, which Python's garbage collector stops
-    tracking: a full cache adds nothing to what a full collection scans.
+    document's head has that revision, and is served only at it, with its marks (read from its
+    text once). A copy is held as a plain tuple of strings, numbers and its NumPy vector, which
+    Python's garbage collector stops tracking: a full cache adds nothing to what a full
+    collection scans.
     """
 
     def __init__(self) -> None:
         """An empty cache; its size is given on every use (the retriever's ``cache_size``)."""
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._copies: OrderedDict[tuple[str, str, int], tuple[object, ...]] = OrderedDict()
+        self._copies: OrderedDict[tuple[str, str, int], tuple[Any, ...]] = (
+            OrderedDict()
+        )  # a copy's fields, its marks' code
         self._lock = threading.Lock()
         self._counter: object = None
 
@@ -81,22 +84,22 @@ class SentenceCache:
             self._entries.clear()
             self._copies.clear()
 
-    def copies(self, doc_id: str, rev: str, indices: Iterable[int]) -> list[LocalSentence]:
-        """The local copies held of sentences ``indices`` of ``doc_id`` at revision ``rev``."""
-        found: list[LocalSentence] = []
+    def copies(self, doc_id: str, rev: str, indices: Iterable[int]) -> list[tuple[LocalSentence, Marks]]:
+        """The local copies held of sentences ``indices`` of ``doc_id`` at revision ``rev``, with their marks."""
+        found: list[tuple[LocalSentence, Marks]] = []
         with self._lock:
             for i in indices:
-                copy = self._copies.get((doc_id, rev, i))
-                if copy is not None:
+                held = self._copies.get((doc_id, rev, i))
+                if held is not None:
                     self._copies.move_to_end((doc_id, rev, i))
-                    found.append(LocalSentence._make(copy))
+                    found.append((LocalSentence._make(held[:-1]), EVERY_MARKS[held[-1]]))
         return found
 
-    def keep_copies(self, doc_id: str, rev: str, copies: Iterable[LocalSentence], size: int) -> None:
-        """Hold ``copies`` of ``doc_id`` at revision ``rev``; keep at most ``size`` copies in all."""
+    def keep_copies(self, doc_id: str, rev: str, copies: Iterable[tuple[LocalSentence, Marks]], size: int) -> None:
+        """Hold ``copies`` of ``doc_id`` at revision ``rev`` with their marks; keep at most ``size`` in all."""
         with self._lock:
-            for copy in copies:
-                self._copies[(doc_id, rev, copy.i)] = tuple(copy)  # a NamedTuple stays tracked
+            for copy, found in copies:
+                self._copies[(doc_id, rev, copy.i)] = (*copy, marks_code(found))  # a NamedTuple stays tracked
                 self._copies.move_to_end((doc_id, rev, copy.i))
             while len(self._copies) > size:
                 self._copies.popitem(last=False)
@@ -187,6 +190,7 @@ class Reads:
         self.revs: dict[str, object] = {}
         self._read: dict[str, tuple[Document, Vector | None]] = {}
         self._rows: dict[str, tuple[Document, LocalSentence]] = {}  # local copies read, by id, with their heads
+        self._marks: dict[str, Marks] = {}  # the local copies' marks, by id
         self._asked: set[str] = set()  # ids asked of the local copy
         self._counts: dict[str, int] = {}
         self._key = counter_key(counter)
@@ -258,9 +262,10 @@ class Reads:
                 rest.append(id_)
                 continue
             position = (head.metadata[STORED_DOC], sentence.i)
-            found.append(
-                (position, self._row_tokens(id_, sentence), sentence.vector, marks(sentence.text, sentence.gap))
-            )
+            marked = self._marks.get(id_)  # a snapshot's copy: its marks are the snapshot's
+            if marked is None:
+                marked = marks(sentence.text, sentence.gap)
+            found.append((position, self._row_tokens(id_, sentence), sentence.vector, marked))
         read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
         counts = self.tokens([d for d, _ in read])
         found += [(_position(d), n, v, record_marks(d)) for (d, v), n in zip(read, counts, strict=True)]
@@ -355,12 +360,13 @@ class Reads:
             if head is None or not isinstance(rev, str):
                 continue  # not committed: the store answers for it
             held = self.cache.copies(doc_id, rev, indices) if self.size else []
-            missing = sorted(set(indices) - {s.i for s in held})
-            read = self.local.sentences(doc_id, rev, missing)
+            missing = sorted(set(indices) - {s.i for s, _ in held})
+            read = [(s, marks(s.text, s.gap)) for s in self.local.sentences(doc_id, rev, missing)]
             if self.size and read:
                 self.cache.keep_copies(doc_id, rev, read, self.size)
-            for sentence in [*held, *read]:
+            for sentence, marked in [*held, *read]:
                 self._rows[unit_id(doc_id, sentence.i)] = (head, sentence)
+                self._marks[unit_id(doc_id, sentence.i)] = marked
 
     def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
         """A snapshot's copy's token count: as kept, when this query's counter made it; else as :meth:`_row_tokens`."""
