@@ -421,8 +421,11 @@ def marks_code(found: Marks) -> int:
 
 
 def marks(text: str, gap: str) -> Marks:
-    """A unit's :class:`Marks`, from its text and what lies between it and the next unit."""
-    return Marks(tied(text, gap), heading(text))
+    """A unit's :class:`Marks`, from its text and what lies between it and the next unit.
+
+    One of the four objects of :data:`EVERY_MARKS`, so a list of many units' marks costs a pointer each.
+    """
+    return EVERY_MARKS[2 * tied(text, gap) + heading(text)]
 
 
 def _table_rows(text: str, start: int, end: int) -> Iterator[Span]:

@@ -69,9 +69,8 @@ class SentenceCache:
     def __init__(self) -> None:
         """An empty cache; its size is given on every use (the retriever's ``cache_size``)."""
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._copies: OrderedDict[tuple[str, str, int], tuple[Any, ...]] = (
-            OrderedDict()
-        )  # a copy's fields, its marks' code
+        # each copy as its fields and its marks' code, under (document, revision, index)
+        self._copies: OrderedDict[tuple[str, str, int], tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self._counter: object = None
 
@@ -262,7 +261,7 @@ class Reads:
                 rest.append(id_)
                 continue
             position = (head.metadata[STORED_DOC], sentence.i)
-            marked = self._marks.get(id_)  # a snapshot's copy: its marks are the snapshot's
+            marked = self._marks.get(id_)  # None for a snapshot's copy: read from its text here
             if marked is None:
                 marked = marks(sentence.text, sentence.gap)
             found.append((position, self._row_tokens(id_, sentence), sentence.vector, marked))

@@ -38,7 +38,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.records import unit_id
-from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
+from langchain_expand.text.sentences import Marks, marks
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 
@@ -111,7 +111,7 @@ class Snapshot:
                 self.ids += [unit_id(doc_id, s.i) for s in kept]
                 self._doc_of += [doc_id] * len(kept)
                 self._sentences += [s._replace(vector=None) for s in kept]
-                self._marks += [EVERY_MARKS[marks_code(marks(s.text, s.gap))] for s in kept]  # a pointer a row
+                self._marks += [marks(s.text, s.gap) for s in kept]
                 self._words += [_term_numbers(s.text, self._terms) for s in kept]
                 blocks.append(np.vstack([np.asarray(s.vector, dtype=np.float32) for s in kept]))
             self._span[doc_id] = (start, len(self.ids))
