@@ -30,6 +30,7 @@ were measured against".
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 import math
@@ -132,6 +133,34 @@ class Growth:
     growth it would have made knowing every sentence."""
     exhausted: bool = False
     """Every seed and neighbour was used up before the target was reached."""
+    paused: Paused | None = field(default=None, compare=False, repr=False)
+    """Where this growth first weighed a sentence it did not know: run again on more knowledge
+    (``resume``), growth starts there instead of at the seeds. None when it needed nothing it did
+    not know, or from its first step."""
+
+
+class Paused:
+    """A growth's state just before its first step that weighed a sentence not known.
+
+    Every step before it used known figures only, so a growth of the same seeds toward the same
+    target that knows more (and nothing different) makes those same steps: it may start here.
+    Guided growth runs in fetch rounds; each round goes on from where the last one first had to
+    guess, instead of growing from the seeds again.
+    """
+
+    __slots__ = ("_heap", "_regions", "_used")
+
+    def __init__(self, regions: _Regions, heap: list[Entry], entry: Entry, used: int) -> None:
+        self._regions = regions.copy()
+        self._heap = [*heap, entry]  # the step's own entry goes back: the step is made again
+        heapq.heapify(self._heap)
+        self._used = used
+
+    def restart(self, known_get: Callable[[Position], Sentence | None]) -> tuple[_Regions, list[Entry], int]:
+        """A copy of the state, reading sentences through ``known_get`` (so it may restart again)."""
+        regions = self._regions.copy()
+        regions.known_get = known_get
+        return regions, list(self._heap), self._used
 
 
 def decay_for(target: int) -> float:
@@ -152,6 +181,7 @@ def grow(
     taken: Mapping[int, tuple[int, int]] | None = None,
     spent: int = 0,
     full: float = BudgetPolicy.growth_full,
+    resume: Paused | None = None,
 ) -> Growth:
     """Grow regions from ``seeds`` until their sentences hold ``target`` tokens.
 
@@ -182,30 +212,46 @@ def grow(
         spent: Tokens the ``taken`` regions already hold, counted against ``target``.
         full: Below this share of ``target`` with nothing left to take, the growth is
             ``exhausted`` (:attr:`BudgetPolicy.growth_full`).
+        resume: The :attr:`Growth.paused` of an earlier growth with the same arguments whose
+            ``sentences`` knew less (and nothing different): this one starts there.
     """
-    weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
-    decay = decay_for(target) if decay is None else decay
-    regions = _Regions(seeds, sentences.get, k, max_radius, decay, weight, taken or {})
-    heap = regions.heap()
+    if resume is None:
+        weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
+        decay = decay_for(target) if decay is None else decay
+        regions = _Regions(seeds, sentences.get, k, max_radius, decay, weight, taken or {})
+        heap, used = regions.heap(), spent
+    else:
+        regions, heap, used = resume.restart(sentences.get)
     known_get, owner, docs = sentences.get, regions.owner, regions.docs
     push, pop = heapq.heappush, heapq.heappop
-    used = spent
+    paused: Paused | None = None
+    sure = not regions.wanted  # no step so far weighed a sentence not known
     while heap and used < target:
-        _, _, number, index, distance, previous = pop(heap)
+        step = pop(heap)
+        _, _, number, index, distance, previous = step
         position = (docs[number], index)
-        if position in owner:
+        if position in owner or regions.closed(distance):
             continue
         known = known_get(position)
         first, last, cost = regions.extent(number, index, distance, known, target - used, unknown_tokens)
-        if used + cost > target or not regions.take(number, index, distance, first, last, known):
+        if used + cost > target:
+            if sure and known is None:  # passed over on a guessed size
+                paused, sure = Paused(regions, heap, step, used), False
             continue
+        # The sentences beside the piece taken, weighed before it is taken (taking it changes
+        # nothing they read), so a guess among them pauses here, before any change.
+        entries = regions.beside(number, first, last, previous)  # from a table's end row where rows were taken
+        if sure and (known is None or regions.wanted):
+            paused, sure = Paused(regions, heap, step, used), False
+        regions.take(number, index, distance, first, last, known)
         used += cost
-        for entry in regions.beside(number, first, last, previous):  # from a table's end row where rows were taken
+        for entry in entries:
             push(heap, entry)
     return Growth(
         regions=[Region(seeds[n], regions.firsts[n], regions.lasts[n]) for n in sorted(regions.firsts)],
         wanted=regions.wanted,
         exhausted=not heap and used < full * target,
+        paused=paused,
     )
 
 
@@ -301,11 +347,13 @@ class _Regions:
             return index, index + 1, known.tokens + 1
         return first, last, cost
 
-    def take(self, number: int, index: int, distance: int, first: int, last: int, known: Sentence | None) -> bool:
-        """Give ``[first, last)`` to region ``number`` (a seed starts it); False past ``k``."""
+    def closed(self, distance: int) -> bool:
+        """A seed (``distance`` 0) can start no region: ``k`` regions are taken."""
+        return distance == 0 and self.k is not None and len(self.firsts) >= self.k
+
+    def take(self, number: int, index: int, distance: int, first: int, last: int, known: Sentence | None) -> None:
+        """Give ``[first, last)`` to region ``number`` (a seed starts it)."""
         if distance == 0:
-            if self.k is not None and len(self.firsts) >= self.k:
-                return False
             self.firsts[number], self.lasts[number] = first, last
         elif index < self.firsts[number]:  # a region grows at one of its ends: a sentence, or a table's rows
             self.firsts[number] = first
@@ -314,7 +362,12 @@ class _Regions:
         if known is None:
             self.wanted[(self.docs[number], index)] = -1 if index < self.seeds[number].index else 1
         self.owner.update(((self.docs[number], i), number) for i in range(first, last))
-        return True
+
+    def copy(self) -> _Regions:
+        """A copy whose regions change apart from this one's (what growth has not taken is shared)."""
+        twin = copy.copy(self)
+        twin.owner, twin.firsts, twin.lasts, twin.wanted = dict(self.owner), dict(self.firsts), dict(self.lasts), {}
+        return twin
 
 
 def _table(

@@ -108,6 +108,7 @@ class Growing:
         """
         sizes = {s.doc_id: s.n for s in seeds}
         riding = [(doc_id, 0) for doc_id in heads or ()]
+        growth: Growth | None = None
         for attempt in range(1, GROWTH_ROUNDS + 1):
             growth = grow(
                 seeds,
@@ -120,6 +121,7 @@ class Growing:
                 taken=taken,
                 spent=spent,
                 full=self.plan.policy.growth_full,
+                resume=None if growth is None else growth.paused,  # on from its first guess
             )
             if not growth.wanted or attempt == GROWTH_ROUNDS:
                 break  # what is still wanted comes with the units' text
@@ -131,6 +133,7 @@ class Growing:
             ]
             self._fetch(riding + ahead)
             riding = []
+        assert growth is not None  # GROWTH_ROUNDS >= 1
         return growth
 
     def _fetch(self, positions: list[Position]) -> None:
