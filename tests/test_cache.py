@@ -24,6 +24,7 @@ from langchain_expand import (
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
+from langchain_expand.text.tokens import _splits
 from langchain_expand.windows import guided
 from langchain_expand.windows.cache import cosines
 from langchain_expand.windows.growth import Growth, grow
@@ -188,6 +189,50 @@ def test_the_local_copies_change_no_answer_and_spare_the_store_its_reads(
                 read = log.taken()
                 assert read
                 assert all(i.endswith("::0") for i in read)  # heads only: each document's revision, fresh
+
+
+class LoggedCounter(TokenCounter):
+    """``cl100k_base``, noting every text it counts."""
+
+    def __init__(self) -> None:
+        super().__init__("cl100k_base")
+        self.texts: list[str] = []
+
+    def __call__(self, text: str) -> int:
+        self.texts.append(text)
+        return super().__call__(text)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        self.texts.extend(texts)
+        return super().count_many(texts)
+
+
+@pytest.mark.parametrize("snapshot_limit", [0, 1])
+def test_past_the_snapshot_limit_windows_are_built_and_counted_from_the_local_copies(
+    reader: Make, snapshot_limit: int
+) -> None:
+    """A window's sentences come from the copies growth read, and its count from theirs: no record, no recount.
+
+    Where the copies' counts add up exactly (:func:`~langchain_expand.text.tokens.chained_count`:
+    every inner sentence holds a space after a word), the window's text is never counted.
+    (A window cut to fit the budget is counted as cut.)
+    """
+    counter = LoggedCounter()
+    retriever = reader(lexical=True, token_counter=counter, snapshot_limit=snapshot_limit)
+    log = ReadLog(retriever._vectors)
+    chained = 0
+    for query in [q["query"] for q in load_queries("qmsum")[:3]]:
+        found = retriever.invoke(query, max_tokens=2000)
+        assert all(d.metadata["tokens"] == TokenCounter("cl100k_base")(d.page_content) for d in found)
+        for window in found:
+            start, spans = window.metadata["start_index"], window.metadata["sentences"]
+            inner = [window.page_content[a - start : b - start] for a, b in spans[1:-1]]
+            if len(spans) > 1 and not window.metadata["truncated"] and all(_splits(text) for text in inner):
+                chained += 1
+                assert window.page_content not in counter.texts
+        assert all(i.endswith("::0") for i in log.taken())  # heads only
+        counter.texts.clear()
+    assert chained > 5
 
 
 # -- the snapshot -------------------------------------------------------------------------------

@@ -90,15 +90,25 @@ def needed_ids(units: list[Unit]) -> list[str]:
 
 
 def runs_of(reads: Reads, units: list[Unit]) -> Runs:
-    """The units' sentences: sliced from the query's snapshot where it holds their document, else read."""
+    """The units' sentences: from the snapshot, else the local copies, else the store's records.
+
+    The snapshot's are sliced where it holds the document; past it, the local copies read at
+    the heads' revisions serve a unit whole (their token counts with them), and the records are
+    read only for a unit they do not.
+    """
     held = reads.snapshot
     rest = [u for u in units if held is None or u.doc_id not in held.revs]
-    read = record_runs(reads.records(needed_ids(rest)) if rest else [])
-    if held is None:
-        return read
+    if rest:
+        reads.read_copies(needed_ids(rest))
+    local = {(u.doc_id, u.first, u.last): reads.local_run(u.doc_id, u.first, u.last) for u in rest}
+    missing = [u for u in rest if local[(u.doc_id, u.first, u.last)] is None]
+    read = record_runs(reads.records(needed_ids(missing)) if missing else [])
 
     def run(doc_id: str, first: int, last: int) -> Run | None:
-        return held.run(doc_id, first, last) if doc_id in held.revs else read(doc_id, first, last)
+        if held is not None and doc_id in held.revs:
+            return held.run(doc_id, first, last)
+        found = local.get((doc_id, first, last))
+        return found if found is not None else read(doc_id, first, last)
 
     return run
 

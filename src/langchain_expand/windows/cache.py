@@ -40,7 +40,7 @@ from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.growth import Position
 from langchain_expand.windows.lexical import LocalSentence
-from langchain_expand.windows.snapshot import Scores, Snapshot
+from langchain_expand.windows.snapshot import Run, Scores, Snapshot
 
 __all__ = ["HeadsAtMark", "Reads", "SentenceCache", "cosines", "record_marks"]
 
@@ -189,6 +189,7 @@ class Reads:
         self.revs: dict[str, object] = {}
         self._read: dict[str, tuple[Document, Vector | None]] = {}
         self._rows: dict[str, tuple[Document, LocalSentence]] = {}  # local copies read, by id, with their heads
+        self._firsts: dict[str, LocalSentence] = {}  # local copies of sentence 0, by document: for runs alone
         self._marks: dict[str, Marks] = {}  # the local copies' marks, by id
         self._asked: set[str] = set()  # ids asked of the local copy
         self._counts: dict[str, int] = {}
@@ -326,6 +327,34 @@ class Reads:
         self._counts.update((i, n) for i, n in counted.items() if i is not None)
         return [self._counts[d.id] if d.id in self._counts else known[d.id or ""].tokens or 0 for d in docs]
 
+    def local_run(self, doc_id: str, first: int, last: int) -> Run | None:
+        """Sentences ``first`` to ``last - 1`` from the local copies read at the head's revision; None if any is not.
+
+        What a window is built from, made into no record: the copies keep their token counts,
+        so the window's count comes from them (:func:`~langchain_expand.windows.assembly.run_tokens`)
+        instead of counting its text again. Read the copies first (:meth:`read_copies`).
+        """
+        head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
+        rev = None if head is None else head.metadata.get(STORED_REV)
+        if head is None or not isinstance(rev, str):
+            return None
+        sentences: list[LocalSentence] = []
+        for i in range(first, last):
+            if i == 0:
+                found = self._firsts.get(doc_id)
+            else:
+                row_head, found = self._rows.get(unit_id(doc_id, i), (None, None))
+                if row_head is None or row_head.metadata.get(STORED_REV) != rev:
+                    return None
+            if found is None:
+                return None
+            sentences.append(found)
+        return Run(rev, head, sentences)
+
+    def read_copies(self, ids: Sequence[str]) -> None:
+        """Read the local copies of ``ids`` not read yet this query (heads' copies too, for :meth:`local_run`)."""
+        self._read_local(ids)
+
     def _copied(self, ids: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
         """The local copies of the records ``ids`` name, made into records (at their heads' revisions)."""
         self._read_local([i for i in ids if i not in self._rows])
@@ -348,7 +377,7 @@ class Reads:
             return
         wanted: dict[str, list[int]] = {}
         for position in map(unit_position, ids):
-            if position is not None and position[1] > 0:  # heads come from the store
+            if position is not None:
                 wanted.setdefault(position[0], []).append(position[1])
         if not wanted:
             return
@@ -364,6 +393,9 @@ class Reads:
             if self.size and read:
                 self.cache.keep_copies(doc_id, rev, read, self.size)
             for sentence, marked in [*held, *read]:
+                if sentence.i == 0:  # the head record comes from the store; its copy serves runs
+                    self._firsts[doc_id] = sentence
+                    continue
                 self._rows[unit_id(doc_id, sentence.i)] = (head, sentence)
                 self._marks[unit_id(doc_id, sentence.i)] = marked
 
