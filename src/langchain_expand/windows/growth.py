@@ -36,7 +36,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from langchain_expand.policy import BudgetPolicy
 
@@ -97,9 +97,8 @@ class Seed:
     """The prior of the hit's own sentence; seeds are taken in the order given."""
 
 
-@dataclass(frozen=True)
-class Sentence:
-    """What growth needs to know of one sentence."""
+class Sentence(NamedTuple):
+    """What growth needs to know of one sentence (a tuple: a query learns hundreds)."""
 
     tokens: int
     similarity: float

@@ -43,6 +43,8 @@ class _Known:
         self._known: dict[Position, Sentence] = {}
         self._held = held
         self._not_held: set[Position] = set()
+        if held is None:  # nothing to learn on asking: growth reads the dict itself, its hottest call
+            self.get = self._known.get  # type: ignore[method-assign]
 
     def get(self, position: Position, /) -> Sentence | None:
         found = self._known.get(position)
