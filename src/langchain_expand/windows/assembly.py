@@ -99,7 +99,7 @@ def runs_of(reads: Reads, units: list[Unit]) -> Runs:
     held = reads.snapshot
     rest = [u for u in units if held is None or u.doc_id not in held.revs]
     if rest:
-        reads.read_copies(needed_ids(rest))
+        reads.read_copies([(u.doc_id, i) for u in rest for i in (0, *range(u.first, u.last))])
     local = {(u.doc_id, u.first, u.last): reads.local_run(u.doc_id, u.first, u.last) for u in rest}
     missing = [u for u in rest if local[(u.doc_id, u.first, u.last)] is None]
     read = record_runs(reads.records(needed_ids(missing)) if missing else [])

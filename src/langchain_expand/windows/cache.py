@@ -188,11 +188,12 @@ class Reads:
         self.local = local
         self.revs: dict[str, object] = {}
         self._read: dict[str, tuple[Document, Vector | None]] = {}
-        self._rows: dict[str, tuple[Document, LocalSentence]] = {}  # local copies read, by id, with their heads
-        self._firsts: dict[str, LocalSentence] = {}  # local copies of sentence 0, by document: for runs alone
-        self._marks: dict[str, Marks] = {}  # the local copies' marks, by id
-        self._asked: set[str] = set()  # ids asked of the local copy
-        self._counts: dict[str, int] = {}
+        # The local copies read, by position (growth's key: no id is built or parsed per sentence):
+        self._rows: dict[Position, tuple[Document, LocalSentence]] = {}  # each with its document's head
+        self._firsts: dict[str, LocalSentence] = {}  # sentence 0's, by document: for runs alone
+        self._marks: dict[Position, Marks] = {}
+        self._asked: set[Position] = set()  # positions asked of the local copy
+        self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
         self._key = counter_key(counter)
         self._scores: Scores | None = None
 
@@ -247,25 +248,27 @@ class Reads:
         self._learn(read)
         return [*known.values(), *read]
 
-    def sentences(self, ids: Sequence[str]) -> list[tuple[Position, int, Vector, Marks]]:
-        """Each record's position, token count, vector and marks: what growth scores a sentence by.
+    def sentences(self, positions: Sequence[Position]) -> list[tuple[Position, int, Vector, Marks]]:
+        """Each sentence's position, token count, vector and marks: what growth scores a sentence by.
 
         Local copies are not made into records here (most of what growth looks at is never
         sent); :meth:`records` makes those asked for. Records of other writers are left out.
         """
-        self._read_local([i for i in ids if i not in self._rows and self._read.get(i, (None, None))[1] is None])
+        rows, kept_marks = self._rows, self._marks
+        self._read_local([p for p in positions if p not in rows])
         found: list[tuple[Position, int, Vector, Marks]] = []
         rest: list[str] = []
-        for id_ in ids:
-            head, sentence = self._rows.get(id_, (None, None))
-            if head is None or sentence is None or sentence.vector is None:
-                rest.append(id_)
+        for position in positions:
+            row = rows.get(position)
+            vector = None if row is None else row[1].vector
+            if row is None or vector is None:
+                rest.append(unit_id(*position))
                 continue
-            position = (head.metadata[STORED_DOC], sentence.i)
-            marked = self._marks.get(id_)  # None for a snapshot's copy: read from its text here
+            sentence = row[1]
+            marked = kept_marks.get(position)  # None for a snapshot's copy: read from its text here
             if marked is None:
                 marked = marks(sentence.text, sentence.gap)
-            found.append((position, self._row_tokens(id_, sentence), sentence.vector, marked))
+            found.append((position, self._row_tokens(position, sentence), vector, marked))
         read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
         counts = self.tokens([d for d, _ in read])
         found += [(_position(d), n, v, record_marks(d)) for (d, v), n in zip(read, counts, strict=True)]
@@ -286,7 +289,7 @@ class Reads:
             found = [(p, self._copy_tokens(p, s), c, m) for p, s, c, m in held]
             taken = {p for p, _, _, _ in held}
             positions = [p for p in positions if p not in taken]
-        fetched = self.sentences([unit_id(doc_id, i) for doc_id, i in positions])
+        fetched = self.sentences(positions)
         similarities = cosines([v for _, _, v, _ in fetched], vector)
         found += [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
         return found
@@ -313,19 +316,27 @@ class Reads:
 
     def tokens(self, docs: Sequence[Document]) -> list[int]:
         """Each record's token count: from the local copy, else counted once per revision while cached."""
-        for doc in docs:
-            row = self._rows.get(doc.id or "")
+        positions = [_position(d) for d in docs]
+        for position in positions:
+            row = self._rows.get(position)
             if row is not None:
-                self._row_tokens(doc.id or "", row[1])
-        known = self._cached([d.id or "" for d in docs if d.id not in self._counts])
-        todo = [d for d in docs if d.id not in self._counts and (d.id not in known or known[d.id or ""].tokens is None)]
-        counted = dict(zip([d.id for d in todo], count_many(self.counter, [d.page_content for d in todo]), strict=True))
-        for doc in todo:
+                self._row_tokens(position, row[1])
+        known = self._cached([d.id or "" for d, p in zip(docs, positions, strict=True) if p not in self._counts])
+        todo = [
+            (d, p)
+            for d, p in zip(docs, positions, strict=True)
+            if p not in self._counts and (d.id not in known or known[d.id or ""].tokens is None)
+        ]
+        counted = count_many(self.counter, [d.page_content for d, _ in todo])
+        for (doc, position), n in zip(todo, counted, strict=True):
             entry = known.get(doc.id or "")
             if entry is not None:
-                entry.tokens = counted[doc.id]
-        self._counts.update((i, n) for i, n in counted.items() if i is not None)
-        return [self._counts[d.id] if d.id in self._counts else known[d.id or ""].tokens or 0 for d in docs]
+                entry.tokens = n
+            self._counts[position] = n
+        return [
+            self._counts[p] if p in self._counts else known[d.id or ""].tokens or 0
+            for d, p in zip(docs, positions, strict=True)
+        ]
 
     def local_run(self, doc_id: str, first: int, last: int) -> Run | None:
         """Sentences ``first`` to ``last - 1`` from the local copies read at the head's revision; None if any is not.
@@ -343,7 +354,7 @@ class Reads:
             if i == 0:
                 found = self._firsts.get(doc_id)
             else:
-                row_head, found = self._rows.get(unit_id(doc_id, i), (None, None))
+                row_head, found = self._rows.get((doc_id, i), (None, None))
                 if row_head is None or row_head.metadata.get(STORED_REV) != rev:
                     return None
             if found is None:
@@ -351,36 +362,35 @@ class Reads:
             sentences.append(found)
         return Run(rev, head, sentences)
 
-    def read_copies(self, ids: Sequence[str]) -> None:
-        """Read the local copies of ``ids`` not read yet this query (heads' copies too, for :meth:`local_run`)."""
-        self._read_local(ids)
+    def read_copies(self, positions: Sequence[Position]) -> None:
+        """Read the local copies of ``positions`` not read yet this query (heads' copies too, for :meth:`local_run`)."""
+        self._read_local(positions)
 
     def _copied(self, ids: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
         """The local copies of the records ``ids`` name, made into records (at their heads' revisions)."""
-        self._read_local([i for i in ids if i not in self._rows])
-        rows = [self._rows[i] for i in ids if i in self._rows]
+        positions = [p for p in map(unit_position, ids) if p is not None]
+        self._read_local([p for p in positions if p not in self._rows])
+        rows = [self._rows[p] for p in positions if p in self._rows]
         copied = [(_record(head, sentence), sentence.vector) for head, sentence in rows]
         self._learn(copied)
         return {doc.id or "": (doc, vector) for doc, vector in copied}
 
-    def _read_local(self, ids: Sequence[str]) -> None:
-        """Read the local copies of ``ids``: from the snapshot, else at the revisions of their heads (read first)."""
-        ids = [i for i in ids if i not in self._asked]
-        self._asked.update(ids)
+    def _read_local(self, positions: Sequence[Position]) -> None:
+        """Read the copies at ``positions``: from the snapshot, else at the revisions of their heads (read first)."""
+        asked = self._asked
+        positions = [p for p in positions if p not in asked]
+        asked.update(positions)
         if self.snapshot is not None:  # whole documents, each at one revision: no head to check against
-            for id_ in ids:
-                found = self.snapshot.copy(id_)
+            for position in positions:
+                found = self.snapshot.copy(unit_id(*position))
                 if found is not None and found[1].i > 0:  # heads come from :meth:`heads`
-                    self._rows[id_] = found
+                    self._rows[position] = found
             return
-        if self.local is None or not ids:
+        if self.local is None or not positions:
             return
         wanted: dict[str, list[int]] = {}
-        for position in map(unit_position, ids):
-            if position is not None:
-                wanted.setdefault(position[0], []).append(position[1])
-        if not wanted:
-            return
+        for doc_id, i in positions:
+            wanted.setdefault(doc_id, []).append(i)
         self.heads(wanted)
         for doc_id, indices in wanted.items():
             head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
@@ -396,21 +406,22 @@ class Reads:
                 if sentence.i == 0:  # the head record comes from the store; its copy serves runs
                     self._firsts[doc_id] = sentence
                     continue
-                self._rows[unit_id(doc_id, sentence.i)] = (head, sentence)
-                self._marks[unit_id(doc_id, sentence.i)] = marked
+                self._rows[(doc_id, sentence.i)] = (head, sentence)
+                self._marks[(doc_id, sentence.i)] = marked
 
     def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
         """A snapshot's copy's token count: as kept, when this query's counter made it; else as :meth:`_row_tokens`."""
         if sentence.tokens is not None and self._key is not None and sentence.counter == self._key:
             return sentence.tokens
-        return self._row_tokens(unit_id(*position), sentence)
+        return self._row_tokens(position, sentence)
 
-    def _row_tokens(self, id_: str, sentence: LocalSentence) -> int:
+    def _row_tokens(self, position: Position, sentence: LocalSentence) -> int:
         """A local copy's token count: as kept, when this query's counter made it; else counted now."""
-        if id_ not in self._counts:
+        counted = self._counts.get(position)
+        if counted is None:
             kept = sentence.tokens if self._key is not None and sentence.counter == self._key else None
-            self._counts[id_] = kept if kept is not None else self.counter(sentence.text)
-        return self._counts[id_]
+            counted = self._counts[position] = kept if kept is not None else self.counter(sentence.text)
+        return counted
 
     def _learn(self, read: Iterable[tuple[Document, Vector | None]]) -> None:
         """Records just read: remembered for this query, their revisions learned, cached."""
@@ -422,7 +433,7 @@ class Reads:
             self._read[doc.id] = (doc, vector)
             self.revs.setdefault(meta[STORED_DOC], meta.get(STORED_REV))
             if self.size and int(meta.get(STORED_INDEX, 0)) != 0:  # heads are never served from the cache
-                kept.append(_Entry(doc, None if vector is None else _own(vector), self._counts.get(doc.id)))
+                kept.append(_Entry(doc, None if vector is None else _own(vector), self._counts.get(_position(doc))))
         if kept:
             self.cache.keep(kept, self.size)
 
