@@ -608,6 +608,32 @@ def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make)
     assert not any(i.endswith("::0") for i in log.taken())  # the mark has not moved: none read again
 
 
+def test_past_the_snapshot_limit_growth_starts_knowing_each_seeds_neighbours(
+    reader: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first round would otherwise guess from its first step: every seed's neighbours are fetched before it."""
+    first_rounds: list[list[bool]] = []
+
+    def grown(seeds: list[Any], sentences: Any, *args: Any, resume: Any = None, **kwargs: Any) -> Growth:
+        if resume is None and not kwargs.get("taken"):
+            first_rounds.append(
+                [
+                    sentences.get((s.doc_id, j)) is not None
+                    for s in seeds
+                    for j in (s.index - 1, s.index + 1)
+                    if 0 <= j < s.n
+                ]
+            )
+        return grow(seeds, sentences, *args, resume=resume, **kwargs)
+
+    monkeypatch.setattr(guided, "grow", grown)
+    retriever = past_the_limit(reader, Deferred())
+    for query in [q["query"] for q in load_queries("qmsum")[:2]]:
+        assert retriever.invoke(query, max_tokens=1000)
+    assert first_rounds
+    assert all(all(known) and known for known in first_rounds)
+
+
 class CountedCopies(LexicalIndex):
     """The lexical index, counting the local copies each query reads from SQLite."""
 
