@@ -38,7 +38,7 @@ from langchain_expand.store.records import unit_id, unit_position
 from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
-from langchain_expand.windows.growth import Position
+from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.lexical import LocalSentence
 from langchain_expand.windows.snapshot import Run, Scores, Snapshot
 
@@ -294,17 +294,26 @@ class Reads:
         found += [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
         return found
 
-    def held(self, position: Position, vector: Sequence[float]) -> tuple[int, float, Marks] | None:
-        """A sentence's token count, similarity to ``vector`` and marks from the snapshot; None if not held.
+    def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
+        """What growth knows of a sentence the snapshot holds, against ``vector``: a lookup (None without a snapshot).
 
-        Nothing is read or made: what :meth:`similar` gives for one sentence the snapshot holds.
+        Nothing is read or made: what :meth:`similar` gives for one sentence the snapshot holds,
+        as growth's :class:`~langchain_expand.windows.growth.Sentence`; None for one it does not
+        hold. Growth asks for a few hundred a query, so the scores are bound once, here.
         """
         scores = self.scores(vector)
-        found = None if scores is None else scores.held(position)
-        if found is None:
+        if scores is None:
             return None
-        sentence, cosine, marked = found
-        return self._copy_tokens(position, sentence), cosine, marked
+        find, copy_tokens = scores.held, self._copy_tokens
+
+        def sentence(position: Position) -> Sentence | None:
+            found = find(position)
+            if found is None:
+                return None
+            copy, cosine, marked = found
+            return Sentence(copy_tokens(position, copy), cosine, marked.tied, marked.heading)
+
+        return sentence
 
     def scores(self, vector: Sequence[float]) -> Scores | None:
         """The snapshot's scores of every sentence against ``vector``, computed once a query; None without one."""

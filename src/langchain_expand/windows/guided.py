@@ -48,7 +48,7 @@ class _Known:
     fetching would have shown it.
     """
 
-    def __init__(self, held: Callable[[Position], tuple[int, float, Marks] | None] | None) -> None:
+    def __init__(self, held: Callable[[Position], Sentence | None] | None) -> None:
         self._known: dict[Position, Sentence] = {}
         self._held = held
         self._not_held: set[Position] = set()
@@ -58,11 +58,11 @@ class _Known:
     def get(self, position: Position, /) -> Sentence | None:
         found = self._known.get(position)
         if found is None and self._held is not None and position not in self._not_held:
-            held = self._held(position)
-            if held is None:
+            found = self._held(position)
+            if found is None:
                 self._not_held.add(position)
             else:
-                found = self._known[position] = _sentence(*held)
+                self._known[position] = found
         return found
 
     def learn(self, position: Position, sentence: Sentence, *, keep: bool = False) -> None:
@@ -90,8 +90,7 @@ class Growing:
         self.vector = vector
         self.plan = plan
         self.decay = decay
-        held = None if reads.snapshot is None else (lambda position: reads.held(position, vector))
-        self.known = _Known(held)
+        self.known = _Known(reads.held(vector))
         self._asked: set[Position] = set()
 
     def seeded(self, hits: list[Hit], counts: list[int], budget: int) -> list[Hit]:
