@@ -17,9 +17,10 @@ Where the retriever has a lexical index (:class:`~langchain_expand.windows.lexic
 its local copies of the records come before the store: read by key (from SQLite, about 10 us a
 record), at the revision of the document's head read in this query, and made into records
 only when asked for (growth needs a sentence's position, count and vector; most of what it
-looks at is never sent). A query then reads the store for its search and its heads alone; where the retriever
-holds a :class:`~langchain_expand.windows.snapshot.Snapshot`, the copies come from memory instead,
-under the same rule.
+looks at is never sent, and a window is built from the copies themselves:
+:meth:`Reads.local_run`). A query then reads the store for its search and its heads alone;
+where the retriever holds a :class:`~langchain_expand.windows.snapshot.Snapshot`, the copies
+come from memory instead, under the same rule.
 """
 
 from __future__ import annotations
