@@ -256,7 +256,7 @@ class Reads:
         sent); :meth:`records` makes those asked for. Records of other writers are left out.
         """
         rows, kept_marks = self._rows, self._marks
-        self._read_local([p for p in positions if p not in rows])
+        self.read_copies([p for p in positions if p not in rows])
         found: list[tuple[Position, int, Vector, Marks]] = []
         rest: list[str] = []
         for position in positions:
@@ -372,21 +372,20 @@ class Reads:
             sentences.append(found)
         return Run(rev, head, sentences)
 
-    def read_copies(self, positions: Sequence[Position]) -> None:
-        """Read the local copies of ``positions`` not read yet this query (heads' copies too, for :meth:`local_run`)."""
-        self._read_local(positions)
-
     def _copied(self, ids: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
         """The local copies of the records ``ids`` name, made into records (at their heads' revisions)."""
         positions = [p for p in map(unit_position, ids) if p is not None]
-        self._read_local([p for p in positions if p not in self._rows])
+        self.read_copies([p for p in positions if p not in self._rows])
         rows = [self._rows[p] for p in positions if p in self._rows]
         copied = [(_record(head, sentence), sentence.vector) for head, sentence in rows]
         self._learn(copied)
         return {doc.id or "": (doc, vector) for doc, vector in copied}
 
-    def _read_local(self, positions: Sequence[Position]) -> None:
-        """Read the copies at ``positions``: from the snapshot, else at the revisions of their heads (read first)."""
+    def read_copies(self, positions: Sequence[Position]) -> None:
+        """Read the copies at ``positions`` not read yet this query: from the snapshot, else at their heads' revisions.
+
+        The heads are read first. A head's own copy is kept apart, for :meth:`local_run`.
+        """
         asked = self._asked
         positions = [p for p in positions if p not in asked]
         asked.update(positions)
