@@ -15,16 +15,22 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import LexicalIndex, SentenceSplitter, SentenceWindowRetriever, TokenCounter
+from langchain_expand.windows import snapshot
 from langchain_expand.windows.lexical import LexicalHit, LocalSentence, fuse, words
 from langchain_expand.windows.snapshot import Bm25, ranked_bm25
 
 from .conftest import load_docs, load_queries
 from .test_core import RecordingStore
+
+_ZIPF = ["the"] * 12 + ["of"] * 6 + ["price"] * 3 + ["cat", "mat", "sat", "contract", "2019", "x"]
+"""Words drawn as often as they appear here: a few common, most rare (repeats make ties)."""
 
 ROWS = [
     "Fixed Price sales were $ 1,452.4 million in 2019.",
@@ -289,6 +295,27 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
         for k in (1, 7, 30):
             assert bm25.search(query, k) == index.search(query, k) == listed.search(query, k), (query, k)
     assert words("Snake_case CAFÉ x-ray 3.50") == ["snake", "case", "cafe", "x", "ray", "3", "50"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(_ZIPF), min_size=0, max_size=12).map(" ".join), min_size=1, max_size=80),
+    query=st.lists(st.sampled_from(_ZIPF), min_size=0, max_size=6).map(" ".join),
+    k=st.integers(1, 40),
+    seeds=st.integers(1, 30),
+)
+def test_bm25_lists_only_what_can_be_among_the_best_and_ranks_as_fts5_does(
+    texts: list[str], query: str, k: int, seeds: int
+) -> None:
+    # Common words hold most rows; the floor from the rarest terms' rows leaves the rest
+    # unlisted. Few seed rows make the floor land anywhere: under k of them, at a tie, above
+    # a common word's rows. FTS5 itself is the oracle.
+    index = LexicalIndex()
+    index.replace([("d", "r", texts)])
+    bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(snapshot, "_SEEDS", seeds)
+        assert bm25.search(query, k) == index.search(query, k)
 
 
 def _work_to_replace_one_document(documents: int) -> int:

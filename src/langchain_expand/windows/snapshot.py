@@ -240,6 +240,11 @@ class Bm25:
     where that is not positive), lengths in :func:`~langchain_expand.windows.lexical.words`; a sentence
     matches when it holds any of the query's words. Ties keep the order sentences were written
     in. In memory a query costs 0.3-0.6 ms where SQLite took 3-7 (measured on the four corpora).
+
+    Past the snapshot's limit (:class:`LexicalRanking`) a query's common words hold hundreds of
+    thousands of sentences each: at a million, scoring them is 3-4 ms a query, and what cost
+    more was listing every sentence matched and its score (12 ms); only those that can be among
+    the ``k`` best are listed now (:meth:`_floor`), and each posting's weight is counted once.
     """
 
     K1 = 1.2
@@ -250,8 +255,10 @@ class Bm25:
     ) -> None:
         """Index rows whose words are ``words[row]`` (numbers in ``terms``); ``hit(row, rank)`` names a row found.
 
-        The postings are one array of rows and one of counts, sorted by term then row; a term's
-        are the slice between its two offsets.
+        The postings are one array of rows and one of weights, sorted by term then row; a term's
+        are the slice between its two offsets. A posting's weight is its contribution but for
+        the term's idf, ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))``, counted
+        once here, not on every query.
         """
         n = len(words)
         lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=n)
@@ -259,10 +266,12 @@ class Bm25:
         keys, counts = np.unique(flat * max(n, 1) + np.repeat(np.arange(n), lengths), return_counts=True)
         self._terms = terms
         self._rows = keys % max(n, 1)  # sorted: by term, then row
-        self._counts = counts.astype(np.float64)
+        counts = counts.astype(np.float64)
         self._offsets = np.searchsorted(keys // max(n, 1), np.arange(len(terms) + 1))
         average = float(lengths.mean()) if n else 1.0
-        self._length_norm = self.K1 * (1.0 - self.B + self.B * lengths / (average or 1.0))
+        length_norm = self.K1 * (1.0 - self.B + self.B * lengths / (average or 1.0))
+        self._weights = counts * (self.K1 + 1.0) / (counts + length_norm[self._rows])
+        self._n = n
         self._hit = hit
 
     @classmethod
@@ -275,23 +284,50 @@ class Bm25:
         """The ``k`` sentences that best match the query's words by BM25, best first."""
         if k < 1:
             return []
-        n = len(self._length_norm)
+        n = self._n
         scores = np.zeros(n)
-        for term in sorted(set(words(query))):
-            if term not in self._terms:
+        postings: list[tuple[int, int]] = []
+        for term in sorted(set(words(query))):  # in the order FTS5 adds them up: the same sums
+            at = self._terms.get(term)
+            if at is None:
                 continue
-            at = self._terms[term]
-            rows = self._rows[self._offsets[at] : self._offsets[at + 1]]
-            counts = self._counts[self._offsets[at] : self._offsets[at + 1]]
-            idf = math.log((n - len(rows) + 0.5) / (len(rows) + 0.5))
-            scores[rows] += (idf if idf > 0 else 1e-6) * counts * (self.K1 + 1.0) / (counts + self._length_norm[rows])
-        rows = np.flatnonzero(scores)  # a word found adds more than 0 (idf >= 1e-6): the sentences matched
+            a, b = int(self._offsets[at]), int(self._offsets[at + 1])
+            idf = math.log((n - (b - a) + 0.5) / ((b - a) + 0.5))
+            scores[self._rows[a:b]] += (idf if idf > 0 else 1e-6) * self._weights[a:b]
+            postings.append((a, b))
+        rows = np.flatnonzero(scores >= self._floor(scores, postings, k))
         found = scores[rows]
         if len(rows) > k:  # only those scored at least the k-th best can be among the k best (ties included)
             kept = found >= -np.partition(-found, k - 1)[k - 1]
             rows, found = rows[kept], found[kept]
         best = rows[np.lexsort((rows, -found))][:k]
         return [self._hit(int(row), rank) for rank, row in enumerate(best)]
+
+    def _floor(self, scores: np.ndarray, postings: Sequence[tuple[int, int]], k: int) -> float:
+        """A score the ``k``-th best reaches, above 0 (a row holding a query word scores more than 0).
+
+        Past the snapshot's limit a query's common words hold most of a million rows, and
+        listing every row matched cost more than scoring them. The rows of the rarest terms
+        are few: the ``k``-th best of their scores is such a floor (each is a row's whole
+        score), and only the rows at or above it are listed. The rarest terms are taken while
+        their rows number ``_SEEDS`` at most (the rarest at least); where those rows are under
+        ``k``, the floor is the smallest positive score.
+        """
+        seeds: list[np.ndarray] = []
+        held = 0
+        for a, b in sorted(postings, key=lambda p: p[1] - p[0]):
+            if seeds and held + b - a > _SEEDS:
+                break
+            seeds.append(self._rows[a:b])
+            held += b - a
+        seeded = seeds[0] if len(seeds) == 1 else np.unique(np.concatenate(seeds)) if seeds else np.zeros(0, int)
+        if len(seeded) < k:
+            return float(np.nextafter(0.0, 1.0))
+        return float(-np.partition(-scores[seeded], k - 1)[k - 1])
+
+
+_SEEDS = 4096
+"""Rows of the rarest query terms that :meth:`Bm25._floor` scores, at most (and a term's whole)."""
 
 
 class LexicalRanking:
