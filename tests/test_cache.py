@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -639,9 +639,9 @@ class CountedCopies(LexicalIndex):
 
     read: int = 0
 
-    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[Any]:
-        type(self).read += len(indices)
-        return super().sentences(doc_id, rev, indices)
+    def sentences_of(self, wanted: Mapping[tuple[str, str], Sequence[int]]) -> dict[tuple[str, str], list[Any]]:
+        type(self).read += sum(len(indices) for indices in wanted.values())
+        return super().sentences_of(wanted)
 
 
 @pytest.mark.parametrize("cache_size", [20_000, 0])

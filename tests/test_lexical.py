@@ -74,6 +74,28 @@ def test_replace_is_whole_and_delete_leaves_nothing() -> None:
     assert index.documents() == {"b"}
 
 
+def test_copies_of_many_documents_are_read_in_one_call_as_each_alone() -> None:
+    index = LexicalIndex()
+    index.replace(
+        (
+            f"d{n}",
+            f"r{n}",
+            [LocalSentence(i, f"Sentence {i} of {n}.", i, i + 1, " ", i, "c", [float(i)]) for i in range(9)],
+        )
+        for n in range(60)
+    )
+    wanted = {(f"d{n}", f"r{n}"): [8, 0, 3, 99] for n in range(0, 60, 2)}  # 99: never written
+    wanted[("d1", "r0")] = [1, 2]  # another revision: left out
+    wanted[("d3", "r3")] = list(range(9))
+    wanted.update({(f"d{n}", f"r{n}"): list(range(9)) for n in range(20, 60)})  # over one statement's worth
+    found = index.sentences_of(wanted)
+    alone = {key: index.sentences(*key, indices) for key, indices in wanted.items()}
+    assert found == {key: copies for key, copies in alone.items() if copies}
+    assert ("d1", "r0") not in found
+    assert sorted(s.i for s in found[("d0", "r0")]) == [0, 3, 8]
+    assert sum(len(copies) for copies in found.values()) == 10 * 3 + 9 + 40 * 9  # d0..d18 even, d3, d20..d59
+
+
 def test_local_copies_are_served_only_at_the_revision_asked_and_replaced_whole() -> None:
     index = LexicalIndex()
     vector = [0.25] * 4

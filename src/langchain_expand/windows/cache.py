@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -144,8 +144,10 @@ class SentenceCache:
 class Copies(Protocol):
     """Where local copies of sentence records are read: a lexical index."""
 
-    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
-        """The copies of sentences ``indices`` of the document held at revision ``rev``; others left out."""
+    def sentences_of(
+        self, wanted: Mapping[tuple[str, str], Sequence[int]]
+    ) -> dict[tuple[str, str], list[LocalSentence]]:
+        """For each ``(doc_id, rev)``, the copies held of its sentences ``indices`` at that revision."""
         ...
 
 
@@ -401,14 +403,21 @@ class Reads:
         for doc_id, i in positions:
             wanted.setdefault(doc_id, []).append(i)
         self.heads(wanted)
+        known: list[tuple[str, Document, str, list[tuple[LocalSentence, Marks]]]] = []
+        missing: dict[tuple[str, str], list[int]] = {}
         for doc_id, indices in wanted.items():
             head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
             rev = None if head is None else head.metadata.get(STORED_REV)
             if head is None or not isinstance(rev, str):
                 continue  # not committed: the store answers for it
             held = self.cache.copies(doc_id, rev, indices) if self.size else []
-            missing = sorted(set(indices) - {s.i for s, _ in held})
-            read = [(s, marks(s.text, s.gap)) for s in self.local.sentences(doc_id, rev, missing)]
+            known.append((doc_id, head, rev, held))
+            unheld = set(indices) - {s.i for s, _ in held}
+            if unheld:
+                missing[(doc_id, rev)] = sorted(unheld)
+        fetched = self.local.sentences_of(missing) if missing else {}
+        for doc_id, head, rev, held in known:
+            read = [(s, marks(s.text, s.gap)) for s in fetched.get((doc_id, rev), ())]
             if self.size and read:
                 self.cache.keep_copies(doc_id, rev, read, self.size)
             for sentence, marked in [*held, *read]:

@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import unicodedata
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -71,6 +71,7 @@ _RECORD_COLUMNS = "doc_id, i, rev, start, end, gap, text, tokens, counter, vecto
 _RECORD_SLOTS = ", ".join("?" * len(_RECORD_COLUMNS.split(",")))
 _COPY_COLUMNS = "i, text, start, end, gap, tokens, counter, vector, joined"
 """A local copy's columns, in :class:`LocalSentence`'s order."""
+_JOINED_COLUMNS = ", ".join(f"r.{column.strip()}" for column in _COPY_COLUMNS.split(","))
 
 
 def copy_of_row(row: Sequence[Any]) -> LocalSentence:
@@ -110,6 +111,18 @@ class BaseLexicalIndex(ABC):
         Sentences held at another revision, or not at all, are left out: the caller reads
         those from the vector store.
         """
+
+    def sentences_of(
+        self, wanted: Mapping[tuple[str, str], Sequence[int]]
+    ) -> dict[tuple[str, str], list[LocalSentence]]:
+        """:meth:`sentences` of many documents: for each ``(doc_id, rev)`` its copies held of ``indices``.
+
+        A query past the snapshot's limit reads copies of a hundred documents or more at once;
+        an index that can read them in one statement does (this default asks each document).
+        Documents with none held are left out.
+        """
+        found = {key: self.sentences(*key, indices) for key, indices in wanted.items()}
+        return {key: copies for key, copies in found.items() if copies}
 
     @abstractmethod
     def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
@@ -311,18 +324,31 @@ class LexicalIndex(BaseLexicalIndex):
 
     def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
         """See :meth:`BaseLexicalIndex.sentences`."""
-        if not indices:
-            return []
-        found: list[LocalSentence] = []
+        return self.sentences_of({(doc_id, rev): indices}).get((doc_id, rev), [])
+
+    def sentences_of(
+        self, wanted: Mapping[tuple[str, str], Sequence[int]]
+    ) -> dict[tuple[str, str], list[LocalSentence]]:
+        """See :meth:`BaseLexicalIndex.sentences_of`: one statement for a few hundred sentences.
+
+        At a million sentences a query read its copies in about 140 statements, one a
+        document (a third of the time it spent reading them); the sentences asked are joined
+        to the records by key instead.
+        """
+        asked = list(dict.fromkeys((doc_id, rev, i) for (doc_id, rev), indices in wanted.items() for i in indices))
+        found: dict[tuple[str, str], list[LocalSentence]] = {}
+        step = _MAX_VARIABLES // 3
         with self._lock:
-            for at in range(0, len(indices), _MAX_VARIABLES):
-                chunk = indices[at : at + _MAX_VARIABLES]
+            for at in range(0, len(asked), step):
+                chunk = asked[at : at + step]
                 rows = self._db.execute(
-                    f"SELECT {_COPY_COLUMNS} FROM {self.table}_records "
-                    f"WHERE doc_id = ? AND rev = ? AND i IN ({', '.join('?' * len(chunk))})",
-                    (doc_id, rev, *chunk),
+                    f"SELECT r.doc_id, r.rev, {_JOINED_COLUMNS} FROM (VALUES {', '.join(['(?, ?, ?)'] * len(chunk))}) "
+                    f"AS w JOIN {self.table}_records AS r ON r.doc_id = w.column1 AND r.i = w.column3 "
+                    "AND r.rev = w.column2",
+                    [value for triple in chunk for value in triple],
                 ).fetchall()
-                found += [copy_of_row(row) for row in rows]
+                for doc_id, rev, *copy in rows:
+                    found.setdefault((doc_id, rev), []).append(copy_of_row(copy))
         return found
 
     def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
