@@ -29,7 +29,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, Protocol
 
 import numpy as np
@@ -52,25 +51,9 @@ _NONE = object()  # no revision known: matches no record
 
 @dataclass(slots=True)
 class _Entry:
-    """A cached record as a query uses it: made anew for each query from what the cache holds."""
-
     doc: Document
     vector: Vector | None
     tokens: int | None
-
-
-def _plain(doc: Document) -> tuple[Any, ...]:
-    """A record as plain values: its text, then each metadata key and value.
-
-    Flat, so that the collector stops tracking a tuple holding it at its first look (it
-    untracks a tuple of tuples one level a collection, and old tuples are seldom looked at).
-    """
-    return doc.page_content, *chain.from_iterable(doc.metadata.items())
-
-
-def _document(id_: str, plain: Sequence[Any]) -> Document:
-    """The record :func:`_plain` made plain values of."""
-    return Document(plain[0], metadata=dict(zip(plain[1::2], plain[2::2], strict=True)), id=id_)
 
 
 class SentenceCache:
@@ -79,18 +62,14 @@ class SentenceCache:
     A local copy is kept under its document, revision and position: a revision names one text,
     splitter and metadata, so the copy is the one the lexical index holds for as long as the
     document's head has that revision, and is served only at it, with its marks (read from its
-    text once). A copy, and a record, is held as a plain tuple of strings, numbers and its NumPy
-    vector, which Python's garbage collector stops tracking: a full cache adds nothing to what
-    a full collection scans, and filling it does not bring the next one closer. (Records were
-    held as ``Document`` objects: at a million sentences a query that missed the cache kept
-    ~500 tracked objects, and a full collection, 60-100 ms in a process holding Chroma and
-    LangChain, came every ~80 such queries.)
+    text once). A copy is held as a plain tuple of strings, numbers and its NumPy vector, which
+    Python's garbage collector stops tracking: a full cache adds nothing to what a full
+    collection scans.
     """
 
     def __init__(self) -> None:
         """An empty cache; its size is given on every use (the retriever's ``cache_size``)."""
-        # each record as (document, revision, vector, token count, *its plain values), by id
-        self._entries: OrderedDict[str, tuple[Any, ...]] = OrderedDict()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
         # each copy as its fields and its marks' code, under (document, revision, index)
         self._copies: OrderedDict[tuple[str, str, int], tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
@@ -126,37 +105,37 @@ class SentenceCache:
                 self._copies.popitem(last=False)
 
     def find(self, ids: Iterable[str], revs: dict[str, object], counter: object) -> dict[str, _Entry]:
-        """The entries for ``ids`` whose revision is their document's in ``revs``, as records of their own.
+        """The entries for ``ids`` whose revision is their document's in ``revs``.
 
         Token counts are kept only for one counter: when ``counter`` is another, they are dropped.
         """
-        held: dict[str, tuple[Any, ...]] = {}
+        found: dict[str, _Entry] = {}
         with self._lock:
             if counter is not self._counter:
-                for id_, counted in self._entries.items():
-                    self._entries[id_] = (*counted[:3], None, *counted[4:])
+                for kept in self._entries.values():
+                    kept.tokens = None
                 self._counter = counter
             for id_ in ids:
-                kept = self._entries.get(id_)
-                if kept is not None and revs.get(kept[0], _NONE) == kept[1]:
+                entry = self._entries.get(id_)
+                if entry is None:
+                    continue
+                meta = entry.doc.metadata
+                if revs.get(meta[STORED_DOC], _NONE) == meta.get(STORED_REV):
                     self._entries.move_to_end(id_)
-                    held[id_] = kept
-        return {id_: _Entry(_document(id_, kept[4:]), kept[2], kept[3]) for id_, kept in held.items()}
+                    found[id_] = entry
+        return found
 
     def keep(self, entries: Iterable[_Entry], size: int) -> None:
-        """Remember ``entries`` (an entry of another revision replaces the old one); keep at most ``size``.
-
-        An entry without a vector or a count keeps those the cache holds at its revision.
-        """
+        """Remember ``entries`` (an entry of another revision replaces the old one); keep at most ``size``."""
         with self._lock:
             for entry in entries:
-                id_, meta = entry.doc.id or "", entry.doc.metadata
-                doc_id, rev, vector, tokens = meta[STORED_DOC], meta.get(STORED_REV), entry.vector, entry.tokens
+                id_ = entry.doc.id or ""
                 old = self._entries.get(id_)
-                if old is not None and old[1] == rev:
-                    vector = old[2] if vector is None else vector
-                    tokens = old[3] if tokens is None else tokens
-                self._entries[id_] = (doc_id, rev, vector, tokens, *_plain(entry.doc))
+                if old is not None and old.doc.metadata.get(STORED_REV) == entry.doc.metadata.get(STORED_REV):
+                    old.vector = old.vector if entry.vector is None else entry.vector
+                    old.tokens = old.tokens if entry.tokens is None else entry.tokens
+                else:
+                    self._entries[id_] = entry
                 self._entries.move_to_end(id_)
             while len(self._entries) > size:
                 self._entries.popitem(last=False)
@@ -361,15 +340,11 @@ class Reads:
             if p not in self._counts and (d.id not in known or known[d.id or ""].tokens is None)
         ]
         counted = count_many(self.counter, [d.page_content for d, _ in todo])
-        recounted: list[_Entry] = []
         for (doc, position), n in zip(todo, counted, strict=True):
             entry = known.get(doc.id or "")
             if entry is not None:
                 entry.tokens = n
-                recounted.append(entry)
             self._counts[position] = n
-        if recounted:
-            self.cache.keep(recounted, self.size)
         return [
             self._counts[p] if p in self._counts else known[d.id or ""].tokens or 0
             for d, p in zip(docs, positions, strict=True)
@@ -494,30 +469,27 @@ class HeadsAtMark:
     snapshot (past ``snapshot_limit``), a query reads from the store only the heads no query at
     this mark has read yet (a few milliseconds of Chroma's a query, and more the more documents
     its hits span). This is what a snapshot gives for whole documents, for heads alone; a
-    writer that has not finished is seen as a snapshot sees it, from the next mark on. A head
-    is held as plain values, as :class:`SentenceCache` holds records, and made a record anew
-    for each query.
+    writer that has not finished is seen as a snapshot sees it, from the next mark on.
     """
 
     def __init__(self, mark: str, size: int) -> None:
         """Heads at ``mark``, at most ``size`` of them (the retriever's ``cache_size``)."""
         self.mark = mark
         self.size = size
-        self._heads: dict[str, tuple[Any, ...]] = {}  # each as (vector, *its plain values), by id
+        self._heads: dict[str, tuple[Document, Vector]] = {}
         self._lock = threading.Lock()
 
     def found(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
         """The heads ``ids`` name that are held here."""
         with self._lock:
-            held = [(i, self._heads[i]) for i in ids if i in self._heads]
-        return [(_document(i, kept[1:]), kept[0]) for i, kept in held]
+            return [self._heads[i] for i in ids if i in self._heads]
 
     def keep(self, heads: Iterable[tuple[Document, Vector]]) -> None:
         """Hold ``heads``, just read from the store, while there is room."""
         with self._lock:
             for doc, vector in heads:
                 if doc.id is not None and len(self._heads) < self.size:
-                    self._heads[doc.id] = (_own(vector), *_plain(doc))
+                    self._heads[doc.id] = (doc, _own(vector))
 
 
 def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
