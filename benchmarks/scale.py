@@ -13,7 +13,9 @@ own ids where a size needs more. At each size:
   Past ``snapshot_limit`` (50,000 sentences) the query runs on the store path, BM25 ranked in
   memory once built (the seconds that took, from the first query after the last write, are
   reported; the queries are timed after it);
-- **memory**: the process's resident memory after indexing and after the queries, and its peak.
+- **memory**: the process's resident memory after indexing and after the queries, and its peak;
+- **full collections**: how many of Python's full garbage collections ran among the timed
+  queries (each 60-100 ms in a process holding Chroma and LangChain: what a p99 here shows).
 
 The embedding is a hashed bag of words (384 numbers, near-free), not MiniLM: MiniLM on two
 cores embeds about 240 sentences a second, so a million would take hours, and what is
@@ -27,6 +29,7 @@ Run: ``python benchmarks/scale.py [--sizes 10000 100000 1000000]``. Writes ``res
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import resource
@@ -109,9 +112,11 @@ def queried(retriever: SentenceWindowRetriever, queries: list[str], passes: int)
 
     for q in warmup:
         raw(q)
+    full = gc.get_stats()[2]["collections"]
     ours_t, raw_t = interleaved(ours, raw, timed, passes)
     row = {
         "bm25_in_memory_built_s": built,
+        "full_collections": gc.get_stats()[2]["collections"] - full,
         "raw_p50_ms": round(pct(raw_t, 50) * 1000, 1),
         "raw_p99_ms": round(pct(raw_t, 99) * 1000, 1),
         "p50_ms": round(pct(ours_t, 50) * 1000, 1),
