@@ -23,7 +23,8 @@ measured is the library's own cost beside the model's. For the same reason the r
 harsher than with a real model, whose query embedding both sides pay.
 
 Run: ``python benchmarks/scale.py [--sizes 10000 100000 1000000]``. Writes ``results/scale.json``.
-``--reuse PATH`` times the queries alone on an index an earlier run grew (its report's ``index``).
+``--reuse PATH`` times the queries alone on an index an earlier run grew (its report's ``index``);
+``--freeze`` then freezes what the process holds after the warm-up (``gc.freeze()``).
 """
 
 from __future__ import annotations
@@ -98,11 +99,18 @@ def copies(docs: list[dict]):  # type: ignore[no-untyped-def]
             yield d if n == 0 else {**d, "doc_id": f"{d['doc_id']}#copy{n}"}
 
 
-def queried(retriever: SentenceWindowRetriever, queries: list[str], passes: int) -> dict:
-    """The default query against the raw search on the same store, p50 and p99, and memory after."""
+def queried(retriever: SentenceWindowRetriever, queries: list[str], passes: int, freeze: bool = False) -> dict:
+    """The default query against the raw search on the same store, p50 and p99, and memory after.
+
+    With ``freeze``, ``gc.freeze()`` after the warm-up (docs/deployment.md): what the process
+    holds then is left out of every later collection.
+    """
     warmup, timed = queries[:5], queries[5:]
     store = retriever.vectorstore
     built = ranked_in_memory(retriever, warmup, BUDGET)
+    if freeze:
+        gc.collect()
+        gc.freeze()
 
     def raw(q: str) -> object:
         return store.similarity_search(q, k=16)
@@ -137,6 +145,7 @@ def main() -> None:
     parser.add_argument(
         "--reuse", type=Path, help="an index an earlier run grew (its report's 'index'): time the queries on it alone"
     )
+    parser.add_argument("--freeze", action="store_true", help="with --reuse: gc.freeze() after the warm-up")
     args = parser.parse_args()
     docs, queries = documents()
     embeddings = HashedWords()
@@ -147,7 +156,7 @@ def main() -> None:
     if args.reuse:
         assert retriever.lexical is not None
         row: dict = {"sentences": retriever.lexical.count(), "rss_after_opening_mb": round(rss_mb())}
-        row.update(queried(retriever, queries, args.passes))
+        row.update(queried(retriever, queries, args.passes, freeze=args.freeze))
         print(json.dumps(row), flush=True)
         return
     # The floor's HNSW graph is built as chroma_store builds ours (cosine, its construction
