@@ -357,10 +357,10 @@ class Reads:
         so the window's count comes from them (:func:`~langchain_expand.windows.assembly.run_tokens`)
         instead of counting its text again. Read the copies first (:meth:`read_copies`).
         """
-        head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
-        rev = None if head is None else head.metadata.get(STORED_REV)
-        if head is None or not isinstance(rev, str):
+        committed = self._committed(doc_id)
+        if committed is None:
             return None
+        head, rev = committed
         sentences: list[LocalSentence] = []
         for i in range(first, last):
             if i == 0:
@@ -406,10 +406,10 @@ class Reads:
         known: list[tuple[str, Document, str, list[tuple[LocalSentence, Marks]]]] = []
         missing: dict[tuple[str, str], list[int]] = {}
         for doc_id, indices in wanted.items():
-            head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
-            rev = None if head is None else head.metadata.get(STORED_REV)
-            if head is None or not isinstance(rev, str):
+            committed = self._committed(doc_id)
+            if committed is None:
                 continue  # not committed: the store answers for it
+            head, rev = committed
             held = self.cache.copies(doc_id, rev, indices) if self.size else []
             known.append((doc_id, head, rev, held))
             unheld = set(indices) - {s.i for s, _ in held}
@@ -426,6 +426,12 @@ class Reads:
                     continue
                 self._rows[(doc_id, sentence.i)] = (head, sentence)
                 self._marks[(doc_id, sentence.i)] = marked
+
+    def _committed(self, doc_id: str) -> tuple[Document, str] | None:
+        """The document's head read this query and its revision; None where it has none (not committed)."""
+        head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
+        rev = None if head is None else head.metadata.get(STORED_REV)
+        return (head, rev) if head is not None and isinstance(rev, str) else None
 
     def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
         """A snapshot's copy's token count: as kept, when this query's counter made it; else as :meth:`_row_tokens`."""
