@@ -14,8 +14,10 @@ import signal
 import sqlite3
 import time
 import types
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +26,8 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import LexicalIndex, SentenceSplitter, SentenceWindowRetriever, TokenCounter
-from langchain_expand.windows import snapshot
+from langchain_expand.store.adapters.chroma import ChromaAdapter
+from langchain_expand.windows import layout, snapshot
 from langchain_expand.windows.lexical import LexicalHit, LocalSentence, fuse, words
 from langchain_expand.windows.snapshot import Bm25, ranked_bm25
 
@@ -199,6 +202,33 @@ def test_local_copies_hold_what_the_store_holds_and_the_counters_counts(tmp_path
         assert copy.vector is not None
         assert copy.vector.tolist() == pytest.approx(record["vector"], abs=1e-6)  # kept as float32
     assert lexical.sentences("a", rev, [0])[0].vector is None  # the head is written after: read from the store
+
+
+def test_on_chroma_the_copies_keep_the_vectors_written_without_reading_them_back(
+    make_retriever: Callable[..., SentenceWindowRetriever], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Indexing hands the copies the vectors it wrote, as float32; a cosine collection of
+    # Chroma hands them back within 2 units in the last place. Written a few sentences at a
+    # time, each part's copies go in before the next part.
+    reads: list[int] = []
+    read = ChromaAdapter.vectors
+    monkeypatch.setattr(ChromaAdapter, "vectors", lambda self, ids: reads.append(len(ids)) or read(self, ids))
+    monkeypatch.setattr(layout, "_HELD", 3)
+    lexical = LexicalIndex()
+    retriever = make_retriever(lexical=lexical, batch_size=2)
+    docs = [Document(TEXT, id="a"), Document("Only one.", id="b"), Document(TEXT.replace("One", "Six"), id="c")]
+    retriever.add_documents(docs)
+    assert reads == []
+    collection = retriever.vectorstore._collection  # type: ignore[attr-defined]
+    for doc_id in ("a", "c"):
+        rev = collection.get(ids=[f"{doc_id}::0"])["metadatas"][0]["lcx_rev"]
+        copies = lexical.sentences(doc_id, rev, [1, 2, 3, 4])
+        stored = collection.get(ids=[f"{doc_id}::{c.i}" for c in copies], include=["embeddings"])
+        held = dict(zip(stored["ids"], stored["embeddings"], strict=True))
+        assert [c.i for c in copies] == [1, 2, 3, 4]
+        for copy in copies:
+            assert copy.vector is not None
+            np.testing.assert_allclose(copy.vector, held[f"{doc_id}::{copy.i}"], rtol=1e-6, atol=1e-9)
 
 
 def test_an_index_written_before_joined_counts_were_kept_opens_and_keeps_them_from_then_on(tmp_path: Path) -> None:

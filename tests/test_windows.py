@@ -715,10 +715,10 @@ def test_hits_skipped_for_a_half_written_document_are_refilled_from_the_others(m
     original = store.add_documents
     calls = iter(range(1000))
 
-    def dies_on_the_third_write(documents: list[Document], **kwargs: Any) -> None:
+    def dies_on_the_third_write(documents: list[Document], **kwargs: Any) -> dict:
         if next(calls) == 2:
             raise KeyboardInterrupt  # the writer dies: two body batches of v2 under a v1 head
-        original(documents, **kwargs)
+        return original(documents, **kwargs)
 
     object.__setattr__(store, "add_documents", dies_on_the_third_write)
     with pytest.raises(KeyboardInterrupt):

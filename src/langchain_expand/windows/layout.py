@@ -174,49 +174,77 @@ class SentenceLayout:
         return left
 
     def write_body(self, todo: list[Prepared]) -> None:
-        """Every sentence but the heads, built and written one batch at a time."""
-        self._write((p.doc_id, i, p.payload) for p in todo for i in range(1, p.payload.n))
-        if self.lexical is not None:  # before the heads: it never holds a version not yet written
-            self.lexical.replace(self.local_rows(todo))
+        """Every sentence but the heads, built and written one batch at a time, then their local copies.
 
-    def local_rows(self, todo: list[Prepared]) -> Iterator[tuple[str, str, Iterator[LocalSentence]]]:
+        The copies (before the heads: the lexical index never holds a version not yet written)
+        take the vectors the store was just given, where it keeps them as given (Chroma):
+        reading them back was about a tenth of indexing's own work. Documents are written
+        ``_HELD`` sentences at a time, so that no more vectors than that are held at once.
+        """
+        for part in _parts(todo, _HELD):
+            written = self._write((p.doc_id, i, p.payload) for p in part for i in range(1, p.payload.n))
+            if self.lexical is not None:
+                self.lexical.replace(self.local_rows(part, written))
+
+    def local_rows(
+        self, todo: list[Prepared], written: dict[str, Vector] | None = None
+    ) -> Iterator[tuple[str, str, Iterator[LocalSentence]]]:
         """The documents' rows for the lexical index, with the vectors their body has in the store.
 
-        The vectors are read back a batch of documents at a time (about 70 us a sentence from
-        Chroma, against 4 ms to embed it), so a query can read its neighbours from the index.
+        Vectors not in ``written`` (those just written, as the store holds them) are read back
+        a batch of documents at a time (about 30-70 us a sentence from Chroma), so a query can
+        read its neighbours from the index.
         """
-        group: list[Prepared] = []
-        size = 0
-        for p in [*todo, None]:
-            if p is not None:
-                group.append(p)
-                size += p.payload.n - 1
-            if group and (p is None or size >= self.batch_size):
-                ids = (unit_id(q.doc_id, i) for q in group for i in range(1, q.payload.n))
-                vectors: dict[str, Vector] = {}
-                for chunk in commit.batched(ids, self.batch_size):
-                    vectors.update(self.store.vectors(chunk))
-                for q in group:
-                    yield q.doc_id, q.payload.rev, q.payload.local(vectors, self.counter)
-                group, size = [], 0
+        written = written or {}
+        for group in _parts(todo, self.batch_size):
+            ids = [unit_id(q.doc_id, i) for q in group for i in range(1, q.payload.n)]
+            vectors = {i: written[i] for i in ids if i in written}
+            for chunk in commit.batched([i for i in ids if i not in vectors], self.batch_size):
+                vectors.update(self.store.vectors(chunk))
+            for q in group:
+                yield q.doc_id, q.payload.rev, q.payload.local(vectors, self.counter)
 
     def write_heads(self, todo: list[Prepared]) -> None:
         """The heads, last: each commits its document's new revision."""
         self._write((p.doc_id, 0, p.payload) for p in todo)
 
-    def _write(self, units: Iterable[tuple[str, int, SentenceRecords]]) -> None:
+    def _write(self, units: Iterable[tuple[str, int, SentenceRecords]]) -> dict[str, Vector]:
+        """Write ``units`` a batch at a time; the vectors the store keeps as given, by id."""
+        written: dict[str, Vector] = {}
         for chunk in commit.batched(units, self.batch_size):
-            self.store.add_documents(
-                [body.record(i) for _, i, body in chunk],
-                ids=[unit_id(d, i) for d, i, _ in chunk],
-                embedded=[body.embedded(i) for _, i, body in chunk],
+            written.update(
+                self.store.add_documents(
+                    [body.record(i) for _, i, body in chunk],
+                    ids=[unit_id(d, i) for d, i, _ in chunk],
+                    embedded=[body.embedded(i) for _, i, body in chunk],
+                )
             )
+        return written
 
     def remove(self, stale: Iterable[Stored]) -> None:
         """Delete the records ``stale`` names, in batches."""
         ids = (i for s in stale for i in s.vector_ids)
         for chunk in commit.batched(ids, _DELETE_BATCH):
             self.store.delete(chunk)
+
+
+_HELD = 16_384
+"""Sentences written before their local copies, at most (but a document's whole): about 25 MB of
+vectors at 384 dimensions, and one lexical-index transaction each."""
+
+
+def _parts(todo: list[Prepared], size: int) -> Iterator[list[Prepared]]:
+    """``todo`` in runs of whole documents, each closed once its bodies reach ``size`` sentences."""
+    part: list[Prepared] = []
+    held = 0
+    for p in todo:
+        part.append(p)
+        held += p.payload.n - 1
+        if held >= size:
+            yield part
+            part, held = [], 0
+    if part:
+        yield part
 
 
 def prepare(

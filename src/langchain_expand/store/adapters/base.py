@@ -120,13 +120,16 @@ class StoreAdapter:
         ids: Sequence[str],
         embedded: Sequence[str] | None = None,
         **kwargs: Any,
-    ) -> None:
+    ) -> dict[str, Vector]:
         """Write ``documents`` under ``ids``, replacing records whose id exists.
 
         ``embedded``: the text to embed for each record, where it is not its ``page_content``
         (a sentence with its context). A store whose adapter can write vectors stores each
         record's own text with that text's vector; any other store embeds ``page_content``
         (and embeds it again when a query asks for vectors, so the two agree).
+
+        Returns the vectors written, by id, where this adapter embedded them and its store
+        keeps them as given (to float32 rounding); empty otherwise.
         """
         docs = list(documents)
         if embedded is not None:
@@ -137,8 +140,8 @@ class StoreAdapter:
             if differs and self.embeddings is not None and self._takes_vectors():
                 vectors = self.embeddings.embed_documents(list(embedded))
                 self._write_vectors(list(ids), docs, vectors)
-                return
-        self._write(docs, list(ids), **kwargs)
+                return self._as_stored(list(ids), vectors)
+        return self._write(docs, list(ids), **kwargs)
 
     def _takes_vectors(self) -> bool:
         """Whether :meth:`_write_vectors` can store a record's text with another text's vector."""
@@ -147,9 +150,19 @@ class StoreAdapter:
     def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
         raise NotImplementedError
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> None:
-        """Write through LangChain's ``add_documents`` (the store embeds)."""
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> dict[str, Vector]:
+        """Write through LangChain's ``add_documents`` (the store embeds); no vector is known."""
         self.store.add_documents(docs, ids=ids, **kwargs)
+        return {}
+
+    def _as_stored(self, ids: list[str], vectors: list[list[float]]) -> dict[str, Vector]:
+        """The vectors just written by :meth:`_write_vectors`, by id, where the store keeps them as given.
+
+        Empty here: a store may change a vector as it keeps it (Qdrant normalizes for cosine,
+        FAISS may), and only a read says how. An adapter whose store keeps them returns them,
+        so that indexing need not read back what it has just written.
+        """
+        return {}
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the records ``ids`` name; unknown ids are skipped."""

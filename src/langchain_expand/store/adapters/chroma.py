@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
@@ -74,20 +75,30 @@ class ChromaAdapter(StoreAdapter):
         texts = [d.page_content for d in docs]
         self.collection.upsert(ids=ids, embeddings=vectors, documents=texts, metadatas=metadatas)
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> None:
+    def _as_stored(self, ids: list[str], vectors: list[list[float]]) -> dict[str, Vector]:
+        """Each vector as float32, as Chroma keeps it.
+
+        A cosine collection hands a vector back within 2 units in the last place of float32
+        (it rounds its own way); cosines from either agree to about 1e-7.
+        """
+        return {i: np.asarray(v, dtype=np.float32) for i, v in zip(ids, vectors, strict=True)}
+
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> dict[str, Vector]:
         """Embed with the store's model and write as :meth:`_write_vectors` does, so metadata is replaced.
 
         With arguments for the store's own ``add_documents``, or no model, the store writes, and
         the keys its records no longer have are removed after.
         """
         if self.embeddings is not None and not kwargs:
-            self._write_vectors(ids, docs, self.embeddings.embed_documents([d.page_content for d in docs]))
-            return
+            vectors = self.embeddings.embed_documents([d.page_content for d in docs])
+            self._write_vectors(ids, docs, vectors)
+            return self._as_stored(ids, vectors)
         gone = self._gone(ids, docs)
         super()._write(docs, ids, **kwargs)
         stale = [(i, dict.fromkeys(keys)) for i, keys in zip(ids, gone, strict=True) if keys]
         if stale:
             self.collection.update(ids=[i for i, _ in stale], metadatas=[m for _, m in stale])
+        return {}
 
     def _gone(self, ids: list[str], docs: list[Document]) -> list[list[str]]:
         """Each record's stored metadata keys that its new version lacks.

@@ -44,9 +44,9 @@ class FaissAdapter(StoreAdapter):
         pairs = list(zip([d.page_content for d in docs], vectors, strict=True))
         self.store.add_embeddings(pairs, metadatas=[dict(d.metadata) for d in docs], ids=ids)  # type: ignore[attr-defined]
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> None:
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> dict[str, Vector]:
         self.delete(ids)
-        super()._write(docs, ids, **kwargs)
+        return super()._write(docs, ids, **kwargs)
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the records ``ids`` name; unknown ids are skipped."""
