@@ -8,7 +8,7 @@ replaced in one transaction, before its head is committed), so it never holds a 
 the vector store has not, and readers check versions exactly as they do for dense hits.
 
 The same file keeps a local copy of each sentence record: its position, the text between it
-and the next, its token count and its stored vector. A guided query reads a few hundred
+and the next, its token count and its vector. A guided query reads a few hundred
 neighbours; from here each costs about 10 us, from Chroma about 120 us (its records live in
 SQLite behind a Rust binding that converts every field). The copy is only ever served at the
 revision the vector store's head holds for the document, so it never decides an answer the
@@ -52,8 +52,9 @@ class LocalSentence(NamedTuple):
 
     ``tokens`` were counted by the counter ``counter`` names (None: not counted), and so was
     ``joined``: this sentence, its gap and the next sentence as one text (None: the last
-    sentence, or not counted); ``vector`` is the vector the store holds, as float32 (None: not
-    known). A tuple: a query builds hundreds.
+    sentence, or not counted); ``vector`` is the sentence's vector as float32 (None: not known):
+    the one indexing wrote, or read back from the store where it may change vectors. A tuple: a
+    query builds hundreds.
     """
 
     i: int
