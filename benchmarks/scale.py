@@ -120,6 +120,7 @@ def queried(retriever: SentenceWindowRetriever, queries: list[str], passes: int,
 
     for q in warmup:
         raw(q)
+    gc.collect()  # what opening or indexing left for the collector, as latency.py does: not in a timed query
     full = gc.get_stats()[2]["collections"]
     ours_t, raw_t = interleaved(ours, raw, timed, passes)
     row = {
