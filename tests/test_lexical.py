@@ -272,6 +272,35 @@ def test_an_interrupted_run_leaves_lexical_rows_that_readers_reject_until_the_re
     assert {h.rev for h in lexical.search("sentence five", 9)} == {new_head}
 
 
+def test_a_run_killed_between_parts_leaves_each_document_served_at_its_committed_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Documents are written a part at a time, each part's copies committed before the next
+    # part's bodies. Killed in the second part: the first part's copies are at a version no
+    # head holds yet, and no reader serves them (nor its half-written body); the re-run
+    # completes both.
+    monkeypatch.setattr(layout, "_HELD", 3)
+    store = RecordingStore()
+    lexical = LexicalIndex()
+    retriever = SentenceWindowRetriever(vectorstore=store, batch_size=50, lexical=lexical, k=2, before=4, after=4)
+    old = [Document(TEXT, id="a"), Document(TEXT.replace("One", "Uno"), id="b")]
+    new = [Document(d.page_content.replace("sentence", "line"), id=d.id) for d in old]
+    retriever.add_documents(old)
+    store.fail_on_write = len(store.writes) + 1  # a's body and copies written, b's body not
+    with pytest.raises(KeyboardInterrupt):
+        retriever.add_documents(new)
+    heads = {d: store.get_by_ids([f"{d}::0"])[0].metadata["lcx_rev"] for d in ("a", "b")}
+    assert lexical.revisions(["a", "b"]) != {d: {rev} for d, rev in heads.items()}  # a's copies moved on
+    assert lexical.revisions(["b"]) == {"b": {heads["b"]}}
+    served = [w.page_content for w in retriever.invoke("Two lines now")]  # a is half-written: left out
+    assert served == [old[1].page_content]
+    store.fail_on_write = None
+    retriever.add_documents(new)
+    heads = {d: store.get_by_ids([f"{d}::0"])[0].metadata["lcx_rev"] for d in ("a", "b")}
+    assert lexical.revisions(["a", "b"]) == {d: {rev} for d, rev in heads.items()}
+    assert sorted(w.page_content for w in retriever.invoke("Two lines now")) == sorted(d.page_content for d in new)
+
+
 def test_documents_stored_before_the_lexical_index_existed_are_added_to_it_without_embedding() -> None:
     embeddings = CountingFake(size=16)
     store = InMemoryVectorStore(embeddings)
