@@ -182,7 +182,8 @@ class SentenceLayout:
         ``_HELD`` sentences at a time, so that no more vectors than that are held at once.
         """
         for part in _parts(todo, _HELD):
-            written = self._write((p.doc_id, i, p.payload) for p in part for i in range(1, p.payload.n))
+            bodies = ((p.doc_id, i, p.payload) for p in part for i in range(1, p.payload.n))
+            written = self._write(bodies, keep_vectors=self.lexical is not None)
             if self.lexical is not None:
                 self.lexical.replace(self.local_rows(part, written))
 
@@ -206,10 +207,10 @@ class SentenceLayout:
 
     def write_heads(self, todo: list[Prepared]) -> None:
         """The heads, last: each commits its document's new revision."""
-        self._write((p.doc_id, 0, p.payload) for p in todo)
+        self._write(((p.doc_id, 0, p.payload) for p in todo), keep_vectors=False)
 
-    def _write(self, units: Iterable[tuple[str, int, SentenceRecords]]) -> dict[str, Vector]:
-        """Write ``units`` a batch at a time; the vectors the store keeps as given, by id."""
+    def _write(self, units: Iterable[tuple[str, int, SentenceRecords]], *, keep_vectors: bool) -> dict[str, Vector]:
+        """Write ``units`` a batch at a time; with ``keep_vectors``, the vectors the store keeps as given, by id."""
         written: dict[str, Vector] = {}
         for chunk in commit.batched(units, self.batch_size):
             written.update(
@@ -217,6 +218,7 @@ class SentenceLayout:
                     [body.record(i) for _, i, body in chunk],
                     ids=[unit_id(d, i) for d, i, _ in chunk],
                     embedded=[body.embedded(i) for _, i, body in chunk],
+                    keep_vectors=keep_vectors,
                 )
             )
         return written

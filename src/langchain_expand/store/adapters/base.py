@@ -119,6 +119,7 @@ class StoreAdapter:
         *,
         ids: Sequence[str],
         embedded: Sequence[str] | None = None,
+        keep_vectors: bool = False,
         **kwargs: Any,
     ) -> dict[str, Vector]:
         """Write ``documents`` under ``ids``, replacing records whose id exists.
@@ -128,10 +129,12 @@ class StoreAdapter:
         record's own text with that text's vector; any other store embeds ``page_content``
         (and embeds it again when a query asks for vectors, so the two agree).
 
-        Returns the vectors written, by id, where this adapter embedded them and its store
-        keeps them as given (to float32 rounding); empty otherwise.
+        With ``keep_vectors``, returns the vectors written, by id, where this adapter embedded
+        them and its store keeps them as given (to float32 rounding); otherwise, and for any
+        other store, an empty dict.
         """
         docs = list(documents)
+        vectors: list[list[float]] | None = None
         if embedded is not None:
             if len(embedded) != len(docs):
                 msg = f"`embedded` has {len(embedded)} texts for {len(docs)} documents; give one per document."
@@ -140,8 +143,9 @@ class StoreAdapter:
             if differs and self.embeddings is not None and self._takes_vectors():
                 vectors = self.embeddings.embed_documents(list(embedded))
                 self._write_vectors(list(ids), docs, vectors)
-                return self._as_stored(list(ids), vectors)
-        return self._write(docs, list(ids), **kwargs)
+        if vectors is None:
+            vectors = self._write(docs, list(ids), **kwargs)
+        return self._as_stored(list(ids), vectors) if keep_vectors and vectors is not None else {}
 
     def _takes_vectors(self) -> bool:
         """Whether :meth:`_write_vectors` can store a record's text with another text's vector."""
@@ -150,13 +154,13 @@ class StoreAdapter:
     def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
         raise NotImplementedError
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> dict[str, Vector]:
-        """Write through LangChain's ``add_documents`` (the store embeds); no vector is known."""
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> list[list[float]] | None:
+        """Write through LangChain's ``add_documents`` (the store embeds); the vectors written where known."""
         self.store.add_documents(docs, ids=ids, **kwargs)
-        return {}
+        return None
 
     def _as_stored(self, ids: list[str], vectors: list[list[float]]) -> dict[str, Vector]:
-        """The vectors just written by :meth:`_write_vectors`, by id, where the store keeps them as given.
+        """The vectors this adapter embedded and wrote, by id, where the store keeps them as given.
 
         Empty here: a store may change a vector as it keeps it (Qdrant normalizes for cosine,
         FAISS may), and only a read says how. An adapter whose store keeps them returns them,

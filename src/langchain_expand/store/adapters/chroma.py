@@ -83,7 +83,7 @@ class ChromaAdapter(StoreAdapter):
         """
         return {i: np.asarray(v, dtype=np.float32) for i, v in zip(ids, vectors, strict=True)}
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> dict[str, Vector]:
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> list[list[float]] | None:
         """Embed with the store's model and write as :meth:`_write_vectors` does, so metadata is replaced.
 
         With arguments for the store's own ``add_documents``, or no model, the store writes, and
@@ -92,13 +92,13 @@ class ChromaAdapter(StoreAdapter):
         if self.embeddings is not None and not kwargs:
             vectors = self.embeddings.embed_documents([d.page_content for d in docs])
             self._write_vectors(ids, docs, vectors)
-            return self._as_stored(ids, vectors)
+            return vectors
         gone = self._gone(ids, docs)
         super()._write(docs, ids, **kwargs)
         stale = [(i, dict.fromkeys(keys)) for i, keys in zip(ids, gone, strict=True) if keys]
         if stale:
             self.collection.update(ids=[i for i, _ in stale], metadatas=[m for _, m in stale])
-        return {}
+        return None
 
     def _gone(self, ids: list[str], docs: list[Document]) -> list[list[str]]:
         """Each record's stored metadata keys that its new version lacks.

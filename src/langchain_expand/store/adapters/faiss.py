@@ -44,7 +44,7 @@ class FaissAdapter(StoreAdapter):
         pairs = list(zip([d.page_content for d in docs], vectors, strict=True))
         self.store.add_embeddings(pairs, metadatas=[dict(d.metadata) for d in docs], ids=ids)  # type: ignore[attr-defined]
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> dict[str, Vector]:
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> list[list[float]] | None:
         self.delete(ids)
         return super()._write(docs, ids, **kwargs)
 

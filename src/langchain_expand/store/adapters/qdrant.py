@@ -73,10 +73,10 @@ class QdrantAdapter(StoreAdapter):
         ]
         store.client.upsert(collection_name=store.collection_name, points=points)
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> dict[str, Vector]:
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> list[list[float]] | None:
         kept = [Document(d.page_content, metadata={**d.metadata, ID_KEY: i}) for d, i in zip(docs, ids, strict=True)]
         self.store.add_documents(kept, ids=[self._out_id(i) for i in ids], **kwargs)
-        return {}
+        return None
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete the records ``ids`` name; unknown ids are skipped."""
