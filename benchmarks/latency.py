@@ -11,8 +11,9 @@ embedded Chroma. Then the default query, ``invoke(q, max_tokens=2000)``, and a r
 - ``past the limit``: ``snapshot_limit=1``, the path every query takes past the limit: BM25 in
   memory (timed once it is built), heads read once a change mark, neighbours read from the
   lexical index's local copies and the store;
-- ``store alone``: ``snapshot_limit=0``, nothing in memory: BM25 from the lexical index, heads
-  and neighbours read at every query.
+- ``store alone``: ``snapshot_limit=0``, no snapshot and no BM25 in memory: the lexical index
+  ranks every query; heads are read once a change mark and neighbours kept as the sentence
+  cache keeps them (``cache_size``), as in the other modes.
 
 Each mode's answers to the timed queries are compared with the snapshot's, which sees every
 sentence: past the limit, growth learns neighbours in rounds and may stop before it would.

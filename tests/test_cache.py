@@ -106,16 +106,17 @@ def test_a_repeated_guided_query_reads_only_the_heads_again(reader: Make) -> Non
     assert all(i.endswith("::0") for i in warm)  # each document's head, for its revision
 
 
+@pytest.mark.parametrize("limit", [50_000, 1, 0])  # a snapshot; past its limit; none (heads kept at the mark)
 @pytest.mark.parametrize("writer_lexical", ["shared", "none"])
 def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_from_memory(
-    tmp_path: Path, minilm: Embeddings, writer_lexical: str
+    tmp_path: Path, minilm: Embeddings, writer_lexical: str, limit: int
 ) -> None:
     """With ``none``, the reader's lexical index keeps its local copies of the old version."""
 
     def opened(lexical: bool) -> SentenceWindowRetriever:
         store = chroma_store("shared", persist_directory=tmp_path / "chroma", embeddings=minilm)
         index = LexicalIndex(tmp_path / "lexical.sqlite") if lexical else None
-        return SentenceWindowRetriever(vectorstore=store, lexical=index)
+        return SentenceWindowRetriever(vectorstore=store, lexical=index, snapshot_limit=limit)
 
     words = ["lamp", "chair", "desk", "shelf", "rug", "clock", "vase", "mirror", "sofa", "stool"]
     old = " ".join(f"The {w} in room {i} is painted red." for i, w in enumerate(words))
@@ -606,6 +607,26 @@ def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make)
     assert any(i.endswith("::0") for i in log.taken())  # read from the store at the first query
     assert retriever.invoke(query, max_tokens=1000) == first
     assert not any(i.endswith("::0") for i in log.taken())  # the mark has not moved: none read again
+
+
+@pytest.mark.parametrize("cache_size", [20_000, 0])
+def test_with_the_snapshot_off_heads_are_read_once_a_change_mark_where_the_cache_keeps_them(
+    reader: Make, cache_size: int
+) -> None:
+    # snapshot_limit=0 turns the snapshot and BM25 in memory off; the heads read at the
+    # store's change mark stay, as the sentence cache does (a query over TAT-QA's 60
+    # documents read every head again: 2.4 ms).
+    retriever = reader(lexical=True, snapshot_limit=0, cache_size=cache_size)
+    log = ReadLog(retriever._vectors)
+    query = load_queries("qmsum")[0]["query"]
+    first = retriever.invoke(query, max_tokens=1000)
+    assert any(i.endswith("::0") for i in log.taken())
+    assert retriever.invoke(query, max_tokens=1000) == first
+    again = [i for i in log.taken() if i.endswith("::0")]
+    if cache_size:
+        assert again == []  # the mark has not moved: none read again
+    else:
+        assert again  # nothing is kept: read at every query
 
 
 def test_past_the_snapshot_limit_growth_starts_knowing_each_seeds_neighbours(

@@ -192,7 +192,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     to date, reading only the documents written since (:mod:`langchain_expand.windows.snapshot`).
     Past the limit, a SQLite lexical index's BM25 is still ranked in memory
     (:class:`~langchain_expand.windows.snapshot.LexicalRanking`, about 200 bytes a sentence, built
-    beside the queries after each write). 0 turns both off. Costs: ``benchmarks/README.md``."""
+    beside the queries after each write). 0 turns both off; the heads read at the store's change
+    mark are still kept, with the sentence cache (``cache_size``). Costs: ``benchmarks/README.md``."""
     score_threshold: float | None = None
     """No hit whose relevance is below this is returned (the evidence has run out)."""
     relative_score_threshold: float | None = None
