@@ -627,6 +627,9 @@ def test_with_the_snapshot_off_heads_are_read_once_a_change_mark_where_the_cache
         assert again == []  # the mark has not moved: none read again
     else:
         assert again  # nothing is kept: read at every query
+    retriever.clear_cache()
+    assert retriever.invoke(query, max_tokens=1000) == first
+    assert any(i.endswith("::0") for i in log.taken())  # forgotten with the sentences
 
 
 def test_past_the_snapshot_limit_growth_starts_knowing_each_seeds_neighbours(

@@ -424,11 +424,12 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         return found
 
     def clear_cache(self) -> None:
-        """Forget the sentence records kept between queries (``cache_size``); never needed for correctness.
+        """Forget the sentence records and heads kept between queries (``cache_size``); never needed for correctness.
 
         The snapshot (``snapshot_limit``) stays: like the store's own index, it is what queries search.
         """
         self._cache.clear()
+        self._views.forget_heads()
 
     def _current_snapshot(self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int) -> Current | None:
         """What queries keep of the store, at its current mark (:meth:`StoreViews.current`)."""

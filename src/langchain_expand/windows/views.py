@@ -88,6 +88,11 @@ class StoreViews:
             return None, SearchedAhead(ranking, dense.query, k, ahead if ranking is earlier else None), heads
         return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None
 
+    def forget_heads(self) -> None:
+        """Drop the heads read at the last mark; the next query reads them from the store again."""
+        with self._lock:
+            self._heads = None
+
     def _heads_at(self, mark: str, size: int) -> HeadsAtMark:
         """The heads read at ``mark``, at most ``size``: an empty holder once the mark has moved."""
         with self._lock:
