@@ -472,9 +472,9 @@ class HeadsAtMark:
 
     A writer renews the store's change mark once it has finished (its heads written), so until
     the mark moves, a head read from the store is the head a query would read again: without a
-    snapshot (past ``snapshot_limit``), a query reads from the store only the heads no query at
-    this mark has read yet (a few milliseconds of Chroma's a query, and more the more documents
-    its hits span). This is what a snapshot gives for whole documents, for heads alone; a
+    snapshot (past ``snapshot_limit``, or with it 0), a query reads from the store only the
+    heads no query at this mark has read yet (a few milliseconds of Chroma's a query, and more
+    the more documents its hits span). This is what a snapshot gives for whole documents, for heads alone; a
     writer that has not finished is seen as a snapshot sees it, from the next mark on.
     """
 
