@@ -24,10 +24,13 @@ from langchain_expand import (
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
+from langchain_expand.text.sentences import marks
 from langchain_expand.text.tokens import _splits
 from langchain_expand.windows import guided
 from langchain_expand.windows.cache import cosines
+from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.growth import Growth, grow
+from langchain_expand.windows.lexical import LocalSentence
 from langchain_expand.windows.snapshot import LexicalRanking, Snapshot, ranked_bm25
 from langchain_expand.windows.snapshot import build as build_snapshot
 from langchain_expand.windows.views import StoreViews
@@ -705,3 +708,172 @@ def test_past_the_snapshot_limit_a_rewritten_document_is_served_new_at_the_next_
     assert retriever.invoke("How long does the warranty last?", max_tokens=200)[0].page_content == old
     retriever.add_documents([Document(new, id="memo")])
     assert retriever.invoke("How long does the warranty last?", max_tokens=200)[0].page_content == new
+
+
+# -- growth's figures past the limit -----------------------------------------------------
+
+
+class PositionsRead(LexicalIndex):
+    """The lexical index, keeping every position whose local copy a query reads from SQLite."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read: list[tuple[str, int]] = []
+        self.name = ""
+
+    def sentences_of(self, wanted: Mapping[tuple[str, str], Sequence[int]]) -> dict[tuple[str, str], list[Any]]:
+        self.read += [(doc_id, i) for (doc_id, _), indices in wanted.items() for i in indices]
+        return super().sentences_of(wanted)
+
+
+def test_growths_figures_are_the_local_copies_figures_at_their_revision(indexed: tuple[Any, Path]) -> None:
+    lexical = LexicalIndex(indexed[1])
+    rows = lexical.figures()
+    assert rows is not None
+    figures = Figures(rows)
+    assert len(figures) == lexical.count()
+    query = np.random.default_rng(7).normal(size=384).tolist()
+    seen = figures.for_query(query)
+    copies: dict[str, tuple[str, list[Any]]] = {}
+    for doc_id, rev, copy in lexical.copies():
+        copies.setdefault(doc_id, (rev, []))[1].append(copy)
+    checked = 0
+    for doc_id, (rev, kept) in copies.items():
+        with_vectors = [c for c in kept if c.vector is not None]
+        expected = cosines([c.vector for c in with_vectors], query)  # as a read computes them, all at once
+        for copy, similarity in zip(with_vectors, expected, strict=True):
+            found = seen.sentence((doc_id, copy.i), rev, copy.counter)
+            assert found is not None
+            assert found.tokens == copy.tokens
+            assert found.similarity == similarity  # to the last bit, whatever block it falls in
+            assert (found.tied, found.heading) == tuple(marks(copy.text, copy.gap))
+            checked += 1
+        head = kept[0]
+        assert head.i == 0
+        assert head.vector is None  # the store holds a head's vector: the query gives it
+        assert seen.sentence((doc_id, 0), rev, head.counter) is None
+        given = seen.sentence((doc_id, 0), rev, head.counter, vector=with_vectors[0].vector)
+        assert given is not None
+        assert given.similarity == expected[0]
+        assert seen.sentence((doc_id, 1), "another revision", head.counter) is None
+        assert seen.sentence((doc_id, 1), rev, "another counter") is None
+        assert seen.sentence((doc_id, len(kept)), rev, head.counter) is None
+    assert checked > 500
+    assert seen.sentence(("not indexed", 1), "r", "c") is None
+
+
+def test_growths_figures_hold_no_python_object_per_sentence() -> None:
+    # As BM25's postings past the limit: ten times the sentences leave what a full
+    # garbage collection walks the same.
+    def walked(copies: int) -> int:
+        index = LexicalIndex()
+        rng = np.random.default_rng(copies)
+        index.replace(
+            (
+                f"d{j}",
+                "r",
+                [LocalSentence(n, f"Sentence {n}.", 0, 1, " ", 3, "cl100k_base", vector(rng)) for n in range(copies)],
+            )
+            for j in range(5)
+        )
+        rows = index.figures()
+        assert rows is not None
+        figures = Figures(rows)
+        assert len(figures) == 5 * copies
+        gc.collect()
+        return _tracked(figures)
+
+    small, large = walked(200), walked(2000)
+    assert large < small + 100, (small, large)
+
+
+def vector(rng: np.random.Generator) -> np.ndarray:
+    """A random vector of 8 dimensions, as float32."""
+    return rng.normal(size=8).astype(np.float32)
+
+
+def _tracked(root: object) -> int:
+    """The references a full collection follows from ``root``'s own data."""
+    seen: set[int] = set()
+    todo, slots = [root], 0
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        held = gc.get_referents(obj)
+        if gc.is_tracked(obj):
+            slots += len(held)
+        todo += held
+    return slots
+
+
+@pytest.mark.parametrize("cache_size", [20_000, 0])
+def test_past_the_snapshot_limit_growth_reads_nothing_once_its_figures_are_built(
+    reader: Make, indexed: tuple[Any, Path], cache_size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Growth knows each neighbour from the figures: the same answers, and only the windows' text is read."""
+    during: dict[str, int] = {}  # copies read from SQLite while growth ran, by retriever
+    rounds = guided.Growing.rounds
+
+    def counted(self: guided.Growing, *args: Any, **kwargs: Any) -> Growth:
+        index = self.reads.local
+        assert isinstance(index, PositionsRead)
+        before = len(index.read)
+        try:
+            return rounds(self, *args, **kwargs)
+        finally:
+            during[index.name] = during.get(index.name, 0) + len(index.read) - before
+
+    monkeypatch.setattr(guided.Growing, "rounds", counted)
+    submit = Deferred()
+    lexical, other = PositionsRead(indexed[1]), PositionsRead(indexed[1])
+    lexical.name, other.name = "figures", "reads"
+    retriever = reader(snapshot_limit=10, cache_size=cache_size).model_copy(update={"lexical": lexical})
+    retriever._views = StoreViews(LexicalRanking(submit))
+    without = reader(snapshot_limit=10, cache_size=cache_size).model_copy(update={"lexical": other})
+    without._views = StoreViews(LexicalRanking(Deferred()))  # never built: growth reads, round by round
+    queries = [q["query"] for q in load_queries("qmsum")]
+    retriever.invoke(queries[0], max_tokens=1000)
+    submit.run()
+    assert retriever._views.ranking.figures(lexical) is not None
+    retriever.clear_cache()
+    during.clear()
+    lexical.read.clear()
+    other.read.clear()
+    for query in queries:
+        for budget in (300, 2000):
+            found = retriever.invoke(query, max_tokens=budget)
+            assert shown(found) == shown(without.invoke(query, max_tokens=budget))
+    assert during["figures"] == 0
+    assert lexical.read  # the windows' own text
+    assert during["reads"] > 0  # without the figures, growth reads its neighbours
+    assert len(lexical.read) < len(other.read), (len(lexical.read), len(other.read))
+
+
+def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_what_it_rewrote(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    store = chroma_store("refigured", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    lexical = tmp_path / "lexical.sqlite"
+    submit = Deferred()
+    reader = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical), snapshot_limit=2)
+    reader._views = StoreViews(LexicalRanking(submit))
+    writer = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical))
+    words = ["lamp", "chair", "desk", "shelf", "rug", "clock", "vase", "mirror", "sofa", "stool"]
+    old = " ".join(f"The {w} in room {i} is painted red." for i, w in enumerate(words))
+    new = " ".join(f"The {w} in hall {i} is {'long and ' * i}painted blue." for i, w in enumerate(words))
+    writer.add_documents([Document(old, id="rooms"), Document("Unrelated text about rivers. Fish swim.", id="other")])
+    query = "what colour is the desk"
+    reader.invoke(query, max_tokens=120)
+    submit.run()  # the figures of the old text
+    assert any("red" in d.page_content for d in reader.invoke(query, max_tokens=120))
+    writer.add_documents([Document(new, id="rooms")])
+    assert reader._views.ranking.figures(reader.lexical) is not None  # not built again yet: the old ones
+    fresh = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical), snapshot_limit=2)
+    fresh._views = StoreViews(LexicalRanking(Deferred()))
+    found = reader.invoke(query, max_tokens=120)
+    assert shown(found) == shown(fresh.invoke(query, max_tokens=120))
+    for doc in found:
+        if doc.metadata["doc_id"] == "rooms":
+            assert doc.page_content == new[doc.metadata["start_index"] : doc.metadata["end_index"]]

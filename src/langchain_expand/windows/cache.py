@@ -39,6 +39,7 @@ from langchain_expand.store.records import unit_id, unit_position
 from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
+from langchain_expand.windows.figures import Figures, lookup
 from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.lexical import LocalSentence
 from langchain_expand.windows.snapshot import Run, Scores, Snapshot
@@ -173,16 +174,20 @@ class Reads:
         local: Copies | None = None,
         snapshot: Snapshot | None = None,
         marked: HeadsAtMark | None = None,
+        figures: Figures | None = None,
     ) -> None:
         """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
 
         With a ``snapshot``, heads and copies come from it first (it holds whole documents, each
         at the revision its head had when it was built): a document it holds is never read from
         the store. ``marked`` holds the heads read at the store's change mark this query found.
+        Without a snapshot, ``figures`` tell growth what it weighs of a sentence at its head's
+        revision (:meth:`held`), without reading it.
         """
         self.store = store
         self.snapshot = snapshot
         self.marked = marked
+        self.figures = None if snapshot is not None else figures
         if snapshot is not None:  # it holds every record the cache and the copies could
             local, size = None, 0
         self.cache = cache
@@ -298,15 +303,19 @@ class Reads:
         return found
 
     def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
-        """What growth knows of a sentence the snapshot holds, against ``vector``: a lookup (None without a snapshot).
+        """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
 
         Nothing is read or made: what :meth:`similar` gives for one sentence the snapshot holds,
         as growth's :class:`~langchain_expand.windows.growth.Sentence`; None for one it does not
-        hold. Growth asks for a few hundred a query, so the scores are bound once, here.
+        hold. Growth asks for a few hundred a query, so the scores are bound once, here. Past
+        the snapshot, from the :class:`~langchain_expand.windows.figures.Figures`, for a sentence
+        of a document whose head this query has read (:meth:`heads`), at that head's revision.
         """
         scores = self.scores(vector)
         if scores is None:
-            return None
+            if self.figures is None:
+                return None
+            return lookup(self.figures.for_query(vector), self._head, self._key)
         find, copy_tokens = scores.held, self._copy_tokens
 
         def sentence(position: Position) -> Sentence | None:
@@ -433,6 +442,11 @@ class Reads:
         rev = None if head is None else head.metadata.get(STORED_REV)
         return (head, rev) if head is not None and isinstance(rev, str) else None
 
+    def _head(self, doc_id: str) -> tuple[str, Vector | None] | None:
+        """The revision and vector of the document's head read this query; None where none was read (or committed)."""
+        committed = self._committed(doc_id)
+        return None if committed is None else (committed[1], self._read[unit_id(doc_id, 0)][1])
+
     def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
         """A snapshot's copy's token count: as kept, when this query's counter made it; else as :meth:`_row_tokens`."""
         if sentence.tokens is not None and self._key is not None and sentence.counter == self._key:
@@ -505,7 +519,7 @@ def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
     sentences were read with it: BLAS's matrix-vector product rounds a row by where it falls in
     its blocks, and two reads of the same sentences in another order differed in the last bit.
     """
-    if not vectors:
+    if len(vectors) == 0:
         return []
     matrix = np.asarray(vectors, dtype=np.float64)
     q = np.asarray(query, dtype=np.float64)

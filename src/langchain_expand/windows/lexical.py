@@ -30,6 +30,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from langchain_expand.windows.figures import FigureRow
+
 __all__ = ["BaseLexicalIndex", "LexicalHit", "LexicalIndex", "LocalSentence", "copy_of_row", "fuse", "words"]
 
 _TOKEN = re.compile(r"[^\W_]+")
@@ -167,6 +169,17 @@ class BaseLexicalIndex(ABC):
         :meth:`search` answers every query).
         """
         return None
+
+    def figures(self) -> Iterator[FigureRow] | None:
+        """Every local copy as growth weighs it: ``(doc_id, i, rev, text, gap, tokens, counter, vector)``, as written.
+
+        What :class:`~langchain_expand.windows.figures.Figures` is built from past the snapshot's
+        limit. This default lists :meth:`copies`; None where the index lists no BM25 ranking
+        either (:meth:`ranked`): nothing is built in memory for it.
+        """
+        if self.ranked() is None:
+            return None
+        return ((doc_id, s.i, rev, s.text, s.gap, s.tokens, s.counter, s.vector) for doc_id, rev, s in self.copies())
 
 
 class LexicalIndex(BaseLexicalIndex):
@@ -377,6 +390,15 @@ class LexicalIndex(BaseLexicalIndex):
             return iter(rows)
         return _rows(str(self.path), query)
 
+    def figures(self) -> Iterator[FigureRow] | None:
+        """See :meth:`BaseLexicalIndex.figures`; read as :meth:`ranked` is, the vectors as float32 bytes."""
+        query = f"SELECT doc_id, i, rev, text, gap, tokens, counter, vector FROM {self.table}_records ORDER BY rowid"
+        if self.path is None:
+            with self._lock:
+                rows = self._db.execute(query).fetchall()
+            return iter(rows)
+        return _rows(str(self.path), query)
+
     def count(self) -> int:
         """How many local copies are kept."""
         with self._lock:
@@ -424,7 +446,7 @@ class LexicalIndex(BaseLexicalIndex):
         return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
 
 
-def _rows(path: str, query: str) -> Iterator[tuple[str, int, str, str]]:
+def _rows(path: str, query: str) -> Iterator[Any]:
     """The rows of ``query`` on a connection to ``path`` of their own, a batch at a time."""
     db = sqlite3.connect(path)
     try:

@@ -405,8 +405,10 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
         lexical = self.lexical if where is None else None  # neither it nor a snapshot applies a store's filter
         current = None if lexical is None else self._current_snapshot(lexical, dense, plan.first_fetch())
-        held, ranked, marked = (None, None, None) if current is None else current
-        reads = Reads(self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, held, marked)
+        held, ranked, marked, figures = (None, None, None, None) if current is None else current
+        reads = Reads(
+            self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, held, marked, figures
+        )
         stored = DenseSearch(dense, reads, ids_first=plan.shape == "guided")
         search: Search = stored
         seeds: Hits | None = None

@@ -41,6 +41,7 @@ from langchain_core.documents import Document
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.sentences import Marks, marks
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
+from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 
 if TYPE_CHECKING:
@@ -341,13 +342,17 @@ class LexicalRanking:
     per sentence, no text or vector. It is built on a thread beside the queries when the store's
     change mark moves; until the build for the current mark is done, the lexical index itself
     answers, so no query waits for a build and none is ranked on text older than the index holds.
+
+    With it, the :class:`~langchain_expand.windows.figures.Figures` growth weighs are built from the
+    index's copies: the last built serve every query (each sentence only at its document's
+    revision read by the query), so a build's figures go on serving the documents no write touched.
     """
 
     def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
         """Builds run through ``submit`` (a thread pool's)."""
         self._submit = submit
         self._lock = threading.Lock()
-        self._built: tuple[str, BaseLexicalIndex, Bm25 | None] | None = None
+        self._built: tuple[str, BaseLexicalIndex, Bm25 | None, Figures | None] | None = None
         self._building: tuple[str, int] | None = None  # the mark being built, by this process
 
     def current(self, mark: str, lexical: BaseLexicalIndex) -> Bm25 | None:
@@ -367,6 +372,11 @@ class LexicalRanking:
         with self._lock:
             return self._built[2] if self._built is not None and self._built[1] is lexical else None
 
+    def figures(self, lexical: BaseLexicalIndex) -> Figures | None:
+        """``lexical``'s last figures built, at whatever mark (each is served at its document's revision alone)."""
+        with self._lock:
+            return self._built[3] if self._built is not None and self._built[1] is lexical else None
+
     def _build(self, mark: str, lexical: BaseLexicalIndex) -> None:
         try:
             built = ranked_bm25(lexical)
@@ -375,8 +385,14 @@ class LexicalRanking:
                 "BM25 could not be built in memory from %r; the index ranks every query", lexical, exc_info=True
             )
             built = None
+        try:
+            rows = lexical.figures()
+            figures = None if rows is None else Figures(rows)
+        except Exception:  # growth reads the copies, as it did before the build
+            logger.warning("Growth's figures could not be built from %r; they are read", lexical, exc_info=True)
+            figures = None
         with self._lock:
-            self._built = (mark, lexical, built)
+            self._built = (mark, lexical, built, figures)
             self._building = None
 
 

@@ -3,27 +3,40 @@
 Up to ``snapshot_limit`` sentences, the snapshot: every sentence and vector in memory, searched
 exactly and rebuilt (from the previous one) when the store's mark moves
 (:mod:`langchain_expand.windows.snapshot`). Past it, a SQLite lexical index's BM25 ranked in memory
-(:class:`~langchain_expand.windows.snapshot.LexicalRanking`) and the document heads read at the
-mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`). A retriever given another store or
+(:class:`~langchain_expand.windows.snapshot.LexicalRanking`), what growth weighs of each sentence
+(:class:`~langchain_expand.windows.figures.Figures`, built with it) and the document heads read at
+the mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`). A retriever given another store or
 lexical index starts a new :class:`StoreViews`.
 """
 
 from __future__ import annotations
 
 import threading
+from typing import NamedTuple
 
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import snapshot
 from langchain_expand.windows.cache import HeadsAtMark
+from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.hits import Beside, SearchedAhead
 from langchain_expand.windows.lexical import BaseLexicalIndex
 from langchain_expand.windows.snapshot import Snapshot
 
 __all__ = ["Current", "StoreViews"]
 
-Current = tuple[Snapshot | None, SearchedAhead | None, HeadsAtMark | None]
-"""The snapshot (None past the limit), BM25 searched ahead where current, the heads at the mark past the limit."""
+
+class Current(NamedTuple):
+    """What a query finds kept at the store's current mark."""
+
+    snapshot: Snapshot | None
+    """None past the limit."""
+    bm25: SearchedAhead | None
+    """BM25 searched ahead, where it is current."""
+    heads: HeadsAtMark | None
+    """The heads read at the mark, past the limit."""
+    figures: Figures | None = None
+    """Growth's figures past the limit, the last built (each served at its document's revision alone)."""
 
 
 class StoreViews:
@@ -74,7 +87,7 @@ class StoreViews:
         if mark is None or vector is None:
             return None
         if not limit:
-            return None, None, self._heads_at(mark, cache_size)
+            return Current(None, None, self._heads_at(mark, cache_size))
         with self._lock:
             if self._snapshot is None or self._snapshot[0] != mark:
                 previous = None if self._snapshot is None else self._snapshot[1]
@@ -83,10 +96,12 @@ class StoreViews:
         if current is None:
             ranking = self._ranking.current(mark, lexical)
             heads = self._heads_at(mark, cache_size)
+            figures = self._ranking.figures(lexical)
             if ranking is None:
-                return None, None, heads
-            return None, SearchedAhead(ranking, dense.query, k, ahead if ranking is earlier else None), heads
-        return current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None
+                return Current(None, None, heads, figures)
+            searched = SearchedAhead(ranking, dense.query, k, ahead if ranking is earlier else None)
+            return Current(None, searched, heads, figures)
+        return Current(current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None)
 
     def forget_heads(self) -> None:
         """Drop the heads read at the last mark; the next query reads them from the store again."""
