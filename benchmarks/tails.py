@@ -83,9 +83,9 @@ def main() -> None:
         SentenceWindowRetriever(vectorstore=store, lexical=lexical).add_documents(
             [Document(d["text"], id=d["doc_id"]) for d in docs]
         )
-        for mode, limit in MODES.items():
-            ours = SentenceWindowRetriever(vectorstore=store, lexical=lexical, snapshot_limit=limit)
-            if limit:
+        for mode, settings in MODES.items():
+            ours = SentenceWindowRetriever(vectorstore=store, lexical=lexical, **settings)
+            if ours.in_memory:
                 ranked_in_memory(ours, warmup, BUDGET)
             for q in warmup:
                 ours.invoke(q, max_tokens=BUDGET)

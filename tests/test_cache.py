@@ -109,17 +109,23 @@ def test_a_repeated_guided_query_reads_only_the_heads_again(reader: Make) -> Non
     assert all(i.endswith("::0") for i in warm)  # each document's head, for its revision
 
 
-@pytest.mark.parametrize("limit", [50_000, 1, 0])  # a snapshot; past its limit; none (heads kept at the mark)
+@pytest.mark.parametrize(
+    "settings",
+    # a snapshot; past its limit (BM25 and figures built in the query); no snapshot; none of it (heads kept)
+    [{}, {"snapshot_limit": 1}, {"snapshot_limit": 0}, {"in_memory": False}],
+)
 @pytest.mark.parametrize("writer_lexical", ["shared", "none"])
 def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_from_memory(
-    tmp_path: Path, minilm: Embeddings, writer_lexical: str, limit: int
+    tmp_path: Path, minilm: Embeddings, writer_lexical: str, settings: dict[str, Any]
 ) -> None:
     """With ``none``, the reader's lexical index keeps its local copies of the old version."""
 
     def opened(lexical: bool) -> SentenceWindowRetriever:
         store = chroma_store("shared", persist_directory=tmp_path / "chroma", embeddings=minilm)
         index = LexicalIndex(tmp_path / "lexical.sqlite") if lexical else None
-        return SentenceWindowRetriever(vectorstore=store, lexical=index, snapshot_limit=limit)
+        retriever = SentenceWindowRetriever(vectorstore=store, lexical=index, **settings)
+        retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))  # past the limit, built in the query
+        return retriever
 
     words = ["lamp", "chair", "desk", "shelf", "rug", "clock", "vase", "mirror", "sofa", "stool"]
     old = " ".join(f"The {w} in room {i} is painted red." for i, w in enumerate(words))
@@ -182,8 +188,8 @@ def test_the_local_copies_change_no_answer_and_spare_the_store_its_reads(
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
     for encoding in ("cl100k_base", "o200k_base"):
         count = TokenCounter(encoding)
-        copied = reader(lexical=True, cache_size=0, token_counter=count, snapshot_limit=0)  # copies read from SQLite
-        from_store = reader(cache_size=0, token_counter=count, snapshot_limit=0).model_copy(update={"lexical": bare})
+        copied = reader(lexical=True, cache_size=0, token_counter=count, in_memory=False)  # copies read from SQLite
+        from_store = reader(cache_size=0, token_counter=count, in_memory=False).model_copy(update={"lexical": bare})
         log = ReadLog(copied._vectors)
         for query in queries:
             for call in ({"max_tokens": 300}, {"max_tokens": 2000}, {"k": 3, "before": 1, "after": 2}):
@@ -269,10 +275,10 @@ def snapshot_of(retriever: SentenceWindowRetriever) -> Snapshot:
     return current[0]
 
 
-def test_on_a_snapshot_growth_knows_every_sentence_it_weighs_and_runs_once_a_search(
+def test_on_a_snapshot_or_its_figures_growth_knows_every_sentence_it_weighs_and_runs_once_a_search(
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every sentence's similarity is in the snapshot's scores: growth never waits on a fetch."""
+    """Every sentence's similarity is in the snapshot's scores, or the figures': growth never waits on a fetch."""
     runs: list[Growth] = []
 
     def counted(*args: Any, **kwargs: Any) -> Growth:
@@ -281,8 +287,14 @@ def test_on_a_snapshot_growth_knows_every_sentence_it_weighs_and_runs_once_a_sea
 
     monkeypatch.setattr(guided, "grow", counted)
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
-    for snapshot_limit, expected in ((50_000, "once"), (0, "in rounds")):
-        retriever = reader(lexical=True, snapshot_limit=snapshot_limit)
+    for settings, expected in (
+        ({}, "once"),
+        ({"snapshot_limit": 0}, "once"),  # past the limit: growth's figures
+        ({"in_memory": False}, "in rounds"),
+    ):
+        retriever = reader(lexical=True, **settings)
+        retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+        retriever.invoke(queries[-1], max_tokens=100)  # past the limit, the build runs now
         for query in queries:
             runs.clear()
             assert retriever.invoke(query, max_tokens=2000)
@@ -325,7 +337,7 @@ def test_answers_from_the_snapshot_equal_answers_from_the_store_searched_exactly
     """
     monkeypatch.setattr(guided, "GROWTH_ROUNDS", 10_000)
     snapshot = reader(lexical=True, cache_size=0)
-    store = exact_search(reader(lexical=True, cache_size=0, snapshot_limit=0), snapshot_of(snapshot).ids)
+    store = exact_search(reader(lexical=True, cache_size=0, in_memory=False), snapshot_of(snapshot).ids)
     log = ReadLog(snapshot._vectors)
     for query in [q["query"] for q in load_queries("qmsum")[:4]]:
         for call in (
@@ -616,10 +628,10 @@ def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make)
 def test_with_the_snapshot_off_heads_are_read_once_a_change_mark_where_the_cache_keeps_them(
     reader: Make, cache_size: int
 ) -> None:
-    # snapshot_limit=0 turns the snapshot and BM25 in memory off; the heads read at the
-    # store's change mark stay, as the sentence cache does (a query over TAT-QA's 60
-    # documents read every head again: 2.4 ms).
-    retriever = reader(lexical=True, snapshot_limit=0, cache_size=cache_size)
+    # in_memory=False turns the snapshot, BM25 and growth's figures in memory off; the heads
+    # read at the store's change mark stay, as the sentence cache does (a query over TAT-QA's
+    # 60 documents read every head again: 2.4 ms).
+    retriever = reader(lexical=True, in_memory=False, cache_size=cache_size)
     log = ReadLog(retriever._vectors)
     query = load_queries("qmsum")[0]["query"]
     first = retriever.invoke(query, max_tokens=1000)
@@ -877,3 +889,20 @@ def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_w
     for doc in found:
         if doc.metadata["doc_id"] == "rooms":
             assert doc.page_content == new[doc.metadata["start_index"] : doc.metadata["end_index"]]
+
+
+def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keeps_nothing(reader: Make) -> None:
+    query = load_queries("qmsum")[0]["query"]
+    no_snapshot = reader(lexical=True, snapshot_limit=0)
+    no_snapshot._views = StoreViews(LexicalRanking(lambda fn: fn()))
+    first = no_snapshot.invoke(query, max_tokens=1000)  # starts the build, which runs at once here
+    assert no_snapshot.invoke(query, max_tokens=1000) == first
+    held = no_snapshot._views.snapshot
+    assert held is None or held[1] is None  # no snapshot, even of a few sentences
+    assert no_snapshot._views.ranking.figures(no_snapshot.lexical) is not None  # BM25 and growth's figures
+    submit = Deferred()
+    nothing = reader(lexical=True, in_memory=False)
+    nothing._views = StoreViews(LexicalRanking(submit))
+    assert shown(nothing.invoke(query, max_tokens=1000)) == shown(first)
+    assert nothing._views.snapshot is None
+    assert submit.waiting == []  # no build started

@@ -136,11 +136,11 @@ def test_hybrid_answers_from_postgresql_equal_those_from_the_sqlite_index(
     in_sqlite = in_postgres.model_copy(update={"lexical": LexicalIndex(tmp_path / "lexical.sqlite")})
     in_sqlite.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])  # embeds nothing: the copies only
     for q in load_queries("emanual")[:8]:
-        for call in ({"max_tokens": 400}, {"max_tokens": 1500, "snapshot_limit": 0}, {"k": 4, "window": "fixed"}):
-            snapshot = call.get("snapshot_limit")
-            pg = in_postgres if snapshot is None else in_postgres.model_copy(update={"snapshot_limit": snapshot})
-            lite = in_sqlite if snapshot is None else in_sqlite.model_copy(update={"snapshot_limit": snapshot})
-            args = {k: v for k, v in call.items() if k != "snapshot_limit"}
+        for call in ({"max_tokens": 400}, {"max_tokens": 1500, "in_memory": False}, {"k": 4, "window": "fixed"}):
+            in_memory = call.get("in_memory", True)
+            pg = in_postgres.model_copy(update={"in_memory": in_memory})
+            lite = in_sqlite.model_copy(update={"in_memory": in_memory})
+            args = {k: v for k, v in call.items() if k != "in_memory"}
             assert pg.invoke(q["query"], **args) == lite.invoke(q["query"], **args), (q["query"], call)
 
 

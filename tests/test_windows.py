@@ -597,7 +597,7 @@ def test_a_table_row_is_matched_alone_and_sent_with_its_whole_table(
         (hit,) = table_rows.invoke(units[2], k=1, expand=False)
         if hit.metadata["hit"] != 2 or hit.metadata["doc_id"] != doc_id:
             continue  # the row's own text found another sentence first
-        for retriever in (table_rows, table_rows.model_copy(update={"snapshot_limit": 0})):
+        for retriever in (table_rows, table_rows.model_copy(update={"in_memory": False})):
             retriever.clear_cache()
             given.clear()
             (window,) = retriever.invoke(units[2], k=1, max_tokens=1000)  # one window: the row's
@@ -623,7 +623,7 @@ def test_hybrid_windows_stay_in_budget_with_exact_offsets(
     table_rows: SentenceWindowRetriever, query: str, budget: int, window: str, merge: bool, snapshot: bool
 ) -> None:
     """The budget and the offsets hold with BM25 fused in, tables matched row by row, on the snapshot and off it."""
-    retriever = table_rows if snapshot else table_rows.model_copy(update={"snapshot_limit": 0})
+    retriever = table_rows if snapshot else table_rows.model_copy(update={"in_memory": False})
     docs = retriever.invoke(query, k=None, max_tokens=budget, merge=merge, window=window)
     assert joined_tokens(docs) <= budget
     sources = {r["doc_id"]: r["text"] for r in load_docs("tatqa")[:TABLE_PASSAGES]}
@@ -659,7 +659,7 @@ def test_a_window_does_not_grow_up_past_its_sections_heading(make_retriever: Mak
         (hit,) = retriever.invoke(units[h + 1], k=1, expand=False)
         if hit.metadata["hit"] != h + 1:
             continue  # its first sentence's own text found another sentence first
-        for copy in (retriever, retriever.model_copy(update={"snapshot_limit": 0})):
+        for copy in (retriever, retriever.model_copy(update={"in_memory": False})):
             copy.clear_cache()
             (window,) = copy.invoke(units[h + 1], k=1, max_tokens=300)
             first, last = window.metadata["span"]

@@ -191,9 +191,19 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     with MiniLM (150 MB at the limit). The first query after a writer has finished brings it up
     to date, reading only the documents written since (:mod:`langchain_expand.windows.snapshot`).
     Past the limit, a SQLite lexical index's BM25 is still ranked in memory
-    (:class:`~langchain_expand.windows.snapshot.LexicalRanking`, about 200 bytes a sentence, built
-    beside the queries after each write). 0 turns both off; the heads read at the store's change
-    mark are still kept, with the sentence cache (``cache_size``). Costs: ``benchmarks/README.md``."""
+    (:class:`~langchain_expand.windows.snapshot.LexicalRanking`, about 200 bytes a sentence), and
+    what guided growth weighs of each sentence is held with it
+    (:class:`~langchain_expand.windows.figures.Figures`: token count, marks and vector, no text;
+    about 1.5 KB a sentence with MiniLM, 1.5 GB at a million), both built beside the queries
+    after each write; only the text of the sentences sent is read. 0: no snapshot, every query
+    takes that path. ``in_memory=False`` holds none of it. Costs: ``benchmarks/README.md``."""
+    in_memory: bool = True
+    """Hold what queries search and weigh in memory: the snapshot up to ``snapshot_limit``, BM25
+    and growth's figures past it. False holds none of it, for a process that cannot spare the
+    memory (about 1.7 GB a million sentences past the limit): the store and the lexical index
+    answer every query, growth reads the neighbours it weighs, and only the sentence cache
+    (``cache_size``) and the heads read at the store's change mark are kept. Queries cost more
+    (``benchmarks/README.md``, "Query latency", "store alone")."""
     score_threshold: float | None = None
     """No hit whose relevance is below this is returned (the evidence has run out)."""
     relative_score_threshold: float | None = None
@@ -435,7 +445,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
 
     def _current_snapshot(self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int) -> Current | None:
         """What queries keep of the store, at its current mark (:meth:`StoreViews.current`)."""
-        return self._views.current(self._vectors, lexical, dense, k, self.snapshot_limit, self.cache_size)
+        limit = self.snapshot_limit if self.in_memory else None
+        return self._views.current(self._vectors, lexical, dense, k, limit, self.cache_size)
 
     def _answer(
         self, plan: Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: Hits | None = None

@@ -62,23 +62,31 @@ class StoreViews:
         return self._snapshot
 
     def current(
-        self, vectors: StoreAdapter, lexical: BaseLexicalIndex, dense: VectorSearch, k: int, limit: int, cache_size: int
+        self,
+        vectors: StoreAdapter,
+        lexical: BaseLexicalIndex,
+        dense: VectorSearch,
+        k: int,
+        limit: int | None,
+        cache_size: int,
     ) -> Current | None:
         """The views at the store's current mark (the snapshot built when the mark has moved), and BM25's ``k`` best.
 
         While the query is embedded, the mark is read and the last snapshot's BM25 (past the limit,
         the last ranking) ranks the query's ``k`` best (free on two cores: the embedding holds the
         interpreter's lock little); the ranking is used where it is still current. Past ``limit``
-        sentences: None for the snapshot, BM25 alone in memory where it is current for the mark
-        (else None: the lexical index ranks), and the heads read at the mark. With ``limit`` 0
-        (no snapshot, no BM25 in memory) the heads read at the mark alone, kept as the sentence
-        cache is (``cache_size``): a query over many documents read every head again (2.4 ms on
-        TAT-QA's 60). None where the store keeps no mark, or where nothing would be kept.
+        sentences (or with ``limit`` 0): None for the snapshot, BM25 in memory where it is current
+        for the mark (else None: the lexical index ranks), growth's figures (the last built) and the
+        heads read at the mark. With ``limit`` None (nothing held in memory) the heads read at the
+        mark alone, kept as the sentence cache is (``cache_size``): a query over many documents
+        read every head again (2.4 ms on TAT-QA's 60). None where the store keeps no mark, or
+        where nothing would be kept.
         """
-        if not vectors.keeps_marks or not (limit or cache_size):
+        in_memory = limit is not None
+        if not vectors.keeps_marks or not (in_memory or cache_size):
             return None
         last = self._snapshot[1] if self._snapshot is not None and limit else None
-        earlier = self._ranking.latest(lexical) if last is None and limit else None  # past the limit
+        earlier = self._ranking.latest(lexical) if last is None and in_memory else None  # past the limit
         reading = self.beside(vectors.marked)
         bm25 = last.bm25 if last is not None else earlier
         ahead = None if bm25 is None else self.beside(bm25.search, dense.query, k)
@@ -86,13 +94,15 @@ class StoreViews:
         mark = reading.result()
         if mark is None or vector is None:
             return None
-        if not limit:
+        if limit is None:
             return Current(None, None, self._heads_at(mark, cache_size))
-        with self._lock:
-            if self._snapshot is None or self._snapshot[0] != mark:
-                previous = None if self._snapshot is None else self._snapshot[1]
-                self._snapshot = (mark, snapshot.build(vectors, lexical, mark, limit, previous))
-            current = self._snapshot[1]
+        current = None
+        if limit:
+            with self._lock:
+                if self._snapshot is None or self._snapshot[0] != mark:
+                    previous = None if self._snapshot is None else self._snapshot[1]
+                    self._snapshot = (mark, snapshot.build(vectors, lexical, mark, limit, previous))
+                current = self._snapshot[1]
         if current is None:
             ranking = self._ranking.current(mark, lexical)
             heads = self._heads_at(mark, cache_size)
