@@ -594,24 +594,30 @@ def spied(lexical: LexicalIndex) -> list[str]:
     return searched
 
 
-def test_a_ranking_that_cannot_be_built_leaves_the_index_answering(
-    tmp_path: Path, minilm: Embeddings, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("broken", ["ranked", "figures"])
+def test_a_ranking_or_figures_that_cannot_be_built_leave_the_index_answering(
+    tmp_path: Path, minilm: Embeddings, caplog: pytest.LogCaptureFixture, broken: str
 ) -> None:
-    class Broken(LexicalIndex):
-        def ranked(self) -> Any:
-            msg = "disk gone"
-            raise OSError(msg)
+    def fails(self: LexicalIndex) -> Any:
+        msg = "disk gone"
+        raise OSError(msg)
 
+    broken_index = type("Broken", (LexicalIndex,), {broken: fails})
     store = chroma_store("broken", persist_directory=tmp_path / "chroma", embeddings=minilm)
     retriever = SentenceWindowRetriever(
-        vectorstore=store, lexical=Broken(tmp_path / "lexical.sqlite"), snapshot_limit=2
+        vectorstore=store, lexical=broken_index(tmp_path / "lexical.sqlite"), snapshot_limit=2
     )
     retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))  # built at once, in the query
     retriever.add_documents(as_documents(load_docs("emanual")[:1]))
+    reads = SentenceWindowRetriever(
+        vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), in_memory=False
+    )
     answer = retriever.invoke("How do I reset the remote?", max_tokens=300)
     assert answer
     assert "disk gone" in caplog.text
     assert retriever.invoke("How do I reset the remote?", max_tokens=300) == answer
+    assert (retriever._views.ranking.figures(retriever.lexical) is None) == (broken == "figures")
+    assert shown(answer) == shown(reads.invoke("How do I reset the remote?", max_tokens=300))
 
 
 def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make) -> None:

@@ -104,13 +104,6 @@ class Figures:
     def __len__(self) -> int:
         return len(self._tokens)
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes held in arrays (the vectors most of it)."""
-        rows = sum(r.itemsize * len(r) for _, r in self._docs.values())
-        per_row = self._tokens.itemsize + self._counters.itemsize + 1 + self._norms.itemsize
-        return int(self._matrix.nbytes) + per_row * len(self._tokens) + rows
-
     def for_query(self, vector: Sequence[float]) -> QueryFigures:
         """What one query reads here: each sentence's figures, its similarity to ``vector`` computed on demand."""
         return QueryFigures(self, vector)

@@ -118,12 +118,13 @@ class Growing:
         """
         sizes = {s.doc_id: s.n for s in seeds}
         riding = [(doc_id, 0) for doc_id in heads or ()]
-        if self.reads.snapshot is None and taken is None and self.reads.figures is None:
-            # nothing known beside the seeds yet
-            self._fetch(riding + [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)])
-            riding = []
-        elif self.reads.figures is not None and taken is None:  # the figures are served at the heads' revisions
-            self.reads.heads(doc for doc, _ in riding)
+        if self.reads.snapshot is None and taken is None:  # nothing known beside the seeds yet
+            ring = [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)]
+            if self.reads.figures is not None:  # served at the heads' revisions: those are read first
+                self.reads.heads(doc for doc, _ in riding)
+                riding, ring = [], [p for p in ring if self.known.get(p) is None]  # a document written since
+            if riding or ring:
+                self._fetch(riding + ring)
             riding = []
         growth: Growth | None = None
         for attempt in range(1, GROWTH_ROUNDS + 1):
