@@ -377,22 +377,21 @@ class LexicalIndex(BaseLexicalIndex):
             yield doc_id, rev, copy_of_row(copy)
 
     def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
-        """See :meth:`BaseLexicalIndex.ranked`.
+        """See :meth:`BaseLexicalIndex.ranked`; read whole (:meth:`_whole`)."""
+        return self._whole(f"SELECT doc_id, i, rev, text FROM {self.table} ORDER BY rowid")
+
+    def figures(self) -> Iterator[FigureRow] | None:
+        """See :meth:`BaseLexicalIndex.figures`; read whole (:meth:`_whole`), the vectors as float32 bytes."""
+        columns = "doc_id, i, rev, text, gap, tokens, counter, vector"
+        return self._whole(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid")
+
+    def _whole(self, query: str) -> Iterator[Any]:
+        """The rows of ``query``, over the whole index: what the builds beside the queries read.
 
         A file is read on a connection of its own, in one statement (one consistent read that
         holds no lock of this object's, so queries go on meanwhile); an index in memory is read
         on the index's connection, under its lock.
         """
-        query = f"SELECT doc_id, i, rev, text FROM {self.table} ORDER BY rowid"
-        if self.path is None:
-            with self._lock:
-                rows = self._db.execute(query).fetchall()
-            return iter(rows)
-        return _rows(str(self.path), query)
-
-    def figures(self) -> Iterator[FigureRow] | None:
-        """See :meth:`BaseLexicalIndex.figures`; read as :meth:`ranked` is, the vectors as float32 bytes."""
-        query = f"SELECT doc_id, i, rev, text, gap, tokens, counter, vector FROM {self.table}_records ORDER BY rowid"
         if self.path is None:
             with self._lock:
                 rows = self._db.execute(query).fetchall()
