@@ -229,7 +229,7 @@ def grow(
         step = pop(heap)
         _, _, number, index, distance, previous = step
         position = (docs[number], index)
-        if position in owner or regions.closed(distance):
+        if position in owner or (distance == 0 and regions.closed(distance)):
             continue
         known = known_get(position)
         first, last, cost = regions.extent(number, index, distance, known, target - used, unknown_tokens)
@@ -274,6 +274,7 @@ class _Regions:
         taken: Mapping[int, tuple[int, int]],
     ) -> None:
         self.seeds, self.known_get, self.k, self.weight, self.taken = seeds, known_get, k, weight, taken
+        self.stops_up, self.stops_down = -1 in HEADING_STOPS, 1 in HEADING_STOPS  # read per growth: explore.py sets it
         self.order = itertools.count()
         # Per seed, what a neighbour's priority needs of it; the closeness prior's powers, once.
         # (The same products in the same order as written out: priorities are bit-identical.)
@@ -309,22 +310,24 @@ class _Regions:
         one not known yet is named in ``wanted``.
         """
         doc_id, seed_index, known_get = self.docs[number], self.seeds[number].index, self.known_get
+        low, high, owner, prior = self.lows[number], self.highs[number], self.owner, self.prior[number]
         entries = []
         for nearby, edge in ((first - 1, first), (last, last - 1)):
-            if not self.lows[number] <= nearby <= self.highs[number] or (doc_id, nearby) in self.owner:
+            place = (doc_id, nearby)
+            if not low <= nearby <= high or place in owner:
                 continue
             reached = known_get((doc_id, edge))
-            if nearby < edge and -1 in HEADING_STOPS and reached is not None and reached.heading:
+            if nearby < edge and self.stops_up and reached is not None and reached.heading:
                 continue  # the region reached its section's heading: above it is another section
-            ahead = known_get((doc_id, nearby))
-            if nearby > edge and 1 in HEADING_STOPS and ahead is not None and ahead.heading:
+            ahead = known_get(place)
+            if nearby > edge and self.stops_down and ahead is not None and ahead.heading:
                 continue  # the next section's heading: below it is another section
             similarity = reached.similarity if reached is not None else fallback
             if ahead is None:
-                self.wanted[(doc_id, nearby)] = -1 if nearby < seed_index else 1
+                self.wanted[place] = -1 if nearby < seed_index else 1
             guess = ahead.similarity if ahead is not None else similarity
-            distance = abs(nearby - seed_index)
-            priority = self.weight * guess + self.prior[number] * self.powers[distance]
+            distance = nearby - seed_index if nearby > seed_index else seed_index - nearby
+            priority = self.weight * guess + prior * self.powers[distance]
             entries.append((-priority, next(self.order), number, nearby, distance, similarity))
         return entries
 
@@ -340,6 +343,8 @@ class _Regions:
         if known is None:
             return index, index + 1, unknown_tokens + 1
         way = 0 if distance == 0 else -1 if index < self.firsts[number] else 1
+        if way == 1 and not known.tied:  # growing down from a sentence of no table: it alone
+            return index, index + 1, known.tokens + 1
         low, high = self.lows[number], self.highs[number]
         first, last, cost = _table(self.known_get, self.owner, self.docs[number], index, known, way, low, high)
         if cost > room:  # a table that does not fit grows one row at a time
@@ -358,9 +363,13 @@ class _Regions:
             self.firsts[number] = first
         else:
             self.lasts[number] = last
+        doc_id = self.docs[number]
         if known is None:
-            self.wanted[(self.docs[number], index)] = -1 if index < self.seeds[number].index else 1
-        self.owner.update(((self.docs[number], i), number) for i in range(first, last))
+            self.wanted[(doc_id, index)] = -1 if index < self.seeds[number].index else 1
+        if last == first + 1:  # most steps take one sentence
+            self.owner[(doc_id, first)] = number
+        else:
+            self.owner.update(((doc_id, i), number) for i in range(first, last))
 
     def copy(self) -> _Regions:
         """A copy whose regions change apart from this one's (what growth has not taken is shared)."""
