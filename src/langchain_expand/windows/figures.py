@@ -27,12 +27,11 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
+from langchain_expand.store.adapters import Vector
 from langchain_expand.text.sentences import EVERY_MARKS, marks, marks_code
 from langchain_expand.windows.growth import Position, Sentence
 
-Vector = Sequence[float] | np.ndarray
-
-__all__ = ["BLOCK", "FigureRow", "Figures", "QueryFigures"]
+__all__ = ["BLOCK", "FigureRow", "Figures", "QueryFigures", "lookup"]
 
 BLOCK = 32
 """Rows whose similarities a query computes together, the first time growth looks into them."""
@@ -57,7 +56,7 @@ class Figures:
         its copy is written before the store's record, whose vector the query reads with the
         head) is held with its other figures, and takes the vector the query gives it.
         """
-        names: dict[str | None, int] = {None: 0}  # each counter's name once; 0: not counted
+        names: dict[str, int] = {}  # each counter's name once
         tokens = array("l")
         counters = array("H")
         codes = bytearray()  # each row's marks (marks_code), and _VECTORLESS
