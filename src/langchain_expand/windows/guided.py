@@ -1,8 +1,9 @@
 """Guided growth, driven for one query: what growth knows of each sentence, and its fetch rounds.
 
-:func:`~langchain_expand.windows.growth.grow` decides; this module feeds it. With a snapshot
-every sentence is known the first time growth looks at it; from the store, the neighbours
-growth wants are fetched and scored between rounds.
+:func:`~langchain_expand.windows.growth.grow` decides; this module feeds it. With a snapshot,
+or past it with growth's figures (:mod:`langchain_expand.windows.figures`), every sentence is
+known the first time growth looks at it; otherwise the neighbours growth wants are fetched
+and scored between rounds.
 """
 
 from __future__ import annotations
@@ -41,11 +42,11 @@ Measured against 0 and 2, interleaved query by query (``benchmarks/README.md``, 
 
 
 class _Known:
-    """What growth knows of each sentence; a sentence the snapshot holds is learned when growth first asks for it.
+    """What growth knows of each sentence; one held in memory is learned when growth first asks for it.
 
-    With a snapshot every sentence's similarity is already computed (one pass a query), so
-    growth never has to name it as wanted and run again: one run sees what rounds of
-    fetching would have shown it.
+    With a snapshot every sentence's similarity is already computed (one pass a query), and
+    growth's figures compute it a block at a time, so growth never has to name it as wanted
+    and run again: one run sees what rounds of fetching would have shown it.
     """
 
     def __init__(self, held: Callable[[Position], Sentence | None] | None) -> None:
@@ -114,7 +115,8 @@ class Growing:
     ) -> Growth:
         """Grow ``seeds`` toward ``target`` (on from ``taken``, as :func:`grow`), fetching what it wants between rounds.
 
-        ``heads`` (documents) ride along with the first fetch, for the version check.
+        ``heads`` (documents) ride along with the first fetch, for the version check; with
+        growth's figures they are read before it, since the figures are served at their revisions.
         """
         sizes = {s.doc_id: s.n for s in seeds}
         riding = [(doc_id, 0) for doc_id in heads or ()]
