@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import itertools
 import json
 import subprocess
 import sys
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -183,3 +185,23 @@ def postgres_url() -> Iterator[str]:
         pytest.skip("PostgreSQL is not installed (no initdb found); .ci/run installs Debian's postgresql")
     with pgserver.throwaway_postgres() as url:
         yield url
+
+
+def tracked_slots(root: object) -> int:
+    """The references the garbage collector follows from ``root``'s own data, on each full collection.
+
+    Walks what ``root`` holds (instances, containers, closures), not functions' modules.
+    """
+    seen: set[int] = set()
+    todo = [root]
+    slots = 0
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType)):
+            continue
+        seen.add(id(obj))
+        held = list(obj.__closure__ or ()) if isinstance(obj, types.FunctionType) else gc.get_referents(obj)
+        if gc.is_tracked(obj):
+            slots += len(held)
+        todo += held
+    return slots

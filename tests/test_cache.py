@@ -35,7 +35,7 @@ from langchain_expand.windows.snapshot import LexicalRanking, Snapshot, ranked_b
 from langchain_expand.windows.snapshot import build as build_snapshot
 from langchain_expand.windows.views import StoreViews
 
-from .conftest import as_documents, load_docs, load_queries
+from .conftest import as_documents, load_docs, load_queries, tracked_slots
 
 Make = Callable[..., SentenceWindowRetriever]
 
@@ -799,7 +799,7 @@ def test_growths_figures_hold_no_python_object_per_sentence() -> None:
         figures = Figures(rows)
         assert len(figures) == 5 * copies
         gc.collect()
-        return _tracked(figures)
+        return tracked_slots(figures)
 
     small, large = walked(200), walked(2000)
     assert large < small + 100, (small, large)
@@ -808,22 +808,6 @@ def test_growths_figures_hold_no_python_object_per_sentence() -> None:
 def vector(rng: np.random.Generator) -> np.ndarray:
     """A random vector of 8 dimensions, as float32."""
     return rng.normal(size=8).astype(np.float32)
-
-
-def _tracked(root: object) -> int:
-    """The references a full collection follows from ``root``'s own data."""
-    seen: set[int] = set()
-    todo, slots = [root], 0
-    while todo:
-        obj = todo.pop()
-        if id(obj) in seen or isinstance(obj, type):
-            continue
-        seen.add(id(obj))
-        held = gc.get_referents(obj)
-        if gc.is_tracked(obj):
-            slots += len(held)
-        todo += held
-    return slots
 
 
 @pytest.mark.parametrize("cache_size", [20_000, 0])

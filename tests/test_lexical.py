@@ -13,7 +13,6 @@ import os
 import signal
 import sqlite3
 import time
-import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from langchain_expand.windows import layout, snapshot
 from langchain_expand.windows.lexical import LexicalHit, LocalSentence, fuse, words
 from langchain_expand.windows.snapshot import Bm25, ranked_bm25
 
-from .conftest import load_docs, load_queries
+from .conftest import load_docs, load_queries, tracked_slots
 from .test_core import RecordingStore
 
 _ZIPF = ["the"] * 12 + ["of"] * 6 + ["price"] * 3 + ["cat", "mat", "sat", "contract", "2019", "x"]
@@ -401,26 +400,6 @@ def test_bm25_lists_only_what_can_be_among_the_best_and_ranks_as_fts5_does(
         assert bm25.search(query, k) == index.search(query, k)
 
 
-def _tracked_slots(root: object) -> int:
-    """The references the garbage collector follows from ``root``'s own data, on each full collection.
-
-    Walks what ``root`` holds (instances, containers, closures), not functions' modules.
-    """
-    seen: set[int] = set()
-    todo = [root]
-    slots = 0
-    while todo:
-        obj = todo.pop()
-        if id(obj) in seen or isinstance(obj, (type, types.ModuleType)):
-            continue
-        seen.add(id(obj))
-        held = list(obj.__closure__ or ()) if isinstance(obj, types.FunctionType) else gc.get_referents(obj)
-        if gc.is_tracked(obj):
-            slots += len(held)
-        todo += held
-    return slots
-
-
 def test_bm25_past_the_limit_holds_no_python_object_per_sentence() -> None:
     # A full collection walks every tracked list's items: a ranking that held a name per
     # sentence made each one 15 ms longer at a million sentences. Ten times the sentences of
@@ -431,7 +410,7 @@ def test_bm25_past_the_limit_holds_no_python_object_per_sentence() -> None:
         gc.collect()  # untracks what holds only atoms, as a full collection does
         bm25 = ranked_bm25(index)
         gc.collect()
-        return _tracked_slots(bm25)
+        return tracked_slots(bm25)
 
     small, large = walked(200), walked(2000)
     assert large < small + 100, (small, large)

@@ -174,12 +174,10 @@ class BaseLexicalIndex(ABC):
         """Every local copy as growth weighs it: ``(doc_id, i, rev, text, gap, tokens, counter, vector)``, as written.
 
         What :class:`~langchain_expand.windows.figures.Figures` is built from past the snapshot's
-        limit. This default lists :meth:`copies`; None where the index lists no BM25 ranking
-        either (:meth:`ranked`): nothing is built in memory for it.
+        limit, as :meth:`ranked` is BM25's. None (this default) where the index does not list
+        them: growth reads the copies it weighs.
         """
-        if self.ranked() is None:
-            return None
-        return ((doc_id, s.i, rev, s.text, s.gap, s.tokens, s.counter, s.vector) for doc_id, rev, s in self.copies())
+        return None
 
 
 class LexicalIndex(BaseLexicalIndex):
