@@ -6,6 +6,7 @@ import gc
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -558,6 +559,61 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
     retriever.invoke(queries[1], max_tokens=1000)
     assert len(threads) == 1  # ranked once, beside the query's embedding, as a snapshot's BM25 is
     assert threads[0].startswith("langchain-expand")
+
+
+def test_past_the_snapshot_limit_the_stores_search_runs_beside_bm25_once_a_query(
+    reader: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # BM25 in memory holds the interpreter's lock for most of its 4 ms at a million sentences;
+    # the store's search, started beside it once the query is embedded, needs the lock little.
+    queries = [q["query"] for q in load_queries("qmsum")[:3]]
+    answers: dict[str, list[list[Document]]] = {}
+    for setting in ("beside", "after", "snapshot"):
+        with monkeypatch.context() as patch:
+            if setting == "after":
+                patch.setattr(VectorSearch, "ids_beside", lambda self, k, beside: None)
+            retriever = reader(lexical=True, **({} if setting == "snapshot" else {"snapshot_limit": 0}))
+            retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+            retriever.invoke(queries[0], max_tokens=100)  # past the limit, the build runs now
+            threads: list[str] = []
+            searched = retriever._vectors.search_ids
+
+            def spy(*args: Any, searched: Any = searched, threads: list[str] = threads, **kwargs: Any) -> Any:
+                threads.append(threading.current_thread().name)
+                return searched(*args, **kwargs)
+
+            object.__setattr__(retriever._vectors, "search_ids", spy)
+            answers[setting] = [retriever.invoke(q, max_tokens=1000) for q in queries]
+            if setting == "beside":
+                assert len(threads) == len(queries)  # once a query, on the views' pool
+                assert all(name.startswith("langchain-expand") for name in threads)
+            elif setting == "after":
+                assert threads == ["MainThread"] * len(queries)
+            else:
+                assert threads == []  # the snapshot answers: no store search started for nothing
+            threads.clear()
+            assert retriever.invoke(queries[0], max_tokens=1000, window="fixed", k=3)
+            assert threads == []  # fixed windows read records, not ids: none started
+    assert answers["beside"] == answers["after"]
+
+
+def test_a_search_started_beside_answers_its_own_k_once(reader: Make) -> None:
+    retriever = reader()
+    asked: list[int] = []
+    searched = retriever._vectors.search_ids
+
+    def spy(vector: Sequence[float], k: int, **kwargs: Any) -> Any:
+        asked.append(k)
+        return searched(vector, k, **kwargs)
+
+    object.__setattr__(retriever._vectors, "search_ids", spy)
+    dense = VectorSearch(retriever._vectors, load_queries("qmsum")[0]["query"])
+    dense.ids_beside(8, lambda fn, *args, **kwargs: ThreadPoolExecutor(1).submit(fn, *args, **kwargs))
+    first = dense.ids(8)
+    assert asked == [8]
+    assert dense.ids(8) == first  # asked again (a refill after a write): searched again
+    assert dense.ids(16)[:8] == first  # type: ignore[index]
+    assert asked == [8, 8, 16]
 
 
 def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: Path, minilm: Embeddings) -> None:

@@ -137,8 +137,7 @@ class DenseSearch:
 
     def __call__(self, k: int, more_heads: Callable[[], Iterable[str]] = tuple) -> list[tuple[Document, float]]:
         """The best ``k``; ``more_heads`` names documents whose heads are read with the hits' (one store call)."""
-        vector = self.dense.vector() if self.ids_first else None
-        found = None if vector is None else self.dense.store.search_ids(vector, k, **self.dense.where)
+        found = self.dense.ids(k) if self.ids_first else None
         if found is None:
             scored = self.dense(k)
             self.reads.saw(doc for doc, _ in scored)

@@ -414,12 +414,13 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
         lexical = self.lexical if where is None else None  # neither it nor a snapshot applies a store's filter
-        current = None if lexical is None else self._current_snapshot(lexical, dense, plan.first_fetch())
+        ahead = plan.shape == "guided"  # DenseSearch asks for ids first
+        current = None if lexical is None else self._current_snapshot(lexical, dense, plan.first_fetch(), ahead)
         held, ranked, marked, figures = (None, None, None, None) if current is None else current
         reads = Reads(
             self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, held, marked, figures
         )
-        stored = DenseSearch(dense, reads, ids_first=plan.shape == "guided")
+        stored = DenseSearch(dense, reads, ids_first=ahead)
         search: Search = stored
         seeds: Hits | None = None
         if held is not None and ranked is not None:
@@ -443,10 +444,12 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         self._cache.clear()
         self._views.forget_heads()
 
-    def _current_snapshot(self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int) -> Current | None:
+    def _current_snapshot(
+        self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int, ids_ahead: bool = False
+    ) -> Current | None:
         """What queries keep of the store, at its current mark (:meth:`StoreViews.current`)."""
         limit = self.snapshot_limit if self.in_memory else None
-        return self._views.current(self._vectors, lexical, dense, k, limit, self.cache_size)
+        return self._views.current(self._vectors, lexical, dense, k, limit, self.cache_size, ids_ahead=ids_ahead)
 
     def _answer(
         self, plan: Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: Hits | None = None

@@ -12,7 +12,9 @@ lexical index starts a new :class:`StoreViews`.
 from __future__ import annotations
 
 import threading
-from typing import NamedTuple
+from collections.abc import Callable
+from concurrent.futures import Future, wait
+from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.search import VectorSearch
@@ -24,6 +26,9 @@ from langchain_expand.windows.lexical import BaseLexicalIndex
 from langchain_expand.windows.snapshot import Snapshot
 
 __all__ = ["Current", "StoreViews"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class Current(NamedTuple):
@@ -37,6 +42,17 @@ class Current(NamedTuple):
     """The heads read at the mark, past the limit."""
     figures: Figures | None = None
     """Growth's figures past the limit, the last built (each served at its document's revision alone)."""
+
+
+def _after(first: Future[Any], fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` once ``first`` is done (whatever its outcome).
+
+    BM25 waits for the mark's read: numpy hands the interpreter's lock back and forth between
+    its steps, and the read, which needs it in bits, waited for most of BM25's 4 ms at a million
+    sentences. Tasks start in the order given, so ``first``, submitted before, is running.
+    """
+    wait([first])
+    return fn(*args, **kwargs)
 
 
 class StoreViews:
@@ -69,6 +85,8 @@ class StoreViews:
         k: int,
         limit: int | None,
         cache_size: int,
+        *,
+        ids_ahead: bool = False,
     ) -> Current | None:
         """The views at the store's current mark (the snapshot built when the mark has moved), and BM25's ``k`` best.
 
@@ -81,6 +99,13 @@ class StoreViews:
         mark alone, kept as the sentence cache is (``cache_size``): a query over many documents
         read every head again (2.4 ms on TAT-QA's 60). None where the store keeps no mark, or
         where nothing would be kept.
+
+        With ``ids_ahead`` (a query that will ask the store for its ``k`` nearest ids), that
+        search starts beside too once the query is embedded (:meth:`VectorSearch.ids_beside`),
+        where no snapshot will answer: past the limit it runs beside BM25 in memory (4 ms each at
+        a million sentences), not after it. Both start once the mark is read: BM25 and the
+        store's search each take the interpreter's lock in bits, and the read, started with
+        them, waited for most of BM25 (:func:`_after`).
         """
         in_memory = limit is not None
         if not vectors.keeps_marks or not (in_memory or cache_size):
@@ -89,8 +114,10 @@ class StoreViews:
         earlier = self._ranking.latest(lexical) if last is None and in_memory else None  # past the limit
         reading = self.beside(vectors.marked)
         bm25 = last.bm25 if last is not None else earlier
-        ahead = None if bm25 is None else self.beside(bm25.search, dense.query, k)
+        ahead = None if bm25 is None else self.beside(_after, reading, bm25.search, dense.query, k)
         vector = dense.vector()
+        if ids_ahead and (not limit or (self._snapshot is not None and self._snapshot[1] is None)):
+            dense.ids_beside(k, lambda fn, *args, **kwargs: self.beside(_after, reading, fn, *args, **kwargs))
         mark = reading.result()
         if mark is None or vector is None:
             return None
