@@ -28,7 +28,7 @@ from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import marks
 from langchain_expand.text.tokens import _splits
 from langchain_expand.windows import guided
-from langchain_expand.windows.cache import cosines
+from langchain_expand.windows.cache import HeadsAtMark, cosines
 from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.growth import Growth, grow
 from langchain_expand.windows.lexical import LocalSentence
@@ -684,6 +684,87 @@ def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make)
     assert any(i.endswith("::0") for i in log.taken())  # read from the store at the first query
     assert retriever.invoke(query, max_tokens=1000) == first
     assert not any(i.endswith("::0") for i in log.taken())  # the mark has not moved: none read again
+
+
+@pytest.fixture(scope="module")
+def passages(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tuple[Any, Path]:
+    """The 40 TAT-QA passages in one Chroma collection and lexical index: many documents, a query meets a few."""
+    folder = tmp_path_factory.mktemp("passages")
+    store = chroma_store("passages", persist_directory=folder / "chroma", embeddings=minilm)
+    lexical = folder / "lexical.sqlite"
+    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical)).add_documents(
+        as_documents(load_docs("tatqa"))
+    )
+    return store, lexical
+
+
+def test_past_the_snapshot_limit_every_head_is_read_ahead_once_the_ranking_is_built(
+    passages: tuple[Any, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, path = passages
+    queries = [q["query"] for q in load_queries("tatqa")[:8]]
+    answers: dict[bool, list[list[Document]]] = {}
+    for ahead in (True, False):
+        with monkeypatch.context() as patch:
+            if not ahead:
+                patch.setattr(HeadsAtMark, "claim_fill", lambda self: False)
+            submit = Deferred()
+            retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), snapshot_limit=10)
+            retriever._views = StoreViews(LexicalRanking(submit))
+            assert retriever.lexical is not None
+            heads = {unit_id(d, 0) for d in retriever.lexical.documents()}
+            log = ReadLog(retriever._vectors)
+            retriever.invoke(queries[0], max_tokens=300)  # the ranking's build starts
+            submit.run()
+            retriever.clear_cache()  # the heads that query read, forgotten
+            log.taken()
+            assert retriever.invoke(queries[0], max_tokens=300)  # finds the ranking built
+            met = {i for i in log.taken() if i.endswith("::0")}
+            assert met
+            assert met < heads  # the heads this query met: read by it, not all
+            assert len(submit.waiting) == (1 if ahead else 0)  # the fill, claimed once
+            submit.run()
+            assert set(log.taken()) == (heads - met if ahead else set())  # every other head, once
+            answers[ahead] = [retriever.invoke(q, max_tokens=1000) for q in queries]
+            read = [i for i in log.taken() if i.endswith("::0")]
+            if ahead:
+                assert read == []  # every head is known: none read
+            else:
+                assert read  # the queries read the heads they met
+    assert answers[True] == answers[False]
+
+
+def test_heads_read_ahead_are_kept_only_at_their_mark_and_while_there_is_room(
+    reader: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    retriever = reader(lexical=True)
+    assert retriever.lexical is not None
+    docs = sorted(retriever.lexical.documents())
+    store = retriever._vectors
+    mark = store.marked()
+    assert mark is not None
+    moved = HeadsAtMark(mark, 100)
+    moved.fill(store, docs, lambda: "another mark")  # a writer finished meanwhile: its heads may be newer
+    assert moved.found([unit_id(d, 0) for d in docs]) == []
+    small = HeadsAtMark(mark, 2)
+    assert small.claim_fill()
+    assert not small.claim_fill()  # one fill a mark
+    small.fill(store, docs, store.marked)
+    held = small.found([unit_id(d, 0) for d in docs])
+    assert len(held) == 2
+    assert [doc.metadata for doc, _ in held] == [d.metadata for d in store.get_by_ids([h.id for h, _ in held])]  # type: ignore[misc]
+    assert not HeadsAtMark(mark, 0).claim_fill()  # no room: nothing to fill
+    broken = reader()._vectors
+
+    def unreadable(ids: Sequence[str]) -> Any:
+        msg = "disk I/O error"
+        raise sqlite3.OperationalError(msg)
+
+    object.__setattr__(broken, "with_vectors", unreadable)
+    failing = HeadsAtMark(mark, 100)
+    failing.fill(broken, docs, store.marked)  # logged; the queries read the heads they need
+    assert "could not be read ahead" in caplog.text
+    assert failing.found([unit_id(d, 0) for d in docs]) == []
 
 
 @pytest.mark.parametrize("cache_size", [20_000, 0])

@@ -350,7 +350,8 @@ class LexicalRanking:
 
     def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
         """Builds run through ``submit`` (a thread pool's)."""
-        self._submit = submit
+        self.submit = submit
+        """Runs a build, and what follows one (the heads read ahead at its mark)."""
         self._lock = threading.Lock()
         self._built: tuple[str, BaseLexicalIndex, Bm25 | None, Figures | None] | None = None
         self._building: tuple[str, int] | None = None  # the mark being built, by this process
@@ -364,7 +365,7 @@ class LexicalRanking:
             if start:
                 self._building = (mark, os.getpid())
         if start:  # outside the lock, which the build takes when it is done (at once, for a submit that runs it)
-            self._submit(lambda: self._build(mark, lexical))
+            self.submit(lambda: self._build(mark, lexical))
         return None
 
     def latest(self, lexical: BaseLexicalIndex) -> Bm25 | None:

@@ -5,8 +5,8 @@ exactly and rebuilt (from the previous one) when the store's mark moves
 (:mod:`langchain_expand.windows.snapshot`). Past it, a SQLite lexical index's BM25 ranked in memory
 (:class:`~langchain_expand.windows.snapshot.LexicalRanking`), what growth weighs of each sentence
 (:class:`~langchain_expand.windows.figures.Figures`, built with it) and the document heads read at
-the mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`). A retriever given another store or
-lexical index starts a new :class:`StoreViews`.
+the mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`), read ahead once the ranking is
+built. A retriever given another store or lexical index starts a new :class:`StoreViews`.
 """
 
 from __future__ import annotations
@@ -133,6 +133,8 @@ class StoreViews:
         if current is None:
             ranking = self._ranking.current(mark, lexical)
             heads = self._heads_at(mark, cache_size)
+            if ranking is not None and heads.claim_fill():  # built at this mark: the heads read ahead, once
+                self._ranking.submit(lambda: heads.fill(vectors, lexical.documents(), vectors.marked))
             figures = self._ranking.figures(lexical)
             if ranking is None:
                 return Current(None, None, heads, figures)
