@@ -27,7 +27,7 @@ from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import marks
 from langchain_expand.text.tokens import _splits
-from langchain_expand.windows import guided
+from langchain_expand.windows import cache, guided
 from langchain_expand.windows.cache import HeadsAtMark, cosines
 from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.growth import Growth, grow
@@ -979,6 +979,36 @@ def test_growths_figures_hold_no_python_object_per_sentence() -> None:
 def vector(rng: np.random.Generator) -> np.ndarray:
     """A random vector of 8 dimensions, as float32."""
     return rng.normal(size=8).astype(np.float32)
+
+
+def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
+    reader: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hits' records were counted with tiktoken, about 55 a query; the figures hold each
+    # copied sentence's count at its revision.
+    queries = [q["query"] for q in load_queries("qmsum")]
+    answers: dict[bool, list[list[Document]]] = {}
+    for figures in (True, False):
+        with monkeypatch.context() as patch:
+            if not figures:
+                patch.setattr(Figures, "tokens", lambda self, position, rev, counter: None)
+            retriever = reader(lexical=True, snapshot_limit=0)
+            retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+            retriever.invoke(queries[0], max_tokens=100)  # the build runs now
+            counted: list[str] = []
+            count_many = cache.count_many
+
+            def spy(counter: Any, texts: Sequence[str], count_many: Any = count_many, counted: Any = counted) -> Any:
+                counted.extend(texts)
+                return count_many(counter, texts)
+
+            patch.setattr(cache, "count_many", spy)
+            answers[figures] = [retriever.invoke(q, max_tokens=2000) for q in queries]
+            if figures:
+                assert counted == []
+            else:
+                assert counted  # each hit's sentence, counted
+    assert answers[True] == answers[False]
 
 
 @pytest.mark.parametrize("cache_size", [20_000, 0])

@@ -103,6 +103,22 @@ class Figures:
     def __len__(self) -> int:
         return len(self._tokens)
 
+    def row(self, position: Position, rev: str, counter: str | None) -> int | None:
+        """The row of the sentence at ``position``, revision ``rev``, counted by ``counter``; None if not held."""
+        doc_id, i = position
+        held = self._docs.get(doc_id)
+        if held is None or held[0] != rev or not 0 <= i < len(held[1]):
+            return None
+        row = held[1][i]
+        if row < 0 or counter is None or self._counter_names[self._counters[row]] != counter:
+            return None
+        return row
+
+    def tokens(self, position: Position, rev: str, counter: str | None) -> int | None:
+        """The token count of the sentence at ``position``, revision ``rev``, by ``counter``; None if not held."""
+        row = self.row(position, rev, counter)
+        return None if row is None else self._tokens[row]
+
     def for_query(self, vector: Sequence[float]) -> QueryFigures:
         """What one query reads here: each sentence's figures, its similarity to ``vector`` computed on demand."""
         return QueryFigures(self, vector)
@@ -126,12 +142,8 @@ class QueryFigures:
         ``vector`` is the sentence's, for one held without (a head); None: not known.
         """
         figures = self._figures
-        doc_id, i = position
-        held = figures._docs.get(doc_id)
-        if held is None or held[0] != rev or not 0 <= i < len(held[1]) or not self._usable:
-            return None
-        row = held[1][i]
-        if row < 0 or counter is None or figures._counter_names[figures._counters[row]] != counter:
+        row = figures.row(position, rev, counter) if self._usable else None
+        if row is None:
             return None
         code = figures._codes[row]
         if code & _VECTORLESS:
