@@ -41,16 +41,20 @@ from .conftest import as_documents, load_docs, load_queries, tracked_slots
 Make = Callable[..., SentenceWindowRetriever]
 
 
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tuple[Any, Path]:
-    """The test meetings in one Chroma collection and lexical index, for the read-only tests here."""
-    folder = tmp_path_factory.mktemp("cache")
-    store = chroma_store("meetings", persist_directory=folder / "chroma", embeddings=minilm)
+def index_of(folder: Path, corpus: str, minilm: Embeddings) -> tuple[Any, Path]:
+    """``corpus``'s test documents in one Chroma collection and lexical index under ``folder``."""
+    store = chroma_store(corpus, persist_directory=folder / "chroma", embeddings=minilm)
     lexical = folder / "lexical.sqlite"
     SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical)).add_documents(
-        as_documents(load_docs("qmsum"))
+        as_documents(load_docs(corpus))
     )
     return store, lexical
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tuple[Any, Path]:
+    """The test meetings, for the read-only tests here."""
+    return index_of(tmp_path_factory.mktemp("cache"), "qmsum", minilm)
 
 
 def sqlite_copy(source: Path, target: Path) -> Path:
@@ -364,7 +368,7 @@ def test_a_new_retriever_over_the_same_files_searches_the_same_snapshot(indexed:
     query = "who will design the remote control"
     answers = []
     for _ in range(2):
-        store = chroma_store("meetings", persist_directory=folder / "chroma", embeddings=default_embeddings())
+        store = chroma_store("qmsum", persist_directory=folder / "chroma", embeddings=default_embeddings())
         retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path))
         answers.append(shown(retriever.invoke(query, max_tokens=600)))
         assert retriever._views.snapshot is not None
@@ -722,14 +726,8 @@ def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make)
 
 @pytest.fixture(scope="module")
 def passages(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tuple[Any, Path]:
-    """The 40 TAT-QA passages in one Chroma collection and lexical index: many documents, a query meets a few."""
-    folder = tmp_path_factory.mktemp("passages")
-    store = chroma_store("passages", persist_directory=folder / "chroma", embeddings=minilm)
-    lexical = folder / "lexical.sqlite"
-    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical)).add_documents(
-        as_documents(load_docs("tatqa"))
-    )
-    return store, lexical
+    """The 40 TAT-QA passages: many documents, of which a query meets a few."""
+    return index_of(tmp_path_factory.mktemp("passages"), "tatqa", minilm)
 
 
 def test_past_the_snapshot_limit_every_head_is_read_ahead_once_the_ranking_is_built(
