@@ -195,8 +195,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     what guided growth weighs of each sentence is held with it
     (:class:`~langchain_expand.windows.figures.Figures`: token count, marks and vector, no text;
     about 1.5 KB a sentence with MiniLM, 1.5 GB at a million), both built beside the queries
-    after each write; only the text of the sentences sent is read. 0: no snapshot, every query
-    takes that path. ``in_memory=False`` holds none of it. Costs: ``benchmarks/README.md``."""
+    after each write, then every document's head read ahead (up to ``cache_size``); only the
+    text of the sentences sent is read. 0: no snapshot, every query takes that path.
+    ``in_memory=False`` holds none of it. Costs: ``benchmarks/README.md``."""
     in_memory: bool = True
     """Hold what queries search and weigh in memory: the snapshot up to ``snapshot_limit``, BM25
     and growth's figures past it. False holds none of it, for a process that cannot spare the
