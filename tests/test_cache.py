@@ -949,6 +949,34 @@ def test_growths_figures_are_the_local_copies_figures_at_their_revision(indexed:
     assert seen.sentence(("not indexed", 1), "r", "c") is None
 
 
+def test_a_sentence_has_one_similarity_whether_the_snapshot_its_figures_or_a_read_scores_it(
+    reader: Make, minilm: Embeddings
+) -> None:
+    # Growth weighs a sentence by it: the same sentence must weigh the same on every path,
+    # whatever was scored with it (all rows, a block, the rows read together).
+    retriever = reader(lexical=True)
+    lexical = retriever.lexical
+    assert lexical is not None
+    snapshot = snapshot_of(retriever)
+    rows = lexical.figures()
+    assert rows is not None
+    figures = Figures(rows)
+    checked = 0
+    for query in [q["query"] for q in load_queries("qmsum")[:3]]:
+        vector = minilm.embed_query(query)
+        scores, seen = snapshot.scores(vector), figures.for_query(vector)
+        copies = [(doc_id, rev, copy) for doc_id, rev, copy in lexical.copies() if copy.vector is not None]
+        read = cosines([copy.vector for _, _, copy in copies], vector)  # type: ignore[misc]
+        for (doc_id, rev, copy), alone in zip(copies, read, strict=True):
+            held = scores.held((doc_id, copy.i))
+            found = seen.sentence((doc_id, copy.i), rev, copy.counter)
+            assert held is not None
+            assert found is not None
+            assert held[1] == found.similarity == alone == cosines([copy.vector], vector)[0]  # type: ignore[list-item]
+            checked += 1
+    assert checked > 1500
+
+
 def test_growths_figures_hold_no_python_object_per_sentence() -> None:
     # As BM25's postings past the limit: ten times the sentences leave what a full
     # garbage collection walks the same.

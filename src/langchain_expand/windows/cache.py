@@ -44,6 +44,7 @@ from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_IN
 from langchain_expand.windows.figures import Figures, lookup
 from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.lexical import LocalSentence
+from langchain_expand.windows.similarity import similarity_to
 from langchain_expand.windows.snapshot import Run, Scores, Snapshot
 
 __all__ = ["HeadsAtMark", "Reads", "SentenceCache", "cosines", "record_marks"]
@@ -564,18 +565,12 @@ FILL_BATCH = 512
 
 
 def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
-    """Cosine similarity of each vector to the query.
+    """Cosine similarity of each vector to the query, as the snapshot and growth's figures compute it.
 
-    Row by row (``einsum``), so that a sentence's similarity does not depend on which other
-    sentences were read with it: BLAS's matrix-vector product rounds a row by where it falls in
-    its blocks, and two reads of the same sentences in another order differed in the last bit.
+    Row by row (:mod:`~langchain_expand.windows.similarity`), so that a sentence's similarity does
+    not depend on which other sentences were read with it, nor on which path scored it.
     """
-    if len(vectors) == 0:
-        return []
-    matrix = np.asarray(vectors, dtype=np.float64)
-    q = np.asarray(query, dtype=np.float64)
-    norms = np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(q), 1e-12)
-    return [float(c) for c in np.einsum("ij,j->i", matrix, q) / norms]
+    return similarity_to(vectors, query)  # type: ignore[arg-type]
 
 
 def record_marks(record: Document) -> Marks:

@@ -30,6 +30,7 @@ import numpy as np
 from langchain_expand.store.adapters import Vector
 from langchain_expand.text.sentences import EVERY_MARKS, marks, marks_code
 from langchain_expand.windows.growth import Position, Sentence
+from langchain_expand.windows.similarity import norms_of, query_norm, similarities
 
 __all__ = ["BLOCK", "FigureRow", "Figures", "QueryFigures", "lookup"]
 
@@ -89,10 +90,11 @@ class Figures:
         self._codes = bytes(codes)
         self._counter_names = list(names)
         self._matrix = np.frombuffer(vectors, dtype=np.float32).reshape(len(tokens), width // 4)
-        # each row's norm, as :func:`cosines` computes it (in float64, row by row): once, not per query
-        self._norms = np.zeros(len(tokens))
+        # each row's norm, as every path computes it (:mod:`.similarity`): once, not per query
+        self._norms = np.ones(len(tokens), dtype=np.float32)
         for a in range(0, len(tokens), _NORMED):
-            self._norms[a : a + _NORMED] = np.linalg.norm(np.asarray(self._matrix[a : a + _NORMED], np.float64), axis=1)
+            block = self._matrix[a : a + _NORMED]
+            self._norms[a : a + _NORMED] = norms_of(np.einsum("ij,ij->i", block, block))
         self._docs: dict[str, tuple[str, array[int]]] = {}
         for doc_id, (rev, at) in placed.items():
             rows_of = array("l", [-1]) * (max(at) + 1)
@@ -129,8 +131,8 @@ class QueryFigures:
 
     def __init__(self, figures: Figures, vector: Sequence[float]) -> None:
         self._figures = figures
-        self._query = np.asarray(vector, dtype=np.float64)
-        self._query_norm = float(np.linalg.norm(self._query))
+        self._query = np.asarray(vector, dtype=np.float32)
+        self._query_norm = query_norm(self._query)
         self._blocks: dict[int, list[float]] = {}
         self._usable = figures._matrix.shape[1] == len(self._query)  # else another model's vectors: none served
 
@@ -161,17 +163,18 @@ class QueryFigures:
 
     def _similarity(self, vector: Vector) -> float:
         """The cosine similarity of one vector to the query (as :func:`cosines` computes it)."""
-        row = np.asarray([vector], dtype=np.float64)
-        norm = np.maximum(np.linalg.norm(row, axis=1) * self._query_norm, 1e-12)
-        return float((np.einsum("ij,j->i", row, self._query) / norm)[0])
+        row = np.asarray([vector], dtype=np.float32)
+        norms = norms_of(np.einsum("ij,ij->i", row, row))
+        return float(similarities(row, norms, self._query, self._query_norm)[0])
 
     def _similarities(self, first: int) -> list[float]:
         """The cosine similarity to the query of rows ``first`` to ``first + BLOCK``, row by row as :func:`cosines`."""
         figures = self._figures
-        matrix = np.asarray(figures._matrix[first : first + BLOCK], dtype=np.float64)
-        norms = np.maximum(figures._norms[first : first + BLOCK] * self._query_norm, 1e-12)
-        similarities: list[float] = (np.einsum("ij,j->i", matrix, self._query) / norms).tolist()
-        return similarities
+        rows = slice(first, first + BLOCK)
+        found: list[float] = similarities(
+            figures._matrix[rows], figures._norms[rows], self._query, self._query_norm
+        ).tolist()
+        return found
 
 
 def _blob(vector: bytes | Sequence[float] | np.ndarray | None) -> bytes | None:

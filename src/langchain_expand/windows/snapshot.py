@@ -43,6 +43,7 @@ from langchain_expand.text.sentences import Marks, marks
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
+from langchain_expand.windows.similarity import norms_of, query_norm
 
 if TYPE_CHECKING:
     from langchain_expand.store.adapters import StoreAdapter, Vector
@@ -120,8 +121,7 @@ class Snapshot:
         self._row_of = {id_: row for row, id_ in enumerate(self.ids)}
         self._matrix: np.ndarray = np.vstack(blocks) if blocks else np.zeros((0, 0), dtype=np.float32)
         self._squares = np.einsum("ij,ij->i", self._matrix, self._matrix)
-        self._norms = np.sqrt(self._squares)
-        self._norms[self._norms == 0] = 1.0
+        self._norms = norms_of(self._squares)
         self.bm25 = Bm25(self._words, self._terms, self._hit)
 
     def __len__(self) -> int:
@@ -134,7 +134,7 @@ class Snapshot:
             return Scores(self, np.zeros(0), np.zeros(0))
         # einsum, not BLAS: on 2 cores OpenBLAS's threads wait on the embedding model's, at 1-10x the cost
         dots = np.einsum("ij,j->i", self._matrix, query)
-        cosines = dots / (self._norms * (float(np.linalg.norm(query)) or 1.0))
+        cosines = dots / (self._norms * query_norm(query))  # similarities(), with the dots kept
         if self.space == "cosine":
             distances = 1.0 - cosines
         elif self.space == "ip":

@@ -1,0 +1,46 @@
+"""A sentence's cosine similarity to the query: one formula for the snapshot, growth's figures and every read.
+
+Growth weighs a sentence by its similarity to the query, and the same sentence may be scored by
+the snapshot (every row at once), by growth's figures (a block of rows) or from a read (the rows
+read together). Each computes it as here, in float32 row by row (``einsum``): a row's similarity
+then depends on nothing read with it, where BLAS's matrix-vector product rounds a row by where
+it falls in its blocks. float32, as the vectors are stored: a block of 32 rows at 384 dimensions
+costs 11 us, against 20 converted to float64 first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["norms_of", "query_norm", "similarities", "similarity_to"]
+
+
+def norms_of(squares: np.ndarray) -> np.ndarray:
+    """Row norms from their sums of squares (``einsum("ij,ij->i", m, m)``); a zero row's is 1."""
+    norms: np.ndarray = np.sqrt(squares)
+    norms[norms == 0] = 1.0
+    return norms
+
+
+def query_norm(query: np.ndarray) -> float:
+    """The norm of the float32 ``query`` (1 for a zero vector)."""
+    return float(np.linalg.norm(query)) or 1.0
+
+
+def similarities(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, norm: float) -> np.ndarray:
+    """Each float32 row's cosine similarity to ``query``, given the rows' ``norms`` and the query's ``norm``."""
+    found: np.ndarray = np.einsum("ij,j->i", matrix, query) / (norms * norm)
+    return found
+
+
+def similarity_to(vectors: Sequence[Sequence[float]] | np.ndarray, query: Sequence[float]) -> list[float]:
+    """Each vector's cosine similarity to ``query``: as the snapshot and the figures compute it."""
+    if len(vectors) == 0:
+        return []
+    matrix = np.asarray(vectors, dtype=np.float32)
+    q = np.asarray(query, dtype=np.float32)
+    norms = norms_of(np.einsum("ij,ij->i", matrix, matrix))
+    found: list[float] = similarities(matrix, norms, q, query_norm(q)).tolist()
+    return found
