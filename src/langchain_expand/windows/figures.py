@@ -105,6 +105,10 @@ class Figures:
     def __len__(self) -> int:
         return len(self._tokens)
 
+    def documents(self) -> list[str]:
+        """The documents held, each at one revision."""
+        return list(self._docs)
+
     def row(self, position: Position, rev: str, counter: str | None) -> int | None:
         """The row of the sentence at ``position``, revision ``rev``, counted by ``counter``; None if not held."""
         doc_id, i = position

@@ -136,9 +136,12 @@ class StoreViews:
         if current is None:
             ranking = self._ranking.current(mark, lexical)
             heads = self._heads_at(mark, cache_size)
-            if ranking is not None and heads.claim_fill():  # built at this mark: the heads read ahead, once
-                self._ranking.submit(lambda: heads.fill(vectors, lexical.documents(), vectors.marked))
             figures = self._ranking.figures(lexical)
+            if ranking is not None and figures is not None and heads.claim_fill():  # built at this mark
+                # every head read ahead, once; the documents from the figures in memory (the index's own
+                # list would hold its lock, which the queries' reads wait on, for 80-100 ms at 1M)
+                held = figures
+                self._ranking.submit(lambda: heads.fill(vectors, held.documents(), vectors.marked))
             if ranking is None:
                 return Current(None, None, heads, figures)
             searched = SearchedAhead(ranking, dense.query, k, ahead if ranking is earlier else None)
