@@ -1080,6 +1080,34 @@ def test_past_the_snapshot_limit_growth_reads_nothing_once_its_figures_are_built
     assert len(lexical.read) < len(other.read), (len(lexical.read), len(other.read))
 
 
+def test_past_the_snapshot_limit_no_sentences_vector_is_read_once_the_figures_are_built(
+    reader: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # BM25's hits that the dense search did not find are scored by their similarity to the
+    # query: read with their vectors before, from the figures now (the same similarity).
+    asked: list[str] = []
+    with_vectors = cache.Reads.with_vectors
+
+    def spy(self: cache.Reads, ids: Sequence[str]) -> Any:
+        asked.extend(ids)
+        return with_vectors(self, ids)
+
+    monkeypatch.setattr(cache.Reads, "with_vectors", spy)
+    queries = [q["query"] for q in load_queries("qmsum")]
+    answers = {}
+    for built in (False, True):
+        submit = Deferred()
+        retriever = past_the_limit(reader, submit)
+        retriever.invoke(queries[0], max_tokens=1000)
+        if built:
+            submit.run()
+            assert retriever._views.ranking.figures(retriever.lexical) is not None  # type: ignore[arg-type]
+        asked.clear()
+        answers[built] = [retriever.invoke(q, max_tokens=2000) for q in queries]
+        assert (asked == []) == built, len(asked)
+    assert answers[True] == answers[False]
+
+
 def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_what_it_rewrote(
     tmp_path: Path, minilm: Embeddings
 ) -> None:

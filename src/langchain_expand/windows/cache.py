@@ -208,6 +208,7 @@ class Reads:
         self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
         self._key = counter_key(counter)
         self._scores: Scores | None = None
+        self._figured: tuple[Sequence[float], Callable[[Position], Sentence | None]] | None = None
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Learn the revisions of records the store just returned; keep the records."""
@@ -319,7 +320,9 @@ class Reads:
         if scores is None:
             if self.figures is None:
                 return None
-            return lookup(self.figures.for_query(vector), self._head, self._key)
+            if self._figured is None or self._figured[0] is not vector:  # one a query: its blocks computed once
+                self._figured = (vector, lookup(self.figures.for_query(vector), self._head, self._key))
+            return self._figured[1]
         find, copy_tokens = scores.held, self._copy_tokens
 
         def sentence(position: Position) -> Sentence | None:

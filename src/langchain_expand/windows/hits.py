@@ -244,9 +244,12 @@ class HybridSearch:
         if vector is None:
             return [(doc, floor) for doc in self.reads.records(ids)]
         scores = self.reads.scores(vector)
-        held = (
-            {} if scores is None else {unit_id(*p): c for p, _, c, _ in scores.at(positions)}
-        )  # a snapshot scored all
+        if scores is not None:  # a snapshot scored all
+            held = {unit_id(*p): c for p, _, c, _ in scores.at(positions)}
+        else:  # growth's figures hold each one's similarity, where it is copied at its head's revision
+            figured = self.reads.held(vector)
+            known = [] if figured is None else [(i, figured(p)) for i, p in zip(ids, positions, strict=True)]
+            held = {i: sentence.similarity for i, sentence in known if sentence is not None}
         scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
         read = self.reads.with_vectors([i for i in ids if i not in held])
         scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
