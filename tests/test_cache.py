@@ -28,8 +28,10 @@ from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import marks
 from langchain_expand.text.tokens import _splits
 from langchain_expand.windows import cache, guided
+from langchain_expand.windows import hits as hits_module
+from langchain_expand.windows import retriever as windows_retriever
 from langchain_expand.windows.cache import HeadsAtMark, cosines
-from langchain_expand.windows.figures import Figures
+from langchain_expand.windows.figures import Figures, QueryFigures
 from langchain_expand.windows.growth import Growth, grow
 from langchain_expand.windows.lexical import LocalSentence
 from langchain_expand.windows.snapshot import LexicalRanking, Snapshot, ranked_bm25
@@ -1007,17 +1009,62 @@ def vector(rng: np.random.Generator) -> np.ndarray:
     return rng.normal(size=8).astype(np.float32)
 
 
-def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
+def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_records(
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Each hit's size, revision, marks, score and count, from the figures and the head read,
+    # equal what its record gives; no record is made for one.
+    queries = [q["query"] for q in load_queries("qmsum")]
+    seeded: dict[str, list[tuple[list[Any], list[int]]]] = {}
+    made: dict[str, int] = {}
+    seeded_by = guided.Growing.seeded
+    for mode in ("figures", "records"):
+        with monkeypatch.context() as patch:
+            if mode == "records":
+                patch.setattr(windows_retriever, "FiguresHits", lambda dense, lexical, reads, records: records)
+            retriever = reader(lexical=True, snapshot_limit=0)
+            retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+            retriever.invoke(queries[0], max_tokens=100)  # the build runs now
+            seeds = seeded[mode] = []
+
+            def spy(self: Any, hits: list[Any], counts: list[int], budget: int, seeds: Any = seeds) -> Any:
+                seeds.append((list(hits), list(counts)))
+                return seeded_by(self, hits, counts, budget)
+
+            patch.setattr(guided.Growing, "seeded", spy)
+            to_hit = hits_module.to_hit
+            made[mode] = 0
+
+            def counted(doc: Document, score: float, to_hit: Any = to_hit, mode: str = mode) -> Any:
+                made[mode] += 1
+                return to_hit(doc, score)
+
+            patch.setattr(hits_module, "to_hit", counted)
+            for query in queries:
+                for budget in (300, 2000):
+                    assert retriever.invoke(query, max_tokens=budget)
+    assert seeded["figures"] == seeded["records"]
+    assert sum(len(hits) for hits, _ in seeded["figures"]) > 500
+    assert made == {"figures": 0, "records": made["records"]}
+    assert made["records"] > 500
+
+
+@pytest.mark.parametrize("hits", ["from the figures", "from records"])
+def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
+    reader: Make, monkeypatch: pytest.MonkeyPatch, hits: str
+) -> None:
     # The hits' records were counted with tiktoken, about 55 a query; the figures hold each
-    # copied sentence's count at its revision.
+    # copied sentence's count at its revision. Hits made from the figures (FiguresHits) take it
+    # there; hits made from records (while a new ranking is built) take it from Figures.tokens.
     queries = [q["query"] for q in load_queries("qmsum")]
     answers: dict[bool, list[list[Document]]] = {}
     for figures in (True, False):
         with monkeypatch.context() as patch:
+            if hits == "from records":
+                patch.setattr(windows_retriever, "FiguresHits", lambda dense, lexical, reads, records: records)
             if not figures:
                 patch.setattr(Figures, "tokens", lambda self, position, rev, counter: None)
+                patch.setattr(QueryFigures, "sentence", lambda self, *args, **kwargs: None)
             retriever = reader(lexical=True, snapshot_limit=0)
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now

@@ -40,7 +40,15 @@ from langchain_expand.store.commit import batched
 from langchain_expand.store.records import unit_id, unit_position
 from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
 from langchain_expand.text.tokens import count_many, counter_key
-from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
+from langchain_expand.units import (
+    STORED_COUNT,
+    STORED_DOC,
+    STORED_END,
+    STORED_GAP,
+    STORED_INDEX,
+    STORED_REV,
+    STORED_START,
+)
 from langchain_expand.windows.figures import Figures, lookup
 from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.lexical import LocalSentence
@@ -456,6 +464,14 @@ class Reads:
         head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
         rev = None if head is None else head.metadata.get(STORED_REV)
         return (head, rev) if head is not None and isinstance(rev, str) else None
+
+    def committed(self, doc_id: str) -> tuple[str, int] | None:
+        """The revision and sentence count of the document's head read this query; None where none was read."""
+        committed = self._committed(doc_id)
+        if committed is None:
+            return None
+        count = committed[0].metadata.get(STORED_COUNT)
+        return None if not isinstance(count, int) else (committed[1], count)
 
     def _head(self, doc_id: str) -> tuple[str, Vector | None] | None:
         """The revision and vector of the document's head read this query; None where none was read (or committed)."""

@@ -17,7 +17,7 @@ from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
-from langchain_expand.store.records import unit_id, unit_owner
+from langchain_expand.store.records import unit_id, unit_owner, unit_position
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import NO_MARKS, Marks
 from langchain_expand.units import (
@@ -32,13 +32,14 @@ from langchain_expand.units import (
     STORED_REV,
 )
 from langchain_expand.windows.cache import Reads, cosines, record_marks
-from langchain_expand.windows.growth import Position
+from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, fuse
 from langchain_expand.windows.snapshot import Bm25
 
 __all__ = [
     "Beside",
     "DenseSearch",
+    "FiguresHits",
     "Hit",
     "Hits",
     "HybridSearch",
@@ -327,3 +328,95 @@ class SnapshotHits:
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
         """The token count of each hit's sentence, from the snapshot's copy."""
         return [self._tokens[h.doc_id, h.index] for h in hits]
+
+
+class FiguresHits:
+    """The hybrid ranking's hits past the snapshot's limit, made from growth's figures where they hold them.
+
+    The hits :class:`RecordHits` makes of :class:`HybridSearch` over :class:`DenseSearch` (BM25
+    in memory), in the same order with the same scores, without a record read for a hit whose
+    sentence the figures hold at its head's revision: its count, marks and similarity are
+    there, its document's size and revision in the head read. Those they do not hold (written
+    since the build) are read as records, as before; a store that cannot search for ids alone
+    answers through ``records``.
+    """
+
+    def __init__(self, dense: VectorSearch, lexical: SearchedAhead, reads: Reads, records: RecordHits) -> None:
+        self.dense = dense
+        self.lexical = lexical
+        self.reads = reads
+        self.records = records
+        self._tokens: dict[Position, int] = {}
+        self._read: dict[Position, Document] = {}
+        self._fallback = False
+
+    def __call__(self, k: int) -> list[Hit]:
+        """The fused ranking's best ``k`` as hits (up to ``2k``), best first."""
+        vector = self.dense.vector()
+        figured = None if vector is None else self.reads.held(vector)
+        found = None if figured is None else self.dense.ids(k)
+        self._fallback = found is None or vector is None or figured is None
+        if found is None or vector is None or figured is None:
+            return self.records(k)
+        ranked = self.lexical.search(self.dense.query, k)
+        for found_by_bm25 in ranked:
+            self.reads.expect(found_by_bm25.doc_id, found_by_bm25.rev)
+        lexical = [(h.doc_id, h.index) for h in ranked]
+        made: dict[Position, Hit] = {}
+        dense: list[Position] = []
+        unheld: dict[str, float] = {}
+        self.reads.heads([*(unit_owner(i) for i, _ in found), *(doc_id for doc_id, _ in lexical)])
+        for i, score in found:
+            position = unit_position(i)
+            hit = None if position is None else self._made(position, figured(position), score)
+            if position is None or hit is None:
+                unheld[i] = score
+            else:
+                made[position] = hit
+        if unheld:  # read as DenseSearch reads them
+            records = {d.id: d for d in self.reads.records(list(unheld))}
+            for i, score in unheld.items():
+                if i in records:
+                    read = to_hit(records[i], score)
+                    made[read.doc_id, read.index] = read
+                    self._read[read.doc_id, read.index] = records[i]
+        for i, _ in found:  # in the store's order, as DenseSearch gives them
+            position = unit_position(i)
+            if position is not None and position in made and (i not in unheld or position in self._read):
+                dense.append(position)
+        left: list[Position] = []
+        for position in lexical:
+            if position in made:
+                continue
+            sentence = figured(position)
+            hit = None if sentence is None else self._made(position, sentence, relevance(sentence.similarity))
+            if hit is None:
+                left.append(position)
+            else:
+                made[position] = hit
+        if left:  # as HybridSearch scores them: each read with its vector
+            read_with = self.reads.with_vectors([unit_id(*p) for p in left])
+            cosine_of = cosines([v for _, v in read_with], vector)
+            for (doc, _), cosine in zip(read_with, cosine_of, strict=True):
+                read = to_hit(doc, relevance(cosine))
+                made[read.doc_id, read.index] = read
+                self._read[read.doc_id, read.index] = doc
+        hits = [made[position] for position in fuse(dense, lexical) if position in made]
+        return Matches(hits, matched=max(len(hits), len(found)))
+
+    def tokens(self, hits: Sequence[Hit]) -> list[int]:
+        """The token count of each hit's sentence: from the figures, else from its record."""
+        if self._fallback:
+            return self.records.tokens(hits)
+        read = [h for h in hits if (h.doc_id, h.index) not in self._tokens]
+        counted = iter(self.reads.tokens([self._read[h.doc_id, h.index] for h in read]))
+        return [self._tokens[h.doc_id, h.index] if (h.doc_id, h.index) in self._tokens else next(counted) for h in hits]
+
+    def _made(self, position: Position, sentence: Sentence | None, score: float) -> Hit | None:
+        """The hit at ``position`` from its figures, with ``score``; None where they or its head are not held."""
+        committed = self.reads.committed(position[0])
+        if sentence is None or committed is None:
+            return None
+        self._tokens[position] = sentence.tokens
+        rev, n = committed
+        return Hit(position[0], position[1], n, rev, score, {}, Marks(sentence.tied, sentence.heading))

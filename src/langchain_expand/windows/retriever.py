@@ -57,6 +57,7 @@ from langchain_expand.windows.growth import MAX_RADIUS, Growth, decay_for
 from langchain_expand.windows.guided import Growing
 from langchain_expand.windows.hits import (
     DenseSearch,
+    FiguresHits,
     Hits,
     HybridSearch,
     RecordHits,
@@ -429,6 +430,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             seeds = SnapshotHits(dense, ranked, reads)
         elif lexical is not None:  # past the snapshot's limit, BM25 in memory where it is current
             search = HybridSearch(stored, dense, lexical if ranked is None else ranked, reads, self._views.beside)
+            if ranked is not None and figures is not None and plan.shape == "guided":
+                seeds = FiguresHits(dense, ranked, reads, RecordHits(search, reads))
         found = self._answer(plan, search, dense, reads, seeds)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
