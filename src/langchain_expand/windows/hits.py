@@ -227,7 +227,7 @@ class HybridSearch:
         by_key = {(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])): (d, s) for d, s in scored}
         extra = [(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
         floor = min((s for _, s in scored), default=0.0)
-        for doc, score in self._scored(extra, floor):
+        for doc, score in scored_at(self.reads, extra, self.dense.vector(), floor):
             by_key[(doc.metadata[STORED_DOC], int(doc.metadata[STORED_INDEX]))] = (doc, score)
         order = fuse(
             [(d.metadata[STORED_DOC], int(d.metadata[STORED_INDEX])) for d, _ in scored],
@@ -236,25 +236,31 @@ class HybridSearch:
         fused = [by_key[key] for key in order if key in by_key]
         return Matches(fused, matched=max(len(fused), matched(scored)))
 
-    def _scored(self, positions: list[Position], floor: float) -> list[tuple[Document, float]]:
-        """The records at ``positions``, each with its relevance to the query."""
-        if not positions:
-            return []
-        ids = [unit_id(doc_id, i) for doc_id, i in positions]
-        vector = self.dense.vector()
-        if vector is None:
-            return [(doc, floor) for doc in self.reads.records(ids)]
-        scores = self.reads.scores(vector)
-        if scores is not None:  # a snapshot scored all
-            held = {unit_id(*p): c for p, _, c, _ in scores.at(positions)}
-        else:  # growth's figures hold each one's similarity, where it is copied at its head's revision
-            figured = self.reads.held(vector)
-            known = [] if figured is None else [(i, figured(p)) for i, p in zip(ids, positions, strict=True)]
-            held = {i: sentence.similarity for i, sentence in known if sentence is not None}
-        scored = [(d, held[d.id or ""]) for d in self.reads.records([i for i in ids if i in held])]
-        read = self.reads.with_vectors([i for i in ids if i not in held])
-        scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
-        return [(doc, relevance(c)) for doc, c in scored]
+
+def scored_at(
+    reads: Reads, positions: list[Position], vector: Sequence[float] | None, floor: float
+) -> list[tuple[Document, float]]:
+    """The records at ``positions``, each with its relevance to the query ``vector`` (``floor`` without one).
+
+    The similarity from the snapshot or growth's figures where they hold it, else from the
+    record read with its vector.
+    """
+    if not positions:
+        return []
+    ids = [unit_id(doc_id, i) for doc_id, i in positions]
+    if vector is None:
+        return [(doc, floor) for doc in reads.records(ids)]
+    scores = reads.scores(vector)
+    if scores is not None:  # a snapshot scored all
+        held = {unit_id(*p): c for p, _, c, _ in scores.at(positions)}
+    else:  # growth's figures hold each one's similarity, where it is copied at its head's revision
+        figured = reads.held(vector)
+        known = [] if figured is None else [(i, figured(p)) for i, p in zip(ids, positions, strict=True)]
+        held = {i: sentence.similarity for i, sentence in known if sentence is not None}
+    scored = [(d, held[d.id or ""]) for d in reads.records([i for i in ids if i in held])]
+    read = reads.with_vectors([i for i in ids if i not in held])
+    scored += zip([d for d, _ in read], cosines([v for _, v in read], vector), strict=True)
+    return [(doc, relevance(c)) for doc, c in scored]
 
 
 class Hits(Protocol):
@@ -355,54 +361,54 @@ class FiguresHits:
         vector = self.dense.vector()
         figured = None if vector is None else self.reads.held(vector)
         found = None if figured is None else self.dense.ids(k)
-        self._fallback = found is None or vector is None or figured is None
-        if found is None or vector is None or figured is None:
+        self._fallback = found is None or figured is None
+        if found is None or figured is None:  # nothing held, or a store that cannot search for ids
             return self.records(k)
-        ranked = self.lexical.search(self.dense.query, k)
-        for found_by_bm25 in ranked:
-            self.reads.expect(found_by_bm25.doc_id, found_by_bm25.rev)
-        lexical = [(h.doc_id, h.index) for h in ranked]
-        made: dict[Position, Hit] = {}
-        dense: list[Position] = []
-        unheld: dict[str, float] = {}
-        self.reads.heads([*(unit_owner(i) for i, _ in found), *(doc_id for doc_id, _ in lexical)])
-        for i, score in found:
-            position = unit_position(i)
-            hit = None if position is None else self._made(position, figured(position), score)
-            if position is None or hit is None:
-                unheld[i] = score
-            else:
-                made[position] = hit
-        if unheld:  # read as DenseSearch reads them
-            records = {d.id: d for d in self.reads.records(list(unheld))}
-            for i, score in unheld.items():
-                if i in records:
-                    read = to_hit(records[i], score)
-                    made[read.doc_id, read.index] = read
-                    self._read[read.doc_id, read.index] = records[i]
-        for i, _ in found:  # in the store's order, as DenseSearch gives them
-            position = unit_position(i)
-            if position is not None and position in made and (i not in unheld or position in self._read):
-                dense.append(position)
+        ranked = [
+            (found_by.doc_id, found_by.index, found_by.rev) for found_by in self.lexical.search(self.dense.query, k)
+        ]
+        self.reads.heads([*(unit_owner(i) for i, _ in found), *(doc_id for doc_id, _, _ in ranked)])
+        for doc_id, _, rev in ranked:
+            self.reads.expect(doc_id, rev)
+        made = self._dense(found, figured)
+        dense = list(made)  # in the store's order
+        lexical = [(doc_id, index) for doc_id, index, _ in ranked]
         left: list[Position] = []
-        for position in lexical:
-            if position in made:
-                continue
+        for position in (p for p in lexical if p not in made):
             sentence = figured(position)
             hit = None if sentence is None else self._made(position, sentence, relevance(sentence.similarity))
             if hit is None:
                 left.append(position)
             else:
                 made[position] = hit
-        if left:  # as HybridSearch scores them: each read with its vector
-            read_with = self.reads.with_vectors([unit_id(*p) for p in left])
-            cosine_of = cosines([v for _, v in read_with], vector)
-            for (doc, _), cosine in zip(read_with, cosine_of, strict=True):
-                read = to_hit(doc, relevance(cosine))
-                made[read.doc_id, read.index] = read
-                self._read[read.doc_id, read.index] = doc
+        floor = min((made[position].score for position in dense), default=0.0)
+        for doc, score in scored_at(self.reads, left, vector, floor):  # as HybridSearch scores them
+            hit = self._read_hit(doc, score)
+            made[hit.doc_id, hit.index] = hit
         hits = [made[position] for position in fuse(dense, lexical) if position in made]
         return Matches(hits, matched=max(len(hits), len(found)))
+
+    def _dense(
+        self, found: list[tuple[str, float]], figured: Callable[[Position], Sentence | None]
+    ) -> dict[Position, Hit]:
+        """The store's hits in its order: from the figures, else read as DenseSearch reads them (gone: left out)."""
+        hits: dict[str, Hit] = {}
+        for i, score in found:
+            position = unit_position(i)
+            hit = None if position is None else self._made(position, figured(position), score)
+            if hit is not None:
+                hits[i] = hit
+        unheld = [(i, score) for i, score in found if i not in hits]
+        if unheld:
+            records = {doc.id: doc for doc in self.reads.records([i for i, _ in unheld])}
+            hits.update((i, self._read_hit(records[i], score)) for i, score in unheld if i in records)
+        return {(hit.doc_id, hit.index): hit for i, _ in found if (hit := hits.get(i)) is not None}
+
+    def _read_hit(self, doc: Document, score: float) -> Hit:
+        """The hit a record read stands for, kept with it (for its count)."""
+        hit = to_hit(doc, score)
+        self._read[hit.doc_id, hit.index] = doc
+        return hit
 
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
         """The token count of each hit's sentence: from the figures, else from its record."""
