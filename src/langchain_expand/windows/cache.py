@@ -40,19 +40,11 @@ from langchain_expand.store.commit import batched
 from langchain_expand.store.records import unit_id, unit_position
 from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
 from langchain_expand.text.tokens import count_many, counter_key
-from langchain_expand.units import (
-    STORED_COUNT,
-    STORED_DOC,
-    STORED_END,
-    STORED_GAP,
-    STORED_INDEX,
-    STORED_REV,
-    STORED_START,
-)
+from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.figures import Figures, lookup
 from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.lexical import LocalSentence
-from langchain_expand.windows.similarity import similarity_to
+from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.snapshot import Run, Scores, Snapshot
 
 __all__ = ["HeadsAtMark", "Reads", "SentenceCache", "cosines", "record_marks"]
@@ -389,7 +381,7 @@ class Reads:
         so the window's count comes from them (:func:`~langchain_expand.windows.assembly.run_tokens`)
         instead of counting its text again. Read the copies first (:meth:`read_copies`).
         """
-        committed = self._committed(doc_id)
+        committed = self.committed(doc_id)
         if committed is None:
             return None
         head, rev = committed
@@ -438,7 +430,7 @@ class Reads:
         known: list[tuple[str, Document, str, list[tuple[LocalSentence, Marks]]]] = []
         missing: dict[tuple[str, str], list[int]] = {}
         for doc_id, indices in wanted.items():
-            committed = self._committed(doc_id)
+            committed = self.committed(doc_id)
             if committed is None:
                 continue  # not committed: the store answers for it
             head, rev = committed
@@ -459,23 +451,15 @@ class Reads:
                 self._rows[(doc_id, sentence.i)] = (head, sentence)
                 self._marks[(doc_id, sentence.i)] = marked
 
-    def _committed(self, doc_id: str) -> tuple[Document, str] | None:
+    def committed(self, doc_id: str) -> tuple[Document, str] | None:
         """The document's head read this query and its revision; None where it has none (not committed)."""
         head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
         rev = None if head is None else head.metadata.get(STORED_REV)
         return (head, rev) if head is not None and isinstance(rev, str) else None
 
-    def committed(self, doc_id: str) -> tuple[str, int] | None:
-        """The revision and sentence count of the document's head read this query; None where none was read."""
-        committed = self._committed(doc_id)
-        if committed is None:
-            return None
-        count = committed[0].metadata.get(STORED_COUNT)
-        return None if not isinstance(count, int) else (committed[1], count)
-
     def _head(self, doc_id: str) -> tuple[str, Vector | None] | None:
         """The revision and vector of the document's head read this query; None where none was read (or committed)."""
-        committed = self._committed(doc_id)
+        committed = self.committed(doc_id)
         return None if committed is None else (committed[1], self._read[unit_id(doc_id, 0)][1])
 
     def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
@@ -581,15 +565,6 @@ class HeadsAtMark:
 
 FILL_BATCH = 512
 """Heads :meth:`HeadsAtMark.fill` reads in one store call."""
-
-
-def cosines(vectors: Sequence[Vector], query: Sequence[float]) -> list[float]:
-    """Cosine similarity of each vector to the query, as the snapshot and growth's figures compute it.
-
-    Row by row (:mod:`~langchain_expand.windows.similarity`), so that a sentence's similarity does
-    not depend on which other sentences were read with it, nor on which path scored it.
-    """
-    return similarity_to(vectors, query)  # type: ignore[arg-type]
 
 
 def record_marks(record: Document) -> Marks:

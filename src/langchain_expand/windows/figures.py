@@ -11,7 +11,7 @@ counter, marks, vector) in arrays and no text: about 1.5 KB a sentence at 384 di
 Python object a sentence (a full garbage collection does not walk them). It is built beside the
 queries with the ranking in memory (:class:`~langchain_expand.windows.snapshot.LexicalRanking`).
 A query's similarities are computed a block of rows at a time, only for the blocks growth looks
-into, row by row as :func:`~langchain_expand.windows.cache.cosines` computes them: a sentence
+into, row by row as :func:`~langchain_expand.windows.similarity.cosines` computes them: a sentence
 has the same similarity whether growth learned it here or from a read.
 
 A sentence's figures are served only at the revision of its document's head read by the query
@@ -30,7 +30,7 @@ import numpy as np
 from langchain_expand.store.adapters import Vector
 from langchain_expand.text.sentences import EVERY_MARKS, marks, marks_code
 from langchain_expand.windows.growth import Position, Sentence
-from langchain_expand.windows.similarity import norms_of, query_norm, similarities
+from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
 
 __all__ = ["BLOCK", "FigureRow", "Figures", "QueryFigures", "lookup"]
 
@@ -166,10 +166,8 @@ class QueryFigures:
         return Sentence(figures._tokens[row], similarity, mark.tied, mark.heading)
 
     def _similarity(self, vector: Vector) -> float:
-        """The cosine similarity of one vector to the query (as :func:`cosines` computes it)."""
-        row = np.asarray([vector], dtype=np.float32)
-        norms = norms_of(np.einsum("ij,ij->i", row, row))
-        return float(similarities(row, norms, self._query, self._query_norm)[0])
+        """The cosine similarity of one vector to the query (:func:`cosines`)."""
+        return cosines([vector], self._query)[0]
 
     def _similarities(self, first: int) -> list[float]:
         """The cosine similarity to the query of rows ``first`` to ``first + BLOCK``, row by row as :func:`cosines`."""

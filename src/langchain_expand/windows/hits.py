@@ -194,9 +194,9 @@ class HybridSearch:
     """Dense hits fused with the lexical ranking's (reciprocal rank fusion), best first.
 
     Each call asks both rankings for ``k`` and returns the fused list of up to ``2k``
-    records. A sentence only the lexical ranking found is fetched from the vector store and
-    scored like a dense hit: the cosine similarity of its stored vector to the query's,
-    where the store returns vectors (Chroma), else the lowest dense score of the list.
+    records. A sentence only the lexical ranking found is scored like a dense hit: the cosine
+    similarity of its vector to the query's (:func:`scored_at`), else the lowest dense score
+    of the list.
     """
 
     ranking: Ranking
@@ -421,8 +421,8 @@ class FiguresHits:
     def _made(self, position: Position, sentence: Sentence | None, score: float) -> Hit | None:
         """The hit at ``position`` from its figures, with ``score``; None where they or its head are not held."""
         committed = self.reads.committed(position[0])
-        if sentence is None or committed is None:
+        n = None if committed is None else committed[0].metadata.get(STORED_COUNT)
+        if sentence is None or committed is None or not isinstance(n, int):
             return None
         self._tokens[position] = sentence.tokens
-        rev, n = committed
-        return Hit(position[0], position[1], n, rev, score, {}, Marks(sentence.tied, sentence.heading))
+        return Hit(position[0], position[1], n, committed[1], score, {}, Marks(sentence.tied, sentence.heading))

@@ -430,7 +430,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             seeds = SnapshotHits(dense, ranked, reads)
         elif lexical is not None:  # past the snapshot's limit, BM25 in memory where it is current
             search = HybridSearch(stored, dense, lexical if ranked is None else ranked, reads, self._views.beside)
-            if ranked is not None and figures is not None and plan.shape == "guided":
+            if ranked is not None and figures is not None and ahead:  # guided
                 seeds = FiguresHits(dense, ranked, reads, RecordHits(search, reads))
         found = self._answer(plan, search, dense, reads, seeds)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it

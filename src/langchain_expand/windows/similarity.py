@@ -14,7 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["norms_of", "query_norm", "similarities", "similarity_to"]
+from langchain_expand.store.adapters import Vector
+
+__all__ = ["cosines", "norms_of", "query_norm", "similarities"]
 
 
 def norms_of(squares: np.ndarray) -> np.ndarray:
@@ -35,8 +37,12 @@ def similarities(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, norm:
     return found
 
 
-def similarity_to(vectors: Sequence[Sequence[float]] | np.ndarray, query: Sequence[float]) -> list[float]:
-    """Each vector's cosine similarity to ``query``: as the snapshot and the figures compute it."""
+def cosines(vectors: Sequence[Vector], query: Sequence[float] | np.ndarray) -> list[float]:
+    """Each vector's cosine similarity to ``query``, as the snapshot and growth's figures compute it.
+
+    Row by row, so that a sentence's similarity depends neither on which other sentences were
+    read with it nor on which path scored it.
+    """
     if len(vectors) == 0:
         return []
     matrix = np.asarray(vectors, dtype=np.float32)
