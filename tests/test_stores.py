@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand import SentenceWindowRetriever
+from langchain_expand import SentenceWindowRetriever, chroma_store
 
 from .conftest import load_queries
 
@@ -39,3 +42,21 @@ def test_relevance_is_cosine_similarity(qmsum_index: SentenceWindowRetriever, mi
     a = np.asarray(minilm.embed_query("remote control"))
     [(_, b)] = qmsum_index._vectors.with_vectors([str(doc.id)])  # the vector stored for it
     assert abs(score - float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))) < 1e-4
+
+
+def test_vectors_of_two_lengths_are_refused_by_chroma_and_nothing_is_stored(tmp_path: Path, minilm: Embeddings) -> None:
+    class Ragged(Embeddings):
+        """MiniLM's vectors, the last of several cut short: what no float32 array can hold."""
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            vectors = minilm.embed_documents(texts)
+            return [*vectors[:-1], vectors[-1][:100]] if len(vectors) > 1 else vectors
+
+        def embed_query(self, text: str) -> list[float]:
+            return minilm.embed_query(text)
+
+    store = chroma_store("ragged", persist_directory=tmp_path, embeddings=Ragged())
+    retriever = SentenceWindowRetriever(vectorstore=store)
+    with pytest.raises(Exception, match="Inconsistent dimensions"):  # Chroma's own message, not NumPy's
+        retriever.add_documents([Document("One sentence here. A second one. A third. And a fourth one.", id="a")])
+    assert store.get()["ids"] == []

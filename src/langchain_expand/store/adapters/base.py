@@ -134,32 +134,37 @@ class StoreAdapter:
         other store, an empty dict.
         """
         docs = list(documents)
-        vectors: list[list[float]] | None = None
+        vectors: Sequence[Vector] | None = None
         if embedded is not None:
             if len(embedded) != len(docs):
                 msg = f"`embedded` has {len(embedded)} texts for {len(docs)} documents; give one per document."
                 raise ValueError(msg)
             differs = any(t != d.page_content for t, d in zip(embedded, docs, strict=True))
             if differs and self.embeddings is not None and self._takes_vectors():
-                vectors = self.embeddings.embed_documents(list(embedded))
+                vectors = self._embed(list(embedded))
                 self._write_vectors(list(ids), docs, vectors)
         if vectors is None:
             vectors = self._write(docs, list(ids), **kwargs)
         return self._as_stored(list(ids), vectors) if keep_vectors and vectors is not None else {}
 
+    def _embed(self, texts: list[str]) -> Sequence[Vector]:
+        """The store's model's vectors of ``texts``, as :meth:`_write_vectors` takes them (the model's lists here)."""
+        assert self.embeddings is not None
+        return self.embeddings.embed_documents(texts)
+
     def _takes_vectors(self) -> bool:
         """Whether :meth:`_write_vectors` can store a record's text with another text's vector."""
         return False
 
-    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
+    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: Sequence[Vector]) -> None:
         raise NotImplementedError
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> list[list[float]] | None:
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> Sequence[Vector] | None:
         """Write through LangChain's ``add_documents`` (the store embeds); the vectors written where known."""
         self.store.add_documents(docs, ids=ids, **kwargs)
         return None
 
-    def _as_stored(self, ids: list[str], vectors: list[list[float]]) -> dict[str, Vector]:
+    def _as_stored(self, ids: list[str], vectors: Sequence[Vector]) -> dict[str, Vector]:
         """The vectors this adapter embedded and wrote, by id, where the store keeps them as given.
 
         Empty here: a store may change a vector as it keeps it (Qdrant normalizes for cosine,

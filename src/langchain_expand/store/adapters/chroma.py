@@ -69,13 +69,26 @@ class ChromaAdapter(StoreAdapter):
     def _takes_vectors(self) -> bool:
         return True
 
-    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
+    def _embed(self, texts: list[str]) -> Sequence[Vector]:
+        """The vectors as rows of one float32 array, as Chroma keeps them.
+
+        Chroma converts a list of lists row by row, and the vectors kept for the lexical index
+        (:meth:`_as_stored`) were converted again: one conversion serves both. A model's vectors
+        of different lengths stay lists, for Chroma to refuse with its own message.
+        """
+        vectors = super()._embed(texts)
+        try:
+            return list(np.asarray(vectors, dtype=np.float32))
+        except ValueError:
+            return vectors
+
+    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: Sequence[Vector]) -> None:
         gone = self._gone(ids, docs)
         metadatas = [{**d.metadata, **dict.fromkeys(keys)} or None for d, keys in zip(docs, gone, strict=True)]
         texts = [d.page_content for d in docs]
         self.collection.upsert(ids=ids, embeddings=vectors, documents=texts, metadatas=metadatas)
 
-    def _as_stored(self, ids: list[str], vectors: list[list[float]]) -> dict[str, Vector]:
+    def _as_stored(self, ids: list[str], vectors: Sequence[Vector]) -> dict[str, Vector]:
         """Each vector as float32, as Chroma keeps it.
 
         A cosine collection hands a vector back within 2 units in the last place of float32
@@ -83,14 +96,14 @@ class ChromaAdapter(StoreAdapter):
         """
         return {i: np.asarray(v, dtype=np.float32) for i, v in zip(ids, vectors, strict=True)}
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> list[list[float]] | None:
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> Sequence[Vector] | None:
         """Embed with the store's model and write as :meth:`_write_vectors` does, so metadata is replaced.
 
         With arguments for the store's own ``add_documents``, or no model, the store writes, and
         the keys its records no longer have are removed after.
         """
         if self.embeddings is not None and not kwargs:
-            vectors = self.embeddings.embed_documents([d.page_content for d in docs])
+            vectors = self._embed([d.page_content for d in docs])
             self._write_vectors(ids, docs, vectors)
             return vectors
         gone = self._gone(ids, docs)

@@ -39,12 +39,12 @@ class FaissAdapter(StoreAdapter):
     def _takes_vectors(self) -> bool:
         return True
 
-    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
+    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: Sequence[Vector]) -> None:
         self.delete(ids)
         pairs = list(zip([d.page_content for d in docs], vectors, strict=True))
         self.store.add_embeddings(pairs, metadatas=[dict(d.metadata) for d in docs], ids=ids)  # type: ignore[attr-defined]
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> list[list[float]] | None:
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> Sequence[Vector] | None:
         self.delete(ids)
         return super()._write(docs, ids, **kwargs)
 

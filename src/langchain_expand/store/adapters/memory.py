@@ -25,7 +25,7 @@ class MemoryAdapter(StoreAdapter):
     def _takes_vectors(self) -> bool:
         return True
 
-    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
+    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: Sequence[Vector]) -> None:
         for id_, doc, vector in zip(ids, docs, vectors, strict=True):
             self._held[id_] = {"id": id_, "vector": vector, "text": doc.page_content, "metadata": dict(doc.metadata)}
 

@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters.base import StoreAdapter, Vector, clamped
@@ -56,14 +57,14 @@ class QdrantAdapter(StoreAdapter):
 
         return getattr(self.store, "retrieval_mode", None) == RetrievalMode.DENSE
 
-    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: list[list[float]]) -> None:
+    def _write_vectors(self, ids: list[str], docs: list[Document], vectors: Sequence[Vector]) -> None:
         from qdrant_client import models
 
         store: Any = self.store
         points = [
             models.PointStruct(
                 id=self._out_id(id_),
-                vector={store.vector_name: vector},
+                vector={store.vector_name: np.asarray(vector, dtype=np.float64).tolist()},  # Qdrant takes lists
                 payload={
                     store.content_payload_key: d.page_content,
                     store.metadata_payload_key: {**d.metadata, ID_KEY: id_},
@@ -73,7 +74,7 @@ class QdrantAdapter(StoreAdapter):
         ]
         store.client.upsert(collection_name=store.collection_name, points=points)
 
-    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> list[list[float]] | None:
+    def _write(self, docs: list[Document], ids: list[str], **kwargs: Any) -> Sequence[Vector] | None:
         kept = [Document(d.page_content, metadata={**d.metadata, ID_KEY: i}) for d, i in zip(docs, ids, strict=True)]
         self.store.add_documents(kept, ids=[self._out_id(i) for i in ids], **kwargs)
         return None
