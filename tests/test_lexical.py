@@ -8,12 +8,13 @@ tests/test_windows.py.
 
 from __future__ import annotations
 
+import collections
 import gc
 import os
 import signal
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -201,6 +202,36 @@ def test_local_copies_hold_what_the_store_holds_and_the_counters_counts(tmp_path
         assert copy.vector is not None
         assert copy.vector.tolist() == pytest.approx(record["vector"], abs=1e-6)  # kept as float32
     assert lexical.sentences("a", rev, [0])[0].vector is None  # the head is written after: read from the store
+
+
+class RecordingCounter(TokenCounter):
+    """``cl100k_base``, recording every text it counts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts: collections.Counter[str] = collections.Counter()
+
+    def __call__(self, text: str) -> int:
+        self.texts[text] += 1
+        return super().__call__(text)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        self.texts.update(texts)
+        return super().count_many(texts)
+
+
+def test_indexing_counts_each_sentence_once(tmp_path: Path) -> None:
+    # The splitter's cap counts every unit; the copies take those counts instead of counting again.
+    counter = RecordingCounter()
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical, token_counter=counter)
+    retriever.add_documents([Document(TEXT, id="a")])
+    counted = dict(counter.texts)
+    rev = store.get_by_ids(["a::0"])[0].metadata["lcx_rev"]
+    copies = lexical.sentences("a", rev, range(5))
+    assert [counted.get(c.text) for c in copies] == [1] * 5
+    assert [c.tokens for c in copies] == [counter(c.text) for c in copies]
 
 
 def test_on_chroma_the_copies_keep_the_vectors_written_without_reading_them_back(

@@ -252,3 +252,17 @@ def test_the_cap_is_max_unit_tokens_and_the_old_name_still_works_with_a_warning(
         assert old.max_tokens == 16
     # the stored revisions know the cap by its old name: renaming it re-embeds no index
     assert revision("One. Two.", SentenceSplitter(token_counter=COUNTER, table_rows=True)) == "f2e7da8691df6956"
+
+
+def test_counted_gives_the_spans_and_the_counts_the_cap_took() -> None:
+    counter = TokenCounter()
+    text = "A short sentence. Another one here.\n\n" + " ".join(f"word{i}" for i in range(80)) + "\n\nThe end."
+    splitter = SentenceSplitter(max_unit_tokens=20, token_counter=counter)
+    spans, counts = splitter.counted(text)
+    assert spans == splitter(text)
+    assert [n is None for n in counts].count(True) >= 2  # the long line, split into pieces the cap counted in groups
+    taken = [(text[s:e], n) for (s, e), n in zip(spans, counts, strict=True) if n is not None]
+    assert [n for _, n in taken] == [counter(t) for t, _ in taken]
+    assert len(taken) == 3  # the two short sentences and the last
+    uncapped, none = SentenceSplitter(max_unit_tokens=None).counted(text)
+    assert none == [None] * len(uncapped)  # nothing counted: the cap is off

@@ -161,9 +161,18 @@ class SentenceSplitter:
 
         Every non-whitespace character of ``text`` lies in exactly one span.
         """
+        return self.counted(text)[0]
+
+    def counted(self, text: str) -> tuple[list[Span], list[int | None]]:
+        """The spans :meth:`__call__` gives, each with its count by ``token_counter`` where the cap took it.
+
+        The cap counts every unit, and indexing counts every sentence too: it takes these
+        counts instead of counting each sentence twice. None for a unit the cap split (its
+        pieces are counted in groups) and for every unit when the cap is off.
+        """
         spans = _attach_markup(text, list(self._units(text)))
         if self.max_unit_tokens is None or not spans:
-            return spans
+            return spans, [None] * len(spans)
         return self._cap(text, spans)
 
     def __repr__(self) -> str:
@@ -276,15 +285,20 @@ class SentenceSplitter:
 
     # -- the token cap ---------------------------------------------------------------
 
-    def _cap(self, text: str, spans: list[Span]) -> list[Span]:
+    def _cap(self, text: str, spans: list[Span]) -> tuple[list[Span], list[int | None]]:
+        """The spans with those over the cap split, and the count of each that was not."""
         cap = self.max_unit_tokens or 0
         out: list[Span] = []
+        counts: list[int | None] = []
         for span, count in zip(spans, count_spans(self.token_counter, text, spans), strict=True):
             if count <= cap:
                 out.append(span)
+                counts.append(count)
             else:
-                out.extend(self._split_long(text, span[0], span[1], cap))
-        return out
+                pieces = self._split_long(text, span[0], span[1], cap)
+                out.extend(pieces)
+                counts.extend([None] * len(pieces))
+        return out, counts
 
     def _split_long(self, text: str, start: int, end: int, cap: int) -> list[Span]:
         """Split an over-cap unit at line breaks, then whitespace, then characters."""

@@ -21,7 +21,7 @@ from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
 from langchain_expand.store.records import UnitIds, check_text, encode_metadata, metadata_fingerprint, revision, unit_id
 from langchain_expand.text.prefixes import EmbeddingPrefix, checked_prefixes
-from langchain_expand.text.sentences import Span
+from langchain_expand.text.sentences import SentenceSplitter, Span
 from langchain_expand.text.tokens import count_spans
 from langchain_expand.units import (
     SERVED_BY_WINDOWS,
@@ -273,16 +273,14 @@ def prepare(
         raise ValueError(msg)
     check_text(text, doc_id)
     check_served_keys(doc.metadata, doc_id, SERVED_BY_WINDOWS, "SentenceWindowRetriever")
-    spans = _checked_spans(splitter(text), len(text), doc_id)
+    split, known = _split(splitter, token_counter, text)
+    spans = _checked_spans(split, len(text), doc_id)
     counts = None
     if keep_counts:
         pairs = [(start, end) for (start, _), (_, end) in itertools.pairwise(spans)]
-        counts = (
-            array("q", count_spans(token_counter, text, spans)),
-            array("q", count_spans(token_counter, text, pairs)),
-        )
+        counts = (_counted(token_counter, text, spans, known), array("q", count_spans(token_counter, text, pairs)))
     if max_sentence_tokens is not None:
-        own = counts[0] if counts is not None else count_spans(token_counter, text, spans)
+        own = counts[0] if counts is not None else _counted(token_counter, text, spans, known)
         _check_sentence_sizes(own, spans, doc_id, max_sentence_tokens)
     prefixes = None
     if sentence_prefix is not None:
@@ -292,6 +290,25 @@ def prepare(
     rev = revision(text, splitter, metadata_fingerprint(base), sentence_prefix)
     body = SentenceRecords(doc_id, text, spans, base, rev, counts, prefixes)
     return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
+
+
+def _split(
+    splitter: Callable[[str], list[Span]], token_counter: Callable[[str], int], text: str
+) -> tuple[list[Span], list[int | None] | None]:
+    """The splitter's spans, and the counts its cap took of them where it counts as ``token_counter`` does."""
+    if isinstance(splitter, SentenceSplitter) and splitter.token_counter is token_counter:
+        return splitter.counted(text)
+    return splitter(text), None
+
+
+def _counted(
+    token_counter: Callable[[str], int], text: str, spans: list[Span], known: list[int | None] | None
+) -> array[int]:
+    """Each span's token count: those ``known`` as they are, the rest counted."""
+    if known is None:
+        return array("q", count_spans(token_counter, text, spans))
+    missing = iter(count_spans(token_counter, text, [span for span, n in zip(spans, known, strict=True) if n is None]))
+    return array("q", (next(missing) if n is None else n for n in known))
 
 
 def _check_sentence_sizes(counts: Iterable[int], spans: list[Span], doc_id: str, limit: int) -> None:
