@@ -192,13 +192,14 @@ def test_local_copies_hold_what_the_store_holds_and_the_counters_counts(tmp_path
         record = store.store[f"a::{copy.i}"]
         meta = record["metadata"]
         assert copy.text == record["text"] == TEXT[copy.start : copy.end]
-        assert (copy.start, copy.end, copy.gap) == (meta["lcx_start"], meta["lcx_end"], meta["lcx_gap"])
+        assert (copy.start, copy.end, copy.gap) == (meta["lcx_start"], copy.start + len(copy.text), meta["lcx_gap"])
+        assert "lcx_end" not in meta  # the end is the start plus the text (records.sentence_span)
         assert (copy.tokens, copy.counter) == (counter(copy.text), "tiktoken/cl100k_base")
         after = store.store.get(f"a::{copy.i + 1}")
         if after is None:
             assert copy.joined is None  # the last sentence
         else:
-            assert copy.joined == counter(TEXT[copy.start : after["metadata"]["lcx_end"]])
+            assert copy.joined == counter(TEXT[copy.start : after["metadata"]["lcx_start"] + len(after["text"])])
         assert copy.vector is not None
         assert copy.vector.tolist() == pytest.approx(record["vector"], abs=1e-6)  # kept as float32
     assert lexical.sentences("a", rev, [0])[0].vector is None  # the head is written after: read from the store

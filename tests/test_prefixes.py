@@ -149,8 +149,9 @@ def test_a_sentence_is_stored_alone_and_embedded_with_its_context(
     retriever = make_retriever()
     retriever.add_documents([Document(SCENE, id="scene")])
     record, vector = stored(retriever, "It fell behind the fridge .")
-    start, end = record.metadata["lcx_start"], record.metadata["lcx_end"]
-    assert SCENE[start:end] == "It fell behind the fridge ."  # the text and offsets are the sentence's own
+    start = record.metadata["lcx_start"]
+    assert SCENE[start:].startswith(record.page_content)  # the text and offset are the sentence's own
+    assert record.page_content == "It fell behind the fridge ."
     [expected] = minilm.embed_documents(["The lost things\nJoey Tribbiani: It fell behind the fridge ."])
     assert unit(vector) @ unit(expected) == pytest.approx(1.0, abs=1e-5)
 

@@ -16,6 +16,8 @@ from langchain_core.documents import Document
 from langchain_core.runnables import ConfigurableField
 
 from langchain_expand import BudgetPolicy, SentenceSplitter, SentenceWindowRetriever, TokenCounter, window_bounds
+from langchain_expand.store.records import sentence_span
+from langchain_expand.units import STORED_DOC, STORED_END, STORED_START
 
 from .conftest import CountingEmbeddings, as_documents, load_docs, load_queries
 
@@ -730,3 +732,31 @@ def test_hits_skipped_for_a_half_written_document_are_refilled_from_the_others(m
     for w in windows:
         m = w.metadata
         assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == w.page_content
+
+
+def test_records_written_with_their_end_serve_the_same_windows_and_lose_it_when_rewritten(
+    make_retriever: Make,
+) -> None:
+    # Sentence records keep no lcx_end (it is the start plus the text); records written before do.
+    retriever = make_retriever(k=3, in_memory=False)
+    docs = as_documents(load_docs("qmsum")[:2])
+    retriever.add_documents(docs)
+    collection = retriever.vectorstore._collection  # type: ignore[attr-defined]
+    stored = collection.get(include=["metadatas", "documents"])
+    assert all(STORED_END not in m for m in stored["metadatas"])
+    query = load_queries("qmsum")[0]["query"]
+    served = [(w.page_content, w.metadata) for w in retriever.invoke(query)]
+    ends = [m[STORED_START] + len(t) for m, t in zip(stored["metadatas"], stored["documents"], strict=True)]
+    collection.update(ids=stored["ids"], metadatas=[{STORED_END: end} for end in ends])  # as written before
+    retriever.clear_cache()
+    assert [(w.page_content, w.metadata) for w in retriever.invoke(query)] == served
+    first = docs[0]
+    retriever.add_documents([Document(first.page_content + " One more sentence.", id=first.id)])
+    rewritten = collection.get(where={STORED_DOC: first.id}, include=["metadatas"])["metadatas"]
+    assert len(rewritten) > 1
+    assert all(STORED_END not in m for m in rewritten)  # removed, as any key a new version lacks
+
+
+def test_a_sentence_span_is_its_start_and_text_or_the_end_stored() -> None:
+    assert sentence_span(Document("Four words in here.", metadata={STORED_START: 10})) == (10, 29)
+    assert sentence_span(Document("Four words in here.", metadata={STORED_START: 10, STORED_END: 31})) == (10, 31)

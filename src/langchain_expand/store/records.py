@@ -5,7 +5,9 @@ what gets embedded. Its metadata carries its position, so windows are computed a
 query time from ids, with no window text stored:
 
 - ``lcx_doc``, ``lcx_i``, ``lcx_n``: document id, unit index, unit count;
-- ``lcx_start``, ``lcx_end``: char offsets of the unit in the source text;
+- ``lcx_start``: the unit's char offset in the source text; it ends its text's length later
+  (:func:`sentence_span`). A parent's child keeps ``lcx_end`` too, as sentence records
+  written before ``lcx_end`` was dropped from them do;
 - ``lcx_gap``: the source text between this unit and the next one, so a window is
   rebuilt exactly as it stands in the source;
 - ``lcx_rev``: a hash of the source text; unit 0 (the head) is written last and acts
@@ -30,7 +32,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.units import PREFIX, STORED_JSON, STORED_NONE
+from langchain_expand.units import PREFIX, STORED_END, STORED_JSON, STORED_NONE, STORED_START
 
 __all__ = [
     "UnitIds",
@@ -39,6 +41,7 @@ __all__ = [
     "document_ids",
     "encode_metadata",
     "revision",
+    "sentence_span",
     "unit_id",
     "unit_owner",
     "unit_position",
@@ -58,6 +61,19 @@ same as hashing the whole text at once)."""
 def unit_id(doc_id: str, index: int) -> str:
     """The store id of unit ``index`` of document ``doc_id``."""
     return f"{doc_id}::{index}"
+
+
+def sentence_span(record: Document) -> tuple[int, int]:
+    """A sentence record's char offsets in its document: ``[start, end)``.
+
+    The end is the start plus the record's text (a record holds its sentence's text as it
+    stands in the document), so it is not stored: each key is one more row Chroma writes for
+    every record. Records written before keep it as ``lcx_end``, which is read; a document
+    indexed again loses it, as any key its new version lacks.
+    """
+    start = int(record.metadata[STORED_START])
+    end = record.metadata.get(STORED_END)
+    return start, start + len(record.page_content) if end is None else int(end)
 
 
 def unit_owner(unit: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.store.records import decode_metadata, unit_id
+from langchain_expand.store.records import decode_metadata, sentence_span, unit_id
 from langchain_expand.text.tokens import chained_count, count_many, counter_key
 from langchain_expand.units import (
     DOC_ID,
@@ -25,11 +25,9 @@ from langchain_expand.units import (
     SENTENCES,
     SPAN,
     START,
-    STORED_END,
     STORED_GAP,
     STORED_INDEX,
     STORED_REV,
-    STORED_START,
     TOKENS,
 )
 from langchain_expand.windows.cache import Reads
@@ -132,9 +130,8 @@ def record_runs(records: Iterable[Document]) -> Runs:
 def copy_of(record: Document) -> LocalSentence:
     """A sentence record as its local copy holds it."""
     m = record.metadata
-    return LocalSentence(
-        int(m[STORED_INDEX]), record.page_content, int(m[STORED_START]), int(m[STORED_END]), m[STORED_GAP]
-    )
+    start, end = sentence_span(record)
+    return LocalSentence(int(m[STORED_INDEX]), record.page_content, start, end, m[STORED_GAP])
 
 
 def run_tokens(counter: Callable[[str], int], key: str, sentences: Sequence[LocalSentence]) -> int | None:

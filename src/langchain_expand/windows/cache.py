@@ -40,7 +40,7 @@ from langchain_expand.store.commit import batched
 from langchain_expand.store.records import unit_id, unit_position
 from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
 from langchain_expand.text.tokens import count_many, counter_key
-from langchain_expand.units import STORED_DOC, STORED_END, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
+from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.figures import Figures, lookup
 from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.lexical import LocalSentence
@@ -582,7 +582,6 @@ def _record(head: Document, sentence: LocalSentence) -> Document:
         **head.metadata,
         STORED_INDEX: sentence.i,
         STORED_START: sentence.start,
-        STORED_END: sentence.end,
         STORED_GAP: sentence.gap,
     }
     return Document(sentence.text, metadata=metadata, id=unit_id(head.metadata[STORED_DOC], sentence.i))

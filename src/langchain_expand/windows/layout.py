@@ -27,7 +27,6 @@ from langchain_expand.units import (
     SERVED_BY_WINDOWS,
     STORED_COUNT,
     STORED_DOC,
-    STORED_END,
     STORED_GAP,
     STORED_INDEX,
     STORED_REV,
@@ -92,8 +91,7 @@ class SentenceRecords:
             STORED_DOC: self.doc_id,
             STORED_INDEX: i,
             STORED_COUNT: self.n,
-            STORED_START: start,
-            STORED_END: end,
+            STORED_START: start,  # its end is its text's length later (records.sentence_span)
             STORED_GAP: gap,
             STORED_REV: self.rev,
         }

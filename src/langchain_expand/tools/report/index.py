@@ -10,12 +10,11 @@ from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
 from langchain_expand.store.adapters import adapt
-from langchain_expand.store.records import decode_metadata
+from langchain_expand.store.records import decode_metadata, sentence_span
 from langchain_expand.text.sentences import Span
 from langchain_expand.units import (
     STORED_COUNT,
     STORED_DOC,
-    STORED_END,
     STORED_GAP,
     STORED_INDEX,
     STORED_REV,
@@ -68,7 +67,7 @@ def read_records(store: VectorStore, page: int) -> tuple[list[Document], dict[st
             parts += [r.page_content, str(r.metadata.get(STORED_GAP, ""))]
         text = "".join(parts[:-1])
         documents.append(Document(text, metadata=decode_metadata(head.metadata), id=doc_id))
-        spans[doc_id] = [(int(r.metadata[STORED_START]), int(r.metadata[STORED_END])) for r in kept]
+        spans[doc_id] = [sentence_span(r) for r in kept]
     return documents, spans, by_id
 
 

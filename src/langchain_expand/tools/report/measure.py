@@ -25,7 +25,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_expand.merge import merge_overlaps
 from langchain_expand.prompt import context_tokens
 from langchain_expand.store.adapters import adapt
-from langchain_expand.store.records import unit_id
+from langchain_expand.store.records import sentence_span, unit_id
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.text.tokens import TokenCounter
@@ -49,7 +49,6 @@ from langchain_expand.units import (
     START,
     STORED_COUNT,
     STORED_DOC,
-    STORED_END,
     STORED_INDEX,
     STORED_START,
     TOKENS,
@@ -487,7 +486,7 @@ def _match(record: Document, score: float) -> Document:
         HIT: int(m[STORED_INDEX]),
         N_SENTENCES: int(m[STORED_COUNT]),
         START: m[STORED_START],
-        END: m[STORED_END],
+        END: sentence_span(record)[1],
         SCORE: score,
     }
     return Document(record.page_content, metadata=metadata, id=record.id)
