@@ -11,6 +11,9 @@ Systems:
   shipped: ``k=None`` (the budget decides), a ``LexicalIndex`` (BM25 fused with the dense
   ranking), windows grown toward the evidence, merged where they touch.
 - ``ours: hybrid, fixed windows``: the same with ``window="fixed"`` (2 sentences each side).
+- ``ours: hybrid, guided, past the snapshot's limit``: the default on the same index with
+  ``snapshot_limit=0``, the path of a store past the limit: Chroma's HNSW search instead of the
+  snapshot's exact one, BM25 and growth's figures in memory. What that path costs in recall.
 - ``ours: dense, guided`` / ``ours: dense, fixed windows``: the dense ranking only.
 - ``ours: k=16 fixed``: 16 windows of 2 sentences each side | ``MergeOverlaps`` | ``FitToBudget``,
   the pipeline of the first version (the measurement from outside used k=16).
@@ -66,6 +69,9 @@ COUNTER = TokenCounter()
 BEST = "ours: hybrid, guided (default)"
 ALONE = "ours: hybrid, guided, sentences embedded alone"
 """The default but with ``sentence_prefix=None``: what embedding each sentence's context adds."""
+PAST = "ours: hybrid, guided, past the snapshot's limit"
+"""The default with ``snapshot_limit=0`` on the same index: the store's own (HNSW) search, BM25 and
+growth's figures in memory, as a store of more than ``snapshot_limit`` sentences is queried."""
 PARENTS = "ours: parents, budgeted"
 STOCK_PARENTS = "stock ParentDocumentRetriever"
 PEERS = ("LlamaIndex", "Haystack")
@@ -110,6 +116,7 @@ def build_ours(
     )
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
     retriever = hybrid.model_copy(update={"lexical": None})  # the same index, dense ranking only
+    past = SentenceWindowRetriever(vectorstore=store, k=None, merge=True, lexical=hybrid.lexical, snapshot_limit=0)
     merge = MergeOverlaps()
     apart = tempfile.mkdtemp()  # a second index: each sentence embedded alone, without its context
     alone = SentenceWindowRetriever(
@@ -126,6 +133,9 @@ def build_ours(
 
     def guided_alone(q: str, budget: int) -> list[Unit]:
         return as_units(alone.invoke(q, max_tokens=budget))
+
+    def guided_past(q: str, budget: int) -> list[Unit]:
+        return as_units(past.invoke(q, max_tokens=budget))
 
     def fixed_hybrid(q: str, budget: int) -> list[Unit]:
         return as_units(hybrid.invoke(q, max_tokens=budget, window="fixed"))
@@ -146,6 +156,7 @@ def build_ours(
     systems = {
         BEST: guided_hybrid,
         ALONE: guided_alone,
+        PAST: guided_past,
         "ours: hybrid, fixed windows": fixed_hybrid,
         "ours: dense, guided": guided_dense,
         "ours: dense, fixed windows": fixed_dense,
@@ -162,7 +173,11 @@ def build_ours(
             times.append(time.perf_counter() - t)
         return round(statistics.median(times) * 1000, 1)
 
-    return systems, raw, hybrid.clear_cache, snapshot_build_ms  # the dense copies share the hybrid's cache
+    def clear() -> None:  # the dense copies share the hybrid's cache; the past one keeps its own
+        hybrid.clear_cache()
+        past.clear_cache()
+
+    return systems, raw, clear, snapshot_build_ms
 
 
 def build_our_parents(docs: list[dict]) -> Budgeted:
