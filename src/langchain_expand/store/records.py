@@ -5,9 +5,9 @@ what gets embedded. Its metadata carries its position, so windows are computed a
 query time from ids, with no window text stored:
 
 - ``lcx_doc``, ``lcx_i``, ``lcx_n``: document id, unit index, unit count;
-- ``lcx_start``: the unit's char offset in the source text; it ends its text's length later
-  (:func:`sentence_span`). A parent's child keeps ``lcx_end`` too, as sentence records
-  written before ``lcx_end`` was dropped from them do;
+- ``lcx_start``: the unit's char offset in the source text. A sentence ends its text's
+  length later (:func:`sentence_span`); a parent's child keeps its end as ``lcx_end``, as
+  the sentence records of earlier versions do;
 - ``lcx_gap``: the source text between this unit and the next one, so a window is
   rebuilt exactly as it stands in the source;
 - ``lcx_rev``: a hash of the source text; unit 0 (the head) is written last and acts
