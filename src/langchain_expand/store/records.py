@@ -69,7 +69,7 @@ def sentence_span(record: Document) -> tuple[int, int]:
     The end is the start plus the record's text (a record holds its sentence's text as it
     stands in the document), so it is not stored: each key is one more row Chroma writes for
     every record. Records written before keep it as ``lcx_end``, which is read; a document
-    indexed again loses it, as any key its new version lacks.
+    written again loses it, as any key its new version lacks.
     """
     start = int(record.metadata[STORED_START])
     end = record.metadata.get(STORED_END)
