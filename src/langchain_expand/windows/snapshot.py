@@ -246,7 +246,8 @@ class Bm25:
     Past the snapshot's limit (:class:`LexicalRanking`) a query's common words hold hundreds of
     thousands of sentences each: at a million, scoring them is 3-4 ms a query, and what cost
     more was listing every sentence matched and its score (12 ms); only those that can be among
-    the ``k`` best are listed now (:meth:`_floor`), and each posting's weight is counted once.
+    the ``k`` best are listed now (:meth:`_floor`), and each posting's share of a score is
+    counted once, when the ranking is built (:meth:`__init__`).
     """
 
     K1 = 1.2
@@ -257,10 +258,10 @@ class Bm25:
     ) -> None:
         """Index rows whose words are ``words[row]`` (numbers in ``terms``); ``hit(row, rank)`` names a row found.
 
-        The postings are one array of rows and one of weights, sorted by term then row; a term's
-        are the slice between its two offsets. A posting's weight is its contribution but for
-        the term's idf, ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))``, counted
-        once here, not on every query.
+        The postings are one array of rows and one of gains, sorted by term then row; a term's
+        are the slice between its two offsets. A posting's gain is what it adds to its row's
+        score, ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))``: the rows
+        are fixed here, so each term's idf is too, and a query only adds gains up.
         """
         n = len(words)
         lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=n)
@@ -272,7 +273,9 @@ class Bm25:
         self._offsets = np.searchsorted(keys // max(n, 1), np.arange(len(terms) + 1))
         average = float(lengths.mean()) if n else 1.0
         length_norm = self.K1 * (1.0 - self.B + self.B * lengths / (average or 1.0))
-        self._weights = counts * (self.K1 + 1.0) / (counts + length_norm[self._rows])
+        weights = counts * (self.K1 + 1.0) / (counts + length_norm[self._rows])
+        held = np.diff(self._offsets)  # rows a term is in
+        self._gains = np.repeat(_idfs(n, held), held) * weights
         self._n = n
         self._hit = hit
 
@@ -294,8 +297,7 @@ class Bm25:
             if at is None:
                 continue
             a, b = int(self._offsets[at]), int(self._offsets[at + 1])
-            idf = math.log((n - (b - a) + 0.5) / ((b - a) + 0.5))
-            scores[self._rows[a:b]] += (idf if idf > 0 else 1e-6) * self._weights[a:b]
+            np.add.at(scores, self._rows[a:b], self._gains[a:b])  # a row once a term: as `+=`, in half the time
             postings.append((a, b))
         rows = np.flatnonzero(scores >= self._floor(scores, postings, k))
         found = scores[rows]
@@ -326,6 +328,19 @@ class Bm25:
         if len(seeded) < k:
             return float(np.nextafter(0.0, 1.0))
         return float(-np.partition(-scores[seeded], k - 1)[k - 1])
+
+
+def _idfs(n: int, held: np.ndarray) -> np.ndarray:
+    """FTS5's idf of a term in ``h`` of ``n`` rows, for each ``h`` in ``held``.
+
+    ``log((n - h + 0.5) / (h + 0.5))``, or 1e-6 where that is not positive (a term in half the
+    rows or more), as FTS5's ``bm25()`` takes it. Taken with :func:`math.log`, as SQLite takes
+    it (numpy's may differ in the last bit), once for each distinct ``h``: most terms share
+    theirs with others.
+    """
+    distinct, which = np.unique(held, return_inverse=True)
+    idf = [math.log((n - h + 0.5) / (h + 0.5)) for h in distinct.tolist()]
+    return np.array([i if i > 0 else 1e-6 for i in idf], dtype=np.float64)[which]
 
 
 _SEEDS = 4096
