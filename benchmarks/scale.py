@@ -24,7 +24,9 @@ harsher than with a real model, whose query embedding both sides pay.
 
 Run: ``python benchmarks/scale.py [--sizes 10000 100000 1000000]``. Writes ``results/scale.json``.
 ``--reuse PATH`` times the queries alone on an index an earlier run grew (its report's ``index``);
-``--freeze`` then freezes what the process holds after the warm-up (``gc.freeze()``).
+``--freeze`` then freezes what the process holds after the warm-up (``gc.freeze()``), and
+``--model`` embeds the query with the bundled MiniLM on both sides (:class:`ModelQueries`): what
+a query costs a user with a model, on the same index.
 """
 
 from __future__ import annotations
@@ -70,6 +72,27 @@ class HashedWords(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self._vector(text)
+
+
+class ModelQueries(Embeddings):
+    """Queries embedded by the bundled MiniLM, documents by :class:`HashedWords` (both 384 numbers).
+
+    The index's sentences are hashed words, so a query's answers mean nothing here; what it
+    costs does not depend on them: the model's embedding (which BM25 ranks beside), the store's
+    search over the same graph, and ours after it.
+    """
+
+    def __init__(self) -> None:
+        from langchain_expand import default_embeddings
+
+        self._model = default_embeddings()
+        self._documents = HashedWords()
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self._documents.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self._model.embed_query(text)
 
 
 def rss_mb() -> float:
@@ -147,9 +170,12 @@ def main() -> None:
         "--reuse", type=Path, help="an index an earlier run grew (its report's 'index'): time the queries on it alone"
     )
     parser.add_argument("--freeze", action="store_true", help="with --reuse: gc.freeze() after the warm-up")
+    parser.add_argument("--model", action="store_true", help="with --reuse: queries embedded by the bundled MiniLM")
     args = parser.parse_args()
+    if args.model and not args.reuse:
+        parser.error("--model times queries on an index grown before: give --reuse PATH")
     docs, queries = documents()
-    embeddings = HashedWords()
+    embeddings: Embeddings = ModelQueries() if args.model else HashedWords()
     path = str(args.reuse) if args.reuse else tempfile.mkdtemp()
     store = chroma_store("scale", persist_directory=path, embeddings=embeddings)
     retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(Path(path) / "lexical.sqlite"))
@@ -157,6 +183,7 @@ def main() -> None:
     if args.reuse:
         assert retriever.lexical is not None
         row: dict = {"sentences": retriever.lexical.count(), "rss_after_opening_mb": round(rss_mb())}
+        row["query_embedding"] = "MiniLM" if args.model else "hashed words"
         row.update(queried(retriever, queries, args.passes, freeze=args.freeze))
         print(json.dumps(row), flush=True)
         return
