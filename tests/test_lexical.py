@@ -25,9 +25,9 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from langchain_expand import LexicalIndex, SentenceSplitter, SentenceWindowRetriever, TokenCounter
+from langchain_expand import LexicalIndex, SentenceSplitter, SentenceWindowRetriever, TokenCounter, chroma_store
 from langchain_expand.store.adapters.chroma import ChromaAdapter
-from langchain_expand.windows import layout, snapshot
+from langchain_expand.windows import layout, lexical, snapshot
 from langchain_expand.windows.lexical import LexicalHit, LocalSentence, fuse, words
 from langchain_expand.windows.snapshot import Bm25, ranked_bm25
 
@@ -530,3 +530,92 @@ def _write_large(path: str, n: int) -> None:
             LocalSentence(i, f"Sentence {i} of document {n}.", 0, 1, " ", 1, "c", None, 2) for i in range(6_000)
         ]
         index.replace([(f"d{n}", f"r{rev}", sentences)])
+
+
+SCRIPTS = {
+    "latin": ("Le café de la rue Saint-Éloi ouvre à sept heures; naïve crème brûlée.", "Éloi brûlée"),
+    "greek": ("Ο Σίσυφος κυλά την πέτρα στην κορυφή του βουνού.", "Σίσυφος πέτρα"),
+    "cyrillic": ("Мой брат ест йогурт под ёлкой каждое утро.", "йогурт ёлка"),
+    "turkish": ("İstanbul Boğazı iki kıtayı birbirinden ayırır.", "İSTANBUL"),
+    "vietnamese": ("Tiếng Việt rất hay và có sáu thanh điệu.", "Tiếng Việt"),
+    "korean": ("한국어 문장은 조사를 사용하여 뜻을 나타냅니다.", "한국어"),
+    "cjk": ("東京の天気は晴れです。北京烤鸭很好吃。", "北京烤鸭很好吃"),
+    "arabic": ("اللغة العربية تكتب من اليمين إلى اليسار.", "العربية"),
+    "hebrew": ("עִבְרִית נכתבת מימין לשמאל.", "עברית"),
+    "thai": ("ภาษาไทย ไม่มี การเว้นวรรค ระหว่างคำ", "ภาษาไทย"),
+    "devanagari": ("हिन्दी भाषा देवनागरी लिपि में लिखी जाती है।", "हिन्दी लिपि"),
+    "tamil": ("தமிழ் மொழி மிகவும் பழமையானது.", "தமிழ்"),
+}
+"""A sentence in each of twelve scripts, and a query that names words of it only (accents, case and
+marks as a user might type them)."""
+
+
+def test_bm25_finds_the_words_of_every_script_alike_in_fts5_in_memory_and_past_the_limit() -> None:
+    # FTS5's tokenizer once folded its own way: Greek, Cyrillic, Korean, Vietnamese and Turkish
+    # queries found nothing in SQLite while the ranking in memory found them, so an answer
+    # depended on the memory setting. Each script's query must find its own sentence first
+    # in all three, and the three must rank alike.
+    names = list(SCRIPTS)
+    texts = [SCRIPTS[name][0] for name in names] + ["An English sentence about xray machines and cafés."] * 3
+    index = LexicalIndex()
+    index.replace([("d", "r", texts)])
+    bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    listed = ranked_bm25(index)
+    assert listed is not None
+    for row, name in enumerate(names):
+        query = SCRIPTS[name][1]
+        found = index.search(query, 5)
+        assert found, (name, query)
+        assert found[0].index == row, (name, query, found)
+        assert bm25.search(query, 5) == found == listed.search(query, 5), name
+    assert index.search("xray cafe", 5) == bm25.search("xray cafe", 5) != []
+
+
+def test_words_keep_a_script_whole_and_read_back_as_they_were() -> None:
+    assert words("İstanbul Straße ΣΊΣΥΦΟΣ café") == ["istanbul", "strasse", "σισυφοσ", "cafe"]
+    assert words("हिन्दी भाषा") == ["हिनदी", "भाषा"]  # one word each: not cut at the vowel signs
+    assert words("한국어") == ["한국어"]  # Hangul syllables, not their letters
+    for text, _ in SCRIPTS.values():
+        found = words(text)
+        assert words(" ".join(found)) == found  # what the lexical indexes store and read back
+        assert lexical.fts_words(lexical.fts_text(found)) == found
+
+
+def test_an_index_written_before_fts5_was_handed_words_opens_and_finds_every_script(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    names = list(SCRIPTS)
+    LexicalIndex(path).replace([("d", "r", [SCRIPTS[name][0] for name in names] + ["Plain ASCII text."])])
+    db = sqlite3.connect(path)  # as an earlier version left it: each row's own text, and no marker
+    db.execute("DROP TABLE sentences_words")
+    for row, name in enumerate(names):
+        db.execute("UPDATE sentences SET text = ? WHERE rowid = ?", (SCRIPTS[name][0], row + 1))
+    db.commit()
+    greek = lexical.fts_text(words("Σίσυφος"))
+    assert db.execute("SELECT rowid FROM sentences WHERE sentences MATCH ?", (f'"{greek}"',)).fetchall() == []
+    db.close()
+    reopened = LexicalIndex(path)
+    for row, name in enumerate(names):
+        assert reopened.search(SCRIPTS[name][1], 1)[0].index == row, name
+    assert reopened.search("plain ascii", 1)[0].index == len(names)
+
+
+def test_a_query_in_any_script_finds_its_document_alike_in_every_memory_mode(tmp_path: Path) -> None:
+    # Vectors that mean nothing: only BM25 finds each script's sentence. In memory, past the
+    # snapshot's limit and with nothing in memory (FTS5 ranks), every answer is the same and
+    # holds the query's own document.
+    store = chroma_store(
+        "scripts", persist_directory=tmp_path / "chroma", embeddings=DeterministicFakeEmbedding(size=16)
+    )
+    lexical_path = tmp_path / "lexical.sqlite"
+    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical_path)).add_documents(
+        [Document(text, id=name) for name, (text, _) in SCRIPTS.items()]
+    )
+    answers: dict[str, list[list[tuple[str, list[int]]]]] = {}
+    for mode in ({}, {"snapshot_limit": 0}, {"in_memory": False}):
+        retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical_path), k=4, **mode)
+        for run in range(2):  # before and after the rankings in memory are built
+            found = [retriever.invoke(query, expand=False) for _, query in SCRIPTS.values()]
+            for name, docs in zip(SCRIPTS, found, strict=True):
+                assert name in [d.metadata["doc_id"] for d in docs], (mode, run, name)
+            answers[f"{mode} {run}"] = [[(d.metadata["doc_id"], d.metadata["span"]) for d in docs] for docs in found]
+    assert len({repr(a) for a in answers.values()}) == 1, answers  # (scores differ in float32's last places)

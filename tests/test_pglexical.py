@@ -27,6 +27,7 @@ from langchain_expand.windows.snapshot import Bm25
 
 from .conftest import in_threads, load_docs, load_queries
 from .test_core import RecordingStore
+from .test_lexical import SCRIPTS
 
 pytestmark = pytest.mark.integration  # a PostgreSQL server
 
@@ -223,3 +224,29 @@ def test_revisions_are_those_of_each_documents_local_copies(postgres_url: str) -
         )
         each.replace([("a", "r3", [LocalSentence(0, "Two.", 0, 4, " ", 1, "c", None, 3)])])
         assert each.revisions(["a", "b", "c"]) == {"a": {"r3"}}  # b has no copies
+
+
+def test_bm25_in_postgresql_finds_the_words_of_every_script_as_fts5_does(postgres_url: str) -> None:
+    names = list(SCRIPTS)
+    texts = [SCRIPTS[name][0] for name in names]
+    index, fts5 = fresh(postgres_url), LexicalIndex()
+    index.replace([("d", "r", [LocalSentence(i, t, 0, len(t), "") for i, t in enumerate(texts)])])
+    fts5.replace([("d", "r", texts)])
+    for row, name in enumerate(names):
+        found = index.search(SCRIPTS[name][1], 5)
+        assert found, name
+        assert found[0].index == row, name
+        assert found == fts5.search(SCRIPTS[name][1], 5), name
+
+
+def test_tables_written_before_words_kept_marks_are_recounted_once_on_open(postgres_url: str) -> None:
+    index = fresh(postgres_url)
+    texts = [SCRIPTS["devanagari"][0], "Plain ASCII text."]
+    index.replace([("d", "r", [LocalSentence(i, t, 0, len(t), "") for i, t in enumerate(texts)])])
+    with sa.create_engine(postgres_url).begin() as conn:  # as an earlier words() counted it: cut at the marks
+        conn.execute(sa.text(f"DROP TABLE {index.table}_format"))
+        conn.execute(sa.text(f"UPDATE {index.table}_words SET term = term || 'old' WHERE i = 0"))
+    assert index.search(SCRIPTS["devanagari"][1], 1) == []
+    reopened = PostgresLexicalIndex(postgres_url, table=index.table)
+    assert [(h.index, h.rev) for h in reopened.search(SCRIPTS["devanagari"][1], 2)] == [(0, "r")]
+    assert reopened.search("plain", 1)[0].index == 1

@@ -34,7 +34,26 @@ from langchain_expand.windows.figures import FigureRow
 
 __all__ = ["BaseLexicalIndex", "LexicalHit", "LexicalIndex", "LocalSentence", "copy_of_row", "fuse", "words"]
 
-_TOKEN = re.compile(r"[^\W_]+")
+_DROPPED = frozenset({"Mn", "Me"})
+"""Unicode categories :func:`words` drops from a word: non-spacing and enclosing marks."""
+
+
+def _marks() -> str:
+    """Every combining mark as ranges of a regular expression's character class (a word holds them)."""
+    ranges: list[list[int]] = []
+    for c in range(0x300, 0xE01F0):  # the first mark is U+0300, the last U+E01EF
+        if unicodedata.category(chr(c)).startswith("M"):
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+    return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
+
+
+_TOKEN = re.compile(f"[\\w{_marks()}]+")
+"""A word: letters, digits and combining marks (``_`` is made a space first)."""
+_ASCII_TOKEN = re.compile("[a-z0-9]+")
+"""A word of a case-folded ASCII text."""
 RRF_K = 60
 """The constant of reciprocal rank fusion (Cormack et al., 2009): 1 / (60 + rank)."""
 
@@ -240,6 +259,7 @@ class LexicalIndex(BaseLexicalIndex):
                 self._db.execute(f"ALTER TABLE {table}_records ADD COLUMN joined INTEGER")
         with self._writing():
             self._map_rows()
+            self._store_words()
 
     def _map_rows(self) -> None:
         """Create the table that maps each document to its FTS5 rows, filled from them once.
@@ -261,6 +281,33 @@ class LexicalIndex(BaseLexicalIndex):
                     "PRIMARY KEY (doc_id, row)) WITHOUT ROWID"
                 )
                 self._db.execute(f"INSERT INTO {rows} (doc_id, row) SELECT doc_id, rowid FROM {self.table}")
+            self._db.commit()
+        except BaseException:
+            self._db.rollback()
+            raise
+
+    def _store_words(self) -> None:
+        """Hand FTS5 the words of each row (:func:`fts_text`), once, in a file written before it was.
+
+        Such a file holds each sentence's own text, which FTS5 tokenized its own way: the
+        same words as :func:`words` makes for ASCII text, other words for the rest, so only
+        rows with other characters are rewritten. The table ``{table}_words`` says the rows
+        hold words; it is made in the same transaction as they are rewritten, under SQLite's
+        write lock, so two processes opening at once rewrite them once.
+        """
+        marker = f"{self.table}_words"
+        if self._has_table(marker):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if not self._has_table(marker):
+                self._db.execute(f"CREATE TABLE {marker} (format INTEGER NOT NULL)")
+                self._db.execute(f"INSERT INTO {marker} (format) VALUES (1)")
+                rows = self._db.execute(f"SELECT rowid, text FROM {self.table}").fetchall()
+                self._db.executemany(
+                    f"UPDATE {self.table} SET text = ? WHERE rowid = ?",
+                    ((fts_text(words(text)), row) for row, text in rows if not text.isascii()),
+                )
             self._db.commit()
         except BaseException:
             self._db.rollback()
@@ -298,9 +345,9 @@ class LexicalIndex(BaseLexicalIndex):
                 kept: list[tuple[object, ...]] = []
                 for position, sentence in enumerate(sentences):
                     if isinstance(sentence, str):
-                        ranked.append((doc_id, position, rev, sentence))
+                        ranked.append((doc_id, position, rev, fts_text(words(sentence))))
                         continue
-                    ranked.append((doc_id, sentence.i, rev, sentence.text))
+                    ranked.append((doc_id, sentence.i, rev, fts_text(words(sentence.text))))
                     vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
                     i, text, start, end, gap, tokens, counter, _, joined = sentence
                     kept.append((doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined))
@@ -375,8 +422,9 @@ class LexicalIndex(BaseLexicalIndex):
             yield doc_id, rev, copy_of_row(copy)
 
     def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
-        """See :meth:`BaseLexicalIndex.ranked`; read whole (:meth:`_whole`)."""
-        return self._whole(f"SELECT doc_id, i, rev, text FROM {self.table} ORDER BY rowid")
+        """See :meth:`BaseLexicalIndex.ranked`; read whole (:meth:`_whole`), each text its words joined by spaces."""
+        rows = self._whole(f"SELECT doc_id, i, rev, text FROM {self.table} ORDER BY rowid")
+        return ((doc_id, i, rev, " ".join(fts_words(text))) for doc_id, i, rev, text in rows)
 
     def figures(self) -> Iterator[FigureRow] | None:
         """See :meth:`BaseLexicalIndex.figures`; read whole (:meth:`_whole`), the vectors as float32 bytes."""
@@ -428,12 +476,13 @@ class LexicalIndex(BaseLexicalIndex):
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """See :meth:`BaseLexicalIndex.search`.
 
-        Every word of the query is a term, quoted, so FTS5 syntax in the query is just text.
+        Every word of the query is a term, stored as :func:`fts_text` stores the sentences'
+        words, so FTS5 syntax in the query is just text.
         """
         terms = sorted(set(words(query)))
         if not terms or k < 1:
             return []
-        expression = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        expression = " OR ".join(f'"{fts_text([term])}"' for term in terms)  # letters and digits, quoted
         with self._lock:
             rows = self._db.execute(
                 f"SELECT doc_id, i, rev FROM {self.table} WHERE {self.table} MATCH ? "
@@ -459,18 +508,50 @@ _MAX_VARIABLES = 900
 
 
 def words(text: str) -> list[str]:
-    """The text's words as FTS5's ``unicode61`` tokenizer makes them.
+    """The text's words: what BM25 counts, in every lexical index and in memory alike.
 
-    A word is a run of letters and digits, lower-cased, without diacritics. The queries' terms
-    are made here, so each is one FTS5 token, and the ranking in memory
-    (:class:`langchain_expand.windows.snapshot.Bm25`) reads the sentences as SQLite does.
+    A word is a run of letters, digits and combining marks (so a Devanagari, Tamil or Hebrew
+    word is not cut at its vowel signs), case-folded (``Straße`` is ``strasse``, a final
+    sigma a sigma), with its non-spacing marks dropped (``café`` is ``cafe``, ``Σίσυφος``
+    ``σισυφος``, ``İstanbul`` ``istanbul``) and recomposed (Hangul stays in syllables). The
+    words of a text's words joined by spaces are those words again, so they can be stored
+    and read back (:func:`fts_text`).
     """
+    folded = text.casefold()
+    if folded.isascii():
+        return _ASCII_TOKEN.findall(folded)
     found: list[str] = []
-    for token in _TOKEN.findall(unicodedata.normalize("NFC", text).lower()):
+    for token in _TOKEN.findall(folded.replace("_", " ")):
         if not token.isascii():
-            token = "".join(c for c in unicodedata.normalize("NFD", token) if not unicodedata.combining(c))
+            bare = "".join(c for c in unicodedata.normalize("NFD", token) if unicodedata.category(c) not in _DROPPED)
+            token = unicodedata.normalize("NFC", bare)
+            if not token:  # marks alone
+                continue
         found.append(token)
     return found
+
+
+def fts_text(terms: Iterable[str]) -> str:
+    """Words as FTS5 is handed them: each one ``unicode61`` token, kept exactly, whatever its script.
+
+    FTS5's tokenizer folds case and marks its own way, which differs from :func:`words`
+    outside Latin (it keeps Greek accents and Hangul syllables' parts apart from ours, cuts
+    Devanagari at its marks), so BM25 found other sentences there than in memory. An ASCII
+    word is handed over as it is (the tokenizer keeps ASCII letters and digits as they are);
+    any other as :data:`_ENCODED` and its UTF-8 in hex, which it keeps too (a private-use
+    character is a letter to it and to nobody's text here: :func:`words` makes none). So no
+    two words are stored alike, and :func:`fts_words` reads them back.
+    """
+    return " ".join(t if t.isascii() else _ENCODED + t.encode().hex() for t in terms)
+
+
+def fts_words(stored: str) -> list[str]:
+    """The words :func:`fts_text` stored."""
+    return [bytes.fromhex(t[1:]).decode() if t.startswith(_ENCODED) else t for t in stored.split()]
+
+
+_ENCODED = "\ue000"
+"""What starts a word that :func:`fts_text` hands FTS5 as hex: the first private-use character."""
 
 
 def _vector(blob: bytes | None) -> np.ndarray | None:

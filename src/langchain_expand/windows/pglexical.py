@@ -102,6 +102,39 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 "joined INTEGER, PRIMARY KEY (doc_id, i))",
             ):
                 conn.execute(sa.text(statement))
+            if not conn.execute(sa.text(f"SELECT to_regclass('{table}_format')")).scalar_one():
+                self._store_words(conn)
+
+    def _store_words(self, conn: sa.Connection) -> None:
+        """Count each copied sentence's words as :func:`words` makes them now, once, in tables written before.
+
+        :func:`words` once cut words at combining marks and kept some of them, so a sentence
+        with other characters than ASCII was counted under other words than a query's. The
+        table ``{table}_format`` says the words are counted as now; it is made in the
+        transaction that recounts them, under the lock every opening takes.
+        """
+        t = self.table
+        stale = conn.execute(
+            sa.text(
+                f"SELECT r.doc_id, r.i, r.rev, s.seq, r.text FROM {t}_records AS r JOIN {t} AS s "
+                "ON s.doc_id = r.doc_id AND s.i = r.i AND s.rev = r.rev WHERE r.text ~ '[^\\x01-\\x7f]'"
+            )
+        ).all()
+        for doc_id, i, rev, seq, text in stale:
+            terms = Counter(words(text))
+            key = {"doc": doc_id, "i": i, "rev": rev, "seq": seq, "length": terms.total()}
+            conn.execute(sa.text(f"DELETE FROM {t}_words WHERE doc_id = :doc AND i = :i"), key)
+            conn.execute(sa.text(f"UPDATE {t} SET length = :length WHERE doc_id = :doc AND i = :i"), key)
+            if terms:
+                conn.execute(
+                    sa.text(
+                        f"INSERT INTO {t}_words (term, doc_id, i, rev, seq, length, tf) "
+                        "VALUES (:term, :doc, :i, :rev, :seq, :length, :tf)"
+                    ),
+                    [{**key, "term": term, "tf": n} for term, n in terms.items()],
+                )
+        conn.execute(sa.text(f"CREATE TABLE {t}_format (format INTEGER NOT NULL)"))
+        conn.execute(sa.text(f"INSERT INTO {t}_format (format) VALUES (1)"))
 
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)
