@@ -219,6 +219,15 @@ def test_an_id_too_long_for_a_docstore_key_is_refused_before_anything_is_written
     assert list(docstore.yield_keys()) == []
 
 
+def test_an_id_with_a_lone_surrogate_is_refused_naming_the_document_before_anything_is_written() -> None:
+    # issue #51, finding 6: Chroma's binding raised a bare UnicodeEncodeError that named no document
+    for retriever_of in (windows, lambda s: parents(s, InMemoryStore())):
+        store = RecordingStore()
+        with pytest.raises(ValueError, match=r"Document 1 has the id 'a\\ud800b', which holds a lone surrogate"):
+            retriever_of(store).add_documents([Document(MARKDOWN, id="fine"), Document(MARKDOWN, id="a\ud800b")])
+        assert store.writes == []
+
+
 def test_a_huge_query_is_cut_before_it_is_embedded(caplog: pytest.LogCaptureFixture) -> None:
     from langchain_expand.store.search import MAX_QUERY_CHARS
 

@@ -69,3 +69,17 @@ def test_a_reader_keeps_fetching_past_records_another_process_deleted(
     with caplog.at_level("WARNING"):
         assert len(reader.invoke("warranty", k=10, before=0, after=0)) == 8  # every sentence stored
     assert "8 of k=10 windows: the store's index matched 2 records that are no longer stored" in caplog.text
+
+
+@pytest.mark.parametrize("where", [{"m": {"$foo": 1}}, {"m": {"$eq": [1]}}, {"$nand": [{"m": 1}]}])
+def test_a_filter_chroma_refuses_is_an_error_that_shows_it_and_the_syntax(
+    where: dict, tmp_path: Path, minilm: Embeddings
+) -> None:
+    # issue #51, finding 6: an unknown operator got only Chroma's "Invalid where clause"
+    store = chroma_store("refused", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
+    retriever.add_documents([Document("One sentence. Two sentences.", id="a", metadata={"m": 1})])
+    for call in ({}, {"max_tokens": 100}):
+        with pytest.raises(ValueError, match=r"Chroma refused the filter .*\$in.*\$and"):
+            retriever.invoke("one", filter=where, **call)
+    assert retriever.invoke("one", filter={"m": 1})

@@ -131,6 +131,9 @@ BAD = [
     pytest.param({"score": "mine"}, TEXT, r"metadata key 'score' is one \w+ sets on every unit", id="served-score"),
     pytest.param({"doc_id": "other"}, TEXT, r"key 'doc_id' .* value 'other' would be overwritten", id="served-doc-id"),
     pytest.param({"start_index": 0}, TEXT, r"Rename the key, e.g. to 'source_start_index'", id="served-offset"),
+    # issue #51, finding 5: Chroma stored 2**70 as 1.18e21, and a filter on it found 2**63 - 1
+    pytest.param({"m": 2**70}, TEXT, r"metadata 'm' is 1180591620717411303424, past a 64-bit", id="int-past-int64"),
+    pytest.param({"m": -(2**63) - 1}, TEXT, r"metadata 'm' is -9223372036854775809", id="int-below-int64"),
 ]
 
 

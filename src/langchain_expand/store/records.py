@@ -48,6 +48,8 @@ __all__ = [
 ]
 
 _SCALARS = (str, int, float, bool)
+_INT64 = (-(2**63), 2**63 - 1)
+"""The integers a store keeps as integers: Chroma rounds larger ones to floats, or clamps them."""
 MAX_ID_CHARS = 400
 """Longest document id: its parent keys (``id.p12``) and unit ids (``id.p12::40``) must fit a
 docstore key (512 characters) with room to spare."""
@@ -247,6 +249,14 @@ def document_ids(documents: Sequence[Document], ids: Sequence[str | None] | None
                 "ids must be unique in one call. Drop the duplicate or give it its own id."
             )
             raise ValueError(msg)
+        try:
+            doc_id.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            msg = (
+                f"Document {position} has the id {doc_id!r}, which holds a lone surrogate {doc_id[exc.start]!r} "
+                f"at char {exc.start}: it has no UTF-8 form and no store can write it. Give it an id without one."
+            )
+            raise ValueError(msg) from None
         seen[doc_id] = position
         out.append(doc_id)
     return out
@@ -294,6 +304,12 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
             msg = (
                 f"Document {doc_id!r}: metadata {key!r} is {value}, which vector stores drop or refuse "
                 "(JSON has no NaN or infinity). Store None, or the value as a string."
+            )
+            raise ValueError(msg)
+        if isinstance(value, int) and not isinstance(value, bool) and not _INT64[0] <= value <= _INT64[1]:
+            msg = (
+                f"Document {doc_id!r}: metadata {key!r} is {value}, past a 64-bit integer, which vector stores "
+                "round to a float or clamp (a filter on it then finds another document). Store it as a string."
             )
             raise ValueError(msg)
         if value is None:

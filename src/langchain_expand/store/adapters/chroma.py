@@ -226,11 +226,28 @@ class ChromaAdapter(StoreAdapter):
         return [(i, self.relevance(d)) for i, d in zip(got["ids"][0], distances, strict=True)]
 
     def _query(self, vector: Sequence[float], k: int, kwargs: dict[str, Any], include: list[str]) -> Any:
-        """Chroma's nearest ``k`` to ``vector`` (at most ``MAX_SEARCH``), filtered as ``kwargs`` say."""
-        return self.collection.query(
-            query_embeddings=[list(vector)],
-            n_results=min(k, MAX_SEARCH),
-            where=kwargs.get("filter") or None,
-            where_document=kwargs.get("where_document") or None,
-            include=include,
-        )
+        """Chroma's nearest ``k`` to ``vector`` (at most ``MAX_SEARCH``), filtered as ``kwargs`` say.
+
+        Raises:
+            ValueError: When Chroma refuses the filter; the message shows it and Chroma's syntax.
+        """
+        where, where_document = kwargs.get("filter") or None, kwargs.get("where_document") or None
+        try:
+            return self.collection.query(
+                query_embeddings=[list(vector)],
+                n_results=min(k, MAX_SEARCH),
+                where=where,
+                where_document=where_document,
+                include=include,
+            )
+        except Exception as exc:
+            refused = isinstance(exc, ValueError) or type(exc).__name__ == "InvalidArgumentError"
+            if not (refused and "where" in str(exc).lower() and (where or where_document)):
+                raise
+            shown = where if where_document is None else {"filter": where, "where_document": where_document}
+            msg = (
+                f"Chroma refused the filter {shown!r} ({exc}). A filter is Chroma's `where` on the units' "
+                "metadata (`doc_id` included): {'key': value}, {'key': {'$in': [a, b]}} with $eq, $ne, $gt, "
+                "$gte, $lt, $lte, $in or $nin, and {'$and': [...]} or {'$or': [...]} of two or more."
+            )
+            raise ValueError(msg) from exc
