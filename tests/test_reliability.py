@@ -231,3 +231,86 @@ def test_a_budget_below_any_unit_drops_everything_and_says_so(caplog: pytest.Log
     with caplog.at_level("WARNING"):
         assert FitToBudget(max_tokens=1).invoke(docs) == []
     assert "kept none of 1 units" in caplog.text
+
+
+_FORKED = """
+import os, signal, sys
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
+
+folder = sys.argv[1]
+persist = None if sys.argv[2] == "memory" else folder + "/chroma"
+store = chroma_store("forked", persist_directory=persist, embeddings=DeterministicFakeEmbedding(size=16))
+retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(folder + "/lexical.sqlite"))
+retriever.add_documents([Document("One sentence. Two sentences.", id="a")])
+assert retriever.invoke("one", max_tokens=50)
+pid = os.fork()
+if pid == 0:
+    signal.alarm(30)  # a hang ends the child, and the parent says so
+    refused = []
+    for use in (lambda: retriever.invoke("two"), lambda: chroma_store("forked", persist_directory=persist)):
+        try:
+            use()
+        except RuntimeError as exc:
+            refused.append("forked from process" in str(exc) and "Chroma server" in str(exc))
+    os._exit(0 if refused == [True, True] else 3)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status), len(retriever.invoke("two", max_tokens=50)))
+"""
+
+
+@pytest.mark.integration  # a subprocess
+@pytest.mark.parametrize("where", ["folder", "memory"])
+def test_an_embedded_chroma_used_after_a_fork_is_refused_at_once_and_the_parent_goes_on(
+    where: str, tmp_path: Path
+) -> None:
+    # issue #51, finding 4: the child's first query blocked in Chroma's Rust binding forever
+    # (raw Chroma too); so did a store opened again in the child on the same folder.
+    done = subprocess.run(
+        [sys.executable, "-c", _FORKED, str(tmp_path), where], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["0", "1"]  # the child was refused (never hung: -14), the parent answers
+
+
+_WRITER = """
+import sys
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
+
+store = chroma_store("shared", persist_directory=sys.argv[1] + "/chroma", embeddings=DeterministicFakeEmbedding(size=16))
+retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(sys.argv[1] + "/lexical.sqlite"))
+retriever.add_documents([Document("Three new ones arrive. Four more follow them. " * 30, id="b")])
+"""
+
+
+@pytest.mark.integration  # a subprocess
+def test_an_embedded_chroma_another_process_wrote_is_opened_again_and_reads_what_it_wrote(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # issue #51, finding 3: once another process added a document to the folder, every query
+    # here raised Chroma's "InternalError: Error finding id", in every mode, for new
+    # retrievers too, until the process was restarted.
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    from langchain_expand import LexicalIndex
+
+    store = chroma_store(
+        "shared", persist_directory=tmp_path / "chroma", embeddings=DeterministicFakeEmbedding(size=16)
+    )
+    modes = ({}, {"snapshot_limit": 0}, {"in_memory": False})
+    retrievers = [
+        SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), **mode)
+        for mode in modes
+    ]
+    retrievers[0].add_documents([Document("One sentence here. Two sentences there. " * 20, id="a")])
+    for retriever in retrievers:
+        assert retriever.invoke("one", max_tokens=100)
+    subprocess.run([sys.executable, "-c", _WRITER, str(tmp_path)], check=True, timeout=120)
+    with caplog.at_level("WARNING"):
+        for retriever in retrievers:
+            for call in ({}, {"max_tokens": 100}):
+                assert "b" in {d.metadata["doc_id"] for d in retriever.invoke("three new ones", **call)}
+    assert "another process wrote; its client was opened again" in caplog.text

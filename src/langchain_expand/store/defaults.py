@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
 from langchain_expand.store.adapters import relevance
+from langchain_expand.store.adapters.chroma import embedded, refuse_after_fork
 
 __all__ = ["FromTexts", "chroma_store", "default_embeddings", "documents_of", "refuse_own_fields"]
 
@@ -75,6 +76,8 @@ def chroma_store(
     if ef_search < 1:
         msg = f"`ef_search` must be >= 1, got {ef_search}."
         raise ValueError(msg)
+    if client is None or embedded(client):  # in a process forked from one with an embedded Chroma, it would hang
+        refuse_after_fork(collection_name)
     return Chroma(
         collection_name=collection_name,
         embedding_function=embeddings or default_embeddings(),

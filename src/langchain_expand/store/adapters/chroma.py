@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import logging
+import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -13,7 +15,9 @@ from langchain_core.vectorstores import VectorStore
 
 from langchain_expand.store.adapters.base import MAX_SEARCH, Matches, Scored, StoreAdapter, Vector, clamped
 
-__all__ = ["ChromaAdapter", "chroma_space"]
+__all__ = ["ChromaAdapter", "chroma_space", "embedded", "refuse_after_fork"]
+
+logger = logging.getLogger(__name__)
 
 _MARK = "mark"
 """The change mark's record id and metadata key, in the collection beside the store's."""
@@ -33,6 +37,85 @@ def chroma_space(store: VectorStore) -> str:
     return "l2"
 
 
+_FORKED_FROM: int | None = None
+"""The process this one was forked from after it had opened an embedded Chroma; None if none."""
+
+
+def _embedded(system: Any) -> bool:
+    """Whether a Chroma system runs in this process (Chroma's Rust binding), not on a server."""
+    return str(getattr(system.settings, "chroma_api_impl", "")).endswith("RustBindingsAPI")
+
+
+def embedded(client: Any) -> bool:
+    """Whether a Chroma client runs Chroma in this process, not on a server."""
+    return _embedded(client._system)
+
+
+def _after_fork_in_child() -> None:
+    """Note that this process was forked from one that had opened an embedded Chroma.
+
+    An embedded client's first call in a forked child never returns (its Rust runtime's threads
+    stayed in the parent), and so does a client opened again in the child once the parent has
+    written: :meth:`ChromaAdapter.collection` refuses, rather than hang.
+    """
+    global _FORKED_FROM
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+    except ImportError:  # pragma: no cover  (Chroma not installed)
+        return
+    if any(_embedded(system) for system in SharedSystemClient._identifier_to_system.values()):
+        _FORKED_FROM = os.getppid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def refuse_after_fork(name: str) -> None:
+    """Refuse an embedded Chroma collection in a process forked from one that had opened one.
+
+    Raises:
+        RuntimeError: In such a process; the message says what to do instead.
+    """
+    if _FORKED_FROM is None:
+        return
+    msg = (
+        f"The embedded Chroma collection {name!r} cannot be used in this process ({os.getpid()}): it was "
+        f"forked from process {_FORKED_FROM} after that one had opened an embedded Chroma, and Chroma's calls "
+        "then never return. Open the store in each worker after it starts, not before the fork "
+        "(multiprocessing's 'spawn' or 'forkserver' start method; gunicorn without --preload), or run a "
+        "Chroma server (chromadb.HttpClient), which workers share."
+    )
+    raise RuntimeError(msg)
+
+
+class _Reopening:
+    """A collection whose calls, where an embedded Chroma cannot find what another process wrote, run again reopened.
+
+    Each call that fails with Chroma's "Error finding id" is made once more on the collection
+    ``reopen`` opens again; everything else is the collection's own.
+    """
+
+    def __init__(self, collection: Any, reopen: Callable[[Any], Any]) -> None:
+        self._collection = collection
+        self._reopen = reopen
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._collection, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            except Exception as exc:
+                if "Error finding id" not in str(exc) or not _embedded(self._collection._client._system):
+                    raise
+                reopened = self._reopen(self._collection)
+            return getattr(reopened, name)(*args, **kwargs)
+
+        return call
+
+
 class ChromaAdapter(StoreAdapter):
     """A ``langchain_chroma.Chroma`` store, read and written through its collection.
 
@@ -45,10 +128,51 @@ class ChromaAdapter(StoreAdapter):
 
     def __init__(self, store: VectorStore) -> None:
         """Wrap a Chroma store."""
-        self.collection: Any = store._collection  # type: ignore[attr-defined]
         self.space = chroma_space(store)
         super().__init__(store)
         self._marks: Any = None
+
+    @property
+    def collection(self) -> Any:
+        """The store's collection.
+
+        Raises:
+            RuntimeError: In a process forked from one that had opened an embedded Chroma
+                (its calls would never return); the message says what to do instead.
+        """
+        collection = self.store._collection  # type: ignore[attr-defined]
+        if _FORKED_FROM is not None and _embedded(collection._client._system):
+            refuse_after_fork(collection.name)
+        return _Reopening(collection, self._reopen)
+
+    def _reopen(self, stale: Any) -> Any:
+        """The store's collection on a new client of the same folder, where ``stale``'s could not read what is there.
+
+        An embedded Chroma holds its index in the process: once another process writes the
+        same folder, reading the new records raises "Error finding id" in this one for good,
+        for every client of the folder (they share one system). A client opened again, on a
+        system of its own, reads them. The store is handed the new client, so every retriever
+        over it reads through it.
+        """
+        import chromadb
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        system = stale._client._system
+        cached = SharedSystemClient._identifier_to_system
+        for identifier in [i for i, held in cached.items() if held is system]:
+            del cached[identifier]  # so the new client gets a system of its own
+        client = chromadb.Client(settings=system.settings, tenant=stale.tenant, database=stale.database)
+        reopened = client.get_collection(stale.name, embedding_function=None)
+        self.store._client = client  # type: ignore[attr-defined]
+        self.store._chroma_collection = reopened  # type: ignore[attr-defined]
+        self._marks = None
+        logger.warning(
+            "Chroma could not find records in %s that another process wrote; its client was opened again. "
+            "An embedded Chroma is for one process: run a Chroma server (chromadb.HttpClient) for several, "
+            "or write from the process that reads.",
+            system.settings.persist_directory,
+        )
+        return reopened
 
     def _relevance_rule(self) -> Callable[[float], float]:
         override = getattr(self.store, "override_relevance_score_fn", None)
@@ -138,9 +262,10 @@ class ChromaAdapter(StoreAdapter):
 
     def _mark_collection(self, *, create: bool) -> Any:
         """The collection beside the store's that holds its mark; a reader does not create it."""
+        collection = self.collection  # refused first in a forked process
         if self._marks is None:
             client = self.store._client  # type: ignore[attr-defined]
-            name = f"lcx-marks-{self.collection.id}"
+            name = f"lcx-marks-{collection.id}"
             if create:
                 self._marks = client.get_or_create_collection(name, embedding_function=None)
             else:
