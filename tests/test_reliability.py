@@ -280,7 +280,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
 
-store = chroma_store("shared", persist_directory=sys.argv[1] + "/chroma", embeddings=DeterministicFakeEmbedding(size=16))
+embeddings = DeterministicFakeEmbedding(size=16)
+store = chroma_store("shared", persist_directory=sys.argv[1] + "/chroma", embeddings=embeddings)
 retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(sys.argv[1] + "/lexical.sqlite"))
 retriever.add_documents([Document("Three new ones arrive. Four more follow them. " * 30, id="b")])
 """
