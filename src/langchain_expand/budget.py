@@ -507,7 +507,7 @@ class FitToBudget(calls.Serialisable, RunnableSerializable[Any, Any]):
     context_key: str = "context"
     """The prompt variable that receives the context."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", use_attribute_docstrings=True)
 
     @model_validator(mode="after")
     def _validate(self) -> FitToBudget:
@@ -561,3 +561,6 @@ class FitToBudget(calls.Serialisable, RunnableSerializable[Any, Any]):
 def _report(report: BudgetReport, config: RunnableConfig) -> None:
     with suppress(RuntimeError):  # called outside a run: there is no callback to tell
         dispatch_custom_event("fit_to_budget", report.as_dict(), config=config)
+
+
+calls.list_fields(FitToBudget)

@@ -39,6 +39,7 @@ __all__ = [
     "check_query",
     "deprecated",
     "from_search_kwargs",
+    "list_fields",
     "reject_unknown",
     "renamed",
     "renamed_attribute",
@@ -55,6 +56,20 @@ def reject_unknown(owner: str, given: dict[str, Any], known: Iterable[str]) -> N
             hint = f" Did you mean `{close[0]}`?" if close else f" Valid arguments: {', '.join(valid)}."
             msg = f"{owner} got an unknown argument `{name}`.{hint}"
             raise ValueError(msg)
+
+
+def list_fields(cls: Any) -> None:
+    """Add an ``Attributes:`` section to a pydantic class's docstring: each field and its description's first paragraph.
+
+    A field's docstring reaches ``model_fields`` (``use_attribute_docstrings``) but not
+    ``help()`` or an IDE's hover, which read the class's docstring.
+    """
+    lines = [
+        f"        {name}: {' '.join(field.description.split(chr(10) * 2)[0].split())}"
+        for name, field in cls.model_fields.items()
+        if field.description
+    ]
+    cls.__doc__ = f"{(cls.__doc__ or '').rstrip()}\n\n    Attributes:\n" + "\n".join(lines) + "\n"
 
 
 class ExpandDeprecationWarning(DeprecationWarning):

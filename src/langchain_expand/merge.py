@@ -179,7 +179,7 @@ class MergeOverlaps(calls.Serialisable, RunnableSerializable[list[Document], lis
     token_counter: Callable[[str], int] | None = None
     """Recounts merged units' ``tokens``; ``TokenCounter()`` when None."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", use_attribute_docstrings=True)
 
     @model_validator(mode="after")
     def _validate(self) -> MergeOverlaps:
@@ -195,3 +195,6 @@ class MergeOverlaps(calls.Serialisable, RunnableSerializable[list[Document], lis
     def _merge(self, documents: list[Document]) -> list[Document]:
         counter = self.token_counter or TokenCounter()
         return merge_overlaps(documents, gap=self.gap, source=self.source, token_counter=counter)
+
+
+calls.list_fields(MergeOverlaps)

@@ -135,6 +135,8 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
             pipeline.invoke("what did they decide about the budget?")
     """
 
+    model_config = ConfigDict(use_attribute_docstrings=True)  # help() and the schema show each field's docstring
+
     retriever: Any
     """The retriever: ``SentenceWindowRetriever`` or ``BudgetedParentDocumentRetriever``."""
     reranker: BaseDocumentCompressor
@@ -241,7 +243,7 @@ class EmbeddingsReranker(BaseDocumentCompressor):
     given, so it obeys the same ordering rule. Sets ``relevance_score``.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, use_attribute_docstrings=True)
 
     embeddings: Embeddings
     """The model that embeds the query and the texts."""
@@ -267,3 +269,7 @@ class EmbeddingsReranker(BaseDocumentCompressor):
             )
             for i in order
         ]
+
+
+calls.list_fields(RerankThenExpand)
+calls.list_fields(EmbeddingsReranker)

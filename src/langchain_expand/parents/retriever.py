@@ -188,7 +188,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
 
     _vectors: StoreAdapter = PrivateAttr()
 
-    model_config = ConfigDict(validate_assignment=True)  # a field assigned is checked, and takes effect
+    # an assigned field is checked and takes effect; help() and the schema show each field's docstring
+    model_config = ConfigDict(validate_assignment=True, use_attribute_docstrings=True)
 
     def _coupled(self, name: str, value: Any) -> dict[str, Any]:
         """``k`` and ``score_threshold`` are one setting with their ``search_kwargs`` keys.
@@ -581,3 +582,21 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         missing = [d for d in doc_ids if d not in given]
         found = self.docstore.mget([self._head_id(d) for d in missing]) if missing else []
         return {**given, **dict(zip(missing, found, strict=True))}
+
+
+_STOCK_DESCRIPTIONS = {
+    "vectorstore": "Where the children are embedded and searched: any LangChain VectorStore that reads and "
+    "deletes by id.",
+    "byte_store": "A byte store for the parents, as in the stock class: used as the docstore where none is given.",
+    "id_key": "The child metadata key that holds its parent's id, as in the stock class.",
+    "search_kwargs": "LangChain's search arguments: `k` (distinct parents here), `filter`, `score_threshold`; "
+    "others go to the store's search.",
+    "search_type": "`similarity`, `mmr` or `similarity_score_threshold` (which needs a `score_threshold`).",
+    "parent_splitter": "Splits each document into parents; None: each document is its own parent.",
+    "child_metadata_fields": "The parent metadata keys its children keep; None keeps them all.",
+}
+"""What the fields taken from the stock class mean here: its own docstrings do not reach help() or the schema."""
+for _name, _description in _STOCK_DESCRIPTIONS.items():
+    BudgetedParentDocumentRetriever.model_fields[_name].description = _description
+BudgetedParentDocumentRetriever.model_rebuild(force=True)
+calls.list_fields(BudgetedParentDocumentRetriever)

@@ -249,7 +249,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     _views: StoreViews = PrivateAttr(default_factory=StoreViews)
     _wired: tuple[VectorStore, BaseLexicalIndex | None] | None = PrivateAttr(default=None)
 
-    model_config = ConfigDict(validate_assignment=True)  # a field assigned is checked, and takes effect
+    # an assigned field is checked and takes effect; help() and the schema show each field's docstring
+    model_config = ConfigDict(validate_assignment=True, use_attribute_docstrings=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -593,3 +594,6 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     def _budgeted(self, windows: list[Document], max_tokens: int | None) -> list[Document]:
         """The windows that fit the budget, if there is one (their counts are ``assemble``'s, exact)."""
         return fit_counted(windows, max_tokens, self.token_counter)[0]
+
+
+calls.list_fields(SentenceWindowRetriever)
