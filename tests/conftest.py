@@ -72,9 +72,9 @@ def in_threads(work: Callable[[int], object], n: int) -> list[BaseException]:
     return errors
 
 
-def run_python(script: str, *args: str) -> str:
-    """Run ``script`` in a fresh Python process (a real restart) and return what it printed."""
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True)
+def run_python(script: str, *args: str, cwd: Path | None = None) -> str:
+    """Run ``script`` in a fresh Python process (a real restart), in ``cwd`` if given, and return what it printed."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, cwd=cwd)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 

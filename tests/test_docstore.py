@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,14 @@ def test_sqlite_writers_in_parallel_wait_for_each_other(tmp_path: Path) -> None:
 
     assert in_threads(worker, 4) == []
     assert sum(1 for _ in SQLDocStore(url).yield_keys()) == 160_000
+
+
+def test_a_bare_path_or_a_missing_driver_is_an_error_that_says_what_to_write_or_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # issue #52, findings 6 and 11: "Could not parse SQLAlchemy URL", and a bare ModuleNotFoundError
+    with pytest.raises(ValueError, match=r"For a SQLite file write 'sqlite:///parents.sqlite'"):
+        SQLDocStore("parents.sqlite")
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as where it is not installed
+    with pytest.raises(ImportError, match=r"pip install 'langchain-expand\[postgres\]'"):
+        SQLDocStore("postgresql+psycopg://user@localhost/db")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -108,6 +109,14 @@ def test_plots_are_written(manual_report: CorpusReport, tmp_path: Path) -> None:
     for path in paths:
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert path.stat().st_size > 5000
+
+
+def test_plots_without_matplotlib_name_the_extra_that_installs_it(
+    manual_report: CorpusReport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as where it is not installed (an extra now)
+    with pytest.raises(ImportError, match=r"pip install 'langchain-expand\[plots\]'"):
+        write_plots(manual_report, tmp_path / "plots")
 
 
 def test_unpunctuated_text_gets_a_warning_and_the_cap_bounds_windows(minilm: Embeddings) -> None:

@@ -26,6 +26,17 @@ def test_a_wheel_in_a_fresh_virtualenv_runs_the_demo(tmp_path: Path, demo_run: t
     names = zipfile.ZipFile(wheel).namelist()
     assert "langchain_expand/data/qmsum/docs.jsonl" in names
     assert "langchain_expand/tools/report/report.schema.json" in names
+    # issue #52, finding 6: no LICENSE, empty metadata, and matplotlib and langchain-community
+    # installed for every user
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    fields = zipfile.ZipFile(wheel).read(metadata).decode().split("\n\n")[0].splitlines()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert "License-Expression: MIT" in fields
+    assert any(line.startswith("Author: ") for line in fields)
+    assert sum(line.startswith("Classifier: ") for line in fields) >= 5
+    required = [line for line in fields if line.startswith("Requires-Dist: ") and "extra ==" not in line]
+    assert required
+    assert not [line for line in required if "matplotlib" in line or "langchain-community" in line]
 
     venv = tmp_path / "venv"
     # No pip inside (ensurepip took 8 of the test's seconds): this environment's pip installs into it.

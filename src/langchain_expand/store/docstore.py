@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
 
-__all__ = ["SQLDocStore", "forget_connections_after_fork"]
+__all__ = ["SQLDocStore", "engine_for", "forget_connections_after_fork"]
 
 DEFAULT_PATH = Path(".langchain-expand") / "docstore.sqlite"
 MAX_KEY_CHARS = 512
@@ -28,6 +28,28 @@ _CHUNK = 5000
 _DEADLOCK_RETRIES = 5
 _SQLITE_BUSY_SECONDS = 60
 """How long a SQLite writer waits for another's lock before failing (SQLite's default: 5)."""
+
+
+def engine_for(url: str, **connect_args: Any) -> sa.Engine:
+    """A SQLAlchemy engine on ``url``, safe after a fork (:func:`forget_connections_after_fork`).
+
+    Raises:
+        ValueError: When ``url`` is not a URL (a bare path, say); the message shows SQLite's form.
+        ImportError: When the database's driver is not installed; the message names the extra.
+    """
+    try:
+        engine = sa.create_engine(url, connect_args=connect_args)
+    except sa.exc.ArgumentError as exc:
+        msg = (
+            f"{url!r} is not a SQLAlchemy URL ({exc}). For a SQLite file write 'sqlite:///{url}' "
+            "(four slashes for an absolute path); for PostgreSQL 'postgresql+psycopg://user:pass@host/db'."
+        )
+        raise ValueError(msg) from exc
+    except ModuleNotFoundError as exc:
+        extra = " (pip install 'langchain-expand[postgres]')" if "psycopg" in str(exc.name) else ""
+        msg = f"The driver for {sa.engine.make_url(url).drivername} is not installed: {exc.name}{extra}."
+        raise ImportError(msg) from exc
+    return forget_connections_after_fork(engine)
 
 
 def forget_connections_after_fork(engine: sa.Engine) -> sa.Engine:
@@ -79,9 +101,7 @@ class SQLDocStore(BaseStore[str, Document]):
             Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         self.url = url
         sqlite = url.startswith("sqlite")
-        self._engine = forget_connections_after_fork(
-            sa.create_engine(url, connect_args={"timeout": _SQLITE_BUSY_SECONDS} if sqlite else {})
-        )
+        self._engine = engine_for(url, **({"timeout": _SQLITE_BUSY_SECONDS} if sqlite else {}))
         self._table = sa.Table(
             table,
             sa.MetaData(),

@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 import numpy as np
 import sqlalchemy as sa
 
-from langchain_expand.store.docstore import forget_connections_after_fork
+from langchain_expand.store.docstore import engine_for, forget_connections_after_fork
 from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row, words
 
 __all__ = ["PostgresLexicalIndex"]
@@ -77,7 +77,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", table):
             msg = f"`table` must be a plain identifier of at most 41 characters (letters, digits, _), got {table!r}."
             raise ValueError(msg)
-        engine = forget_connections_after_fork(url if isinstance(url, sa.Engine) else sa.create_engine(url))
+        engine = forget_connections_after_fork(url) if isinstance(url, sa.Engine) else engine_for(url)
         if engine.dialect.name != "postgresql":
             msg = (
                 f"PostgresLexicalIndex needs a PostgreSQL database, got a {engine.dialect.name} URL. "

@@ -10,6 +10,8 @@ import numpy as np
 from langchain_expand.tools.report.tables import CorpusReport
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
     from matplotlib.figure import Figure
 
 __all__ = ["plot", "write_plots"]
@@ -25,11 +27,7 @@ def write_plots(report: CorpusReport, folder: Path | str) -> list[Path]:
     Returns:
         The PNG files written.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = _pyplot()
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -44,10 +42,11 @@ def write_plots(report: CorpusReport, folder: Path | str) -> list[Path]:
 
 def plot(report: CorpusReport, kind: Literal["units", "prompts"]) -> Figure:
     """One figure of :func:`write_plots`: unit or prompt sizes, every design, log axis."""
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     title = "Unit size (tokens)" if kind == "units" else f"Prompt size at k={report.k} (tokens)"
     series = {label: v for label, v in report.samples.get(kind, {}).items() if any(x > 0 for x in v)}
+    fig: Figure
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if series:
         low = min(x for v in series.values() for x in v if x > 0)
@@ -70,3 +69,20 @@ def plot(report: CorpusReport, kind: Literal["units", "prompts"]) -> Figure:
     ax.legend(fontsize="small")
     fig.tight_layout()
     return fig
+
+
+def _pyplot() -> ModuleType:
+    """Matplotlib's ``pyplot``, drawing to files (Agg).
+
+    Raises:
+        ImportError: Without matplotlib; the message names the extra that installs it.
+    """
+    try:
+        import matplotlib
+    except ModuleNotFoundError as exc:
+        msg = "The report's plots need matplotlib: pip install 'langchain-expand[plots]'."
+        raise ImportError(msg) from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
