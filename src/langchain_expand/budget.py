@@ -9,6 +9,7 @@ itself, never unit by unit.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
@@ -271,7 +272,7 @@ def _pack_exactly(
         if fits([*current, doc]):
             kept.append((rank, doc))
             continue
-        smaller = _shrink(doc, partial(fits_after, current), counter, splitter)
+        smaller = _shrink(doc, partial(fits_after, current), counter, splitter, first=not kept)
         if smaller is not None:
             kept.append((rank, smaller))
     return kept
@@ -306,7 +307,7 @@ def _pack_by_parts(
         room = limit - used - gap
         unit = doc
         if tokens > room:
-            smaller = _shrink(doc, partial(_fits_in, room, counter), counter, splitter)
+            smaller = _shrink(doc, partial(_fits_in, room, counter), counter, splitter, first=not kept)
             if smaller is None:
                 continue
             unit, tokens = smaller, _counted(smaller, counter)
@@ -360,17 +361,19 @@ def _check(max_tokens: int, reserve: int, order: str) -> None:
 
 
 def _shrink(
-    doc: Document, fits: Callable[[Document], bool], counter: Callable[[str], int], splitter: Splitter
+    doc: Document, fits: Callable[[Document], bool], counter: Callable[[str], int], splitter: Splitter, *, first: bool
 ) -> Document | None:
     """The largest trimmed version of a unit that fits and keeps its focus, or None.
 
     A window is trimmed by whole sentences around its hit; a parent by the splitter's
-    units (sentences, whole tables and code blocks) around its best-matching child. Where
-    not even the child's own units fit, a parent keeps what fits of the child: the units
-    around one of the child's, the first that fits, else finer units (table rows, pieces
-    of ``FINE_UNIT_TOKENS``) around one of its pieces.
+    units (sentences, whole tables and code blocks) around its best-matching child, which
+    it keeps whole. Only the ``first`` unit of a context, where nothing else would be sent,
+    keeps what fits of a child too large for the room: the units around one of the child's,
+    the first that fits, else finer units (table rows, pieces of ``FINE_UNIT_TOKENS``)
+    around one of its pieces. After it, a part of a child is a fragment that may not hold
+    the words it matched on (a parent cut to 3 tokens of its child), so it is left out.
     """
-    for units, focus in _cuts(doc, splitter, counter):
+    for units, focus in itertools.islice(_cuts(doc, splitter, counter), None if first else 1):
         cut = _largest_cut(doc, units, focus, fits, counter)
         if cut is not None:
             return cut
