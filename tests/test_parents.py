@@ -107,6 +107,19 @@ def test_mean_aggregation_and_threshold(make_parents: Make) -> None:
         assert min(scores) >= 0.3
 
 
+def test_a_threshold_per_call_is_the_fields_threshold(make_parents: Make) -> None:
+    # issue #52, finding 2: the floor was a constructor argument only
+    retriever = make_parents(k=None, max_tokens=1500)
+    retriever.add_documents(manual())
+    floored = retriever.model_copy(update={"score_threshold": 0.45})
+    per_call = retriever.invoke(QUERY, score_threshold=0.45)
+    assert per_call == floored.invoke(QUERY)
+    assert per_call != retriever.invoke(QUERY)
+    assert all(c["score"] >= 0.45 for p in per_call for c in p.metadata["children"])
+    with pytest.raises(ValueError, match="`score_threshold` must be a number between 0 and 1"):
+        retriever.invoke(QUERY, score_threshold=-1)
+
+
 def test_per_parent_cap_gives_a_span_around_the_matched_child(make_parents: Make) -> None:
     uncapped = make_parents(k=4)
     uncapped.add_documents(manual())

@@ -432,6 +432,22 @@ def test_budget_driven_retrieval_stops_at_the_relevance_floor(qmsum_index: Sente
         SentenceWindowRetriever(vectorstore=qmsum_index.vectorstore, relative_score_threshold=1.5)
 
 
+def test_a_relevance_floor_given_per_call_is_the_fields_floor(qmsum_index: SentenceWindowRetriever) -> None:
+    # issue #52, finding 2: invoke(q, score_threshold=0.4) was refused as an unknown argument,
+    # so the floor that keeps weak hits out of a budget was a constructor field only
+    query = "what did the group decide about the price of the remote"
+    for name, value in (("score_threshold", 0.45), ("relative_score_threshold", 0.8)):
+        floored = qmsum_index.model_copy(update={"k": None, name: value})
+        per_call = qmsum_index.invoke(query, k=None, max_tokens=1500, **{name: value})
+        assert per_call == floored.invoke(query, max_tokens=1500)
+        assert per_call != qmsum_index.invoke(query, k=None, max_tokens=1500)  # the floor left something out
+        best = max(d.metadata["score"] for d in per_call)
+        floor = value if name == "score_threshold" else value * best
+        assert all(d.metadata["score"] >= floor for d in per_call)
+    with pytest.raises(ValueError, match="`score_threshold` must be a number between 0 and 1"):
+        qmsum_index.invoke(query, score_threshold=4)
+
+
 # -- guided: windows that grow toward the evidence ---------------------------------------------
 
 

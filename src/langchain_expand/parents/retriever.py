@@ -87,7 +87,7 @@ _MAPPED_SEARCH_KWARGS = ("k", "score_threshold", "fetch_k", "lambda_mult")
 """``search_kwargs`` keys this class reads itself; the rest go to the vector store's search."""
 _STOCK_FIELDS = ("k", "score_threshold")
 """Fields that ``search_kwargs`` keys of the same name set, as on the stock class."""
-_CALL_ARGUMENTS = ("k", "expand", "filter", "max_tokens")
+_CALL_ARGUMENTS = ("k", "expand", "filter", "max_tokens", "score_threshold")
 """What ``invoke`` takes besides the query."""
 
 
@@ -453,18 +453,25 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         expand: bool = True,
         filter: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        score_threshold: float | None = None,
         **unknown: Any,
     ) -> list[Document]:
         calls.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
         check_query(query)
         k, max_tokens = self._resolve(k=k, max_tokens=max_tokens)
+        calls.check_fraction("score_threshold", score_threshold)
+        floor = (
+            self.search_kwargs.get("score_threshold", self.score_threshold)
+            if score_threshold is None
+            else score_threshold
+        )
         search = self._search(query, filter)
         mmr = self._search_type == "mmr"
         ranked: list[Parent] = []
         stored: Sequence[Document | None] = []
         first = k or DEFAULT_K
         for scored in overfetch(search, first, first):
-            ranked = self._rank(scored, keep_order=mmr)
+            ranked = self._rank(scored, floor, keep_order=mmr)
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
             if k is None and expand:  # the budget decides: enough parents to hold it
                 assert max_tokens is not None
@@ -524,9 +531,13 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             kwargs["filter"] = metadata_filter
         return kwargs
 
-    def _rank(self, scored: list[tuple[Document, float]], *, keep_order: bool = False) -> list[Parent]:
-        """Group children by parent and score parents; best first, or in their first child's order."""
-        threshold = self.search_kwargs.get("score_threshold", self.score_threshold)
+    def _rank(
+        self, scored: list[tuple[Document, float]], threshold: float | None, *, keep_order: bool = False
+    ) -> list[Parent]:
+        """Group the children at or above ``threshold`` by parent and score parents.
+
+        Best first, or in their first child's order (``keep_order``).
+        """
         groups: dict[str, list[tuple[Document, float]]] = {}
         for child, score in scored:
             if threshold is not None and score < threshold:

@@ -193,10 +193,7 @@ def plan_call(fields: Any, given: dict[str, Any], *, has_embeddings: bool) -> Pl
             RULES[name](name, value)
     if values["k"] is None and values["max_tokens"] is None:
         values["k"] = DEFAULT_K
-    floors: dict[str, Any] = {
-        "score_threshold": fields.score_threshold,
-        "relative_score_threshold": fields.relative_score_threshold,
-    }
+    floors = {name: values.pop(name, getattr(fields, name)) for name in ("score_threshold", "relative_score_threshold")}
     if not values["expand"]:
         return Plan(
             k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"], **floors
@@ -250,5 +247,7 @@ RULES: dict[str, Callable[[str, object], None]] = {
     "batch_size": calls.check_positive,
     "cache_size": calls.check_non_negative,
     "snapshot_limit": calls.check_non_negative,
+    "score_threshold": calls.check_fraction,
+    "relative_score_threshold": calls.check_fraction,
 }
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""

@@ -97,7 +97,18 @@ _REFILLS = 2
 
 _SEARCH_KWARGS = {"k": "k", "filter": "filter", "score_threshold": "score_threshold"}
 """LangChain's ``search_kwargs`` keys, and the field each one sets."""
-_CALL_ARGUMENTS = ("k", "before", "after", "expand", "merge", "filter", "max_tokens", "window")
+_CALL_ARGUMENTS = (
+    "k",
+    "before",
+    "after",
+    "expand",
+    "merge",
+    "filter",
+    "max_tokens",
+    "window",
+    "score_threshold",
+    "relative_score_threshold",
+)
 """What ``invoke`` takes besides the query."""
 
 
@@ -207,9 +218,11 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     (``cache_size``) and the heads read at the store's change mark are kept. Queries cost more
     (``benchmarks/README.md``, "Query latency", "store alone")."""
     score_threshold: float | None = None
-    """No hit whose relevance is below this is returned (the evidence has run out)."""
+    """No hit whose relevance (in [0, 1]) is below this is returned or grows a window: the
+    evidence has run out, and what is left would be sent as noise. Also per call:
+    ``invoke(query, max_tokens=500, score_threshold=0.4)``."""
     relative_score_threshold: float | None = None
-    """No hit scoring below this fraction of the best hit's relevance is returned."""
+    """No hit scoring below this fraction of the best hit's relevance is returned. Also per call."""
     filter: dict[str, Any] | None = None
     """A metadata filter in the vector store's own syntax, e.g. ``{"source": "a.md"}`` for Chroma."""
     splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
@@ -269,7 +282,6 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             self.__dict__["splitter"] = SentenceSplitter(token_counter=self.token_counter, table_rows=True)
         for name, rule in RULES.items():
             rule(name, getattr(self, name))
-        calls.check_fraction("relative_score_threshold", self.relative_score_threshold)
         check_window(self.window)
         self._wire()
         return self
@@ -407,12 +419,22 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         filter: dict[str, Any] | None = None,
         max_tokens: int | None = None,
         window: Literal["guided", "fixed"] | None = None,
+        score_threshold: float | None = None,
+        relative_score_threshold: float | None = None,
         **unknown: Any,
     ) -> list[Document]:
         calls.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
         check_query(query)
         plan = self._plan(
-            k=k, before=before, after=after, expand=expand, merge=merge, max_tokens=max_tokens, window=window
+            k=k,
+            before=before,
+            after=after,
+            expand=expand,
+            merge=merge,
+            max_tokens=max_tokens,
+            window=window,
+            score_threshold=score_threshold,
+            relative_score_threshold=relative_score_threshold,
         )
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
