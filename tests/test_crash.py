@@ -237,3 +237,35 @@ def test_parents_killed_at_every_write(tmp_path: Path, minilm: Embeddings) -> No
     kill_at_every_write(
         lambda killer: parents(tmp_path, minilm, killer), parent_records, served_parents_are_one_version
     )
+
+
+def test_long_lived_readers_in_every_mode_serve_the_committed_text_after_a_writer_dies_before_its_mark(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    # issue #51, finding 1: a writer killed after its heads but before renewing the change mark
+    # left readers that had built their snapshot (or read heads) at the old mark serving the
+    # old text, and a deleted document, until another writer finished
+    store = chroma_store("died-before-mark", embeddings=minilm)
+    lexical = tmp_path / "lexical.sqlite"
+    modes: list[dict[str, Any]] = [{}, {"snapshot_limit": 0}, {"in_memory": False}]
+    readers = [SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical), **mode) for mode in modes]
+    writer = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical))
+    writer.add_documents(documents(V1))
+
+    def served(retriever: SentenceWindowRetriever) -> list[Document]:
+        return [u for q in QUERIES for call in ({"k": 2}, {"max_tokens": 60}) for u in retriever.invoke(q, **call)]
+
+    for reader in readers:
+        for _ in range(2):  # the snapshot, BM25 and heads built and read at the mark
+            assert {u.metadata["doc_id"] for u in served(reader)} == set(V1)
+    Killer(0).arm(writer._vectors, "mark")
+    with pytest.raises(Died):
+        writer.add_documents(documents(V2))  # every head now commits version 2; the mark is the old one
+    for reader in readers:
+        for unit in served(reader):
+            m = unit.metadata
+            assert V2[m["doc_id"]][m["start_index"] : m["end_index"]] == unit.page_content, (m, unit.page_content)
+    with pytest.raises(Died):
+        writer.delete(["memo"])
+    for reader in readers:
+        assert "memo" not in {u.metadata["doc_id"] for u in served(reader)}

@@ -364,14 +364,17 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
         layout = self._layout()
-        done = commit.index(layout, prepared)
-        if self.lexical is not None:
-            # Copies at another revision than the head's: written before the lexical index (or
-            # its copies) existed, or by an update killed between the index's write and the head's
-            # (a one-sentence version has no body to write first) and then reverted.
-            held = self.lexical.revisions([p.doc_id for p in prepared])
-            self.lexical.replace(layout.local_rows([p for p in prepared if held.get(p.doc_id) != {p.payload.rev}]))
-        self._vectors.mark()  # finished: readers' snapshots of the store are out of date
+        writer = self._vectors.begin()  # readers trust nothing they hold until the mark below
+        try:
+            done = commit.index(layout, prepared)
+            if self.lexical is not None:
+                # Copies at another revision than the head's: written before the lexical index (or
+                # its copies) existed, or by an update killed between the index's write and the head's
+                # (a one-sentence version has no body to write first) and then reverted.
+                held = self.lexical.revisions([p.doc_id for p in prepared])
+                self.lexical.replace(layout.local_rows([p for p in prepared if held.get(p.doc_id) != {p.payload.rev}]))
+        finally:
+            self._vectors.mark(writer)  # finished, or stopped: readers' snapshots of the store are out of date
         return done
 
     def embedded_units(self, document: Document) -> int:
@@ -381,10 +384,13 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     def delete(self, ids: Sequence[str]) -> None:
         """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
         ids = commit.checked_ids(ids)
-        commit.delete(self._layout(), ids)
-        if self.lexical is not None:
-            self.lexical.delete(ids)
-        self._vectors.mark()
+        writer = self._vectors.begin()
+        try:
+            commit.delete(self._layout(), ids)
+            if self.lexical is not None:
+                self.lexical.delete(ids)
+        finally:
+            self._vectors.mark(writer)
 
     def _layout(self) -> SentenceLayout:
         return SentenceLayout(self._vectors, self.batch_size, self.lexical, counter_key(self.token_counter))

@@ -178,8 +178,15 @@ class StoreAdapter:
         if ids:
             self.store.delete(list(ids))
 
-    def mark(self) -> None:
-        """Leave a new change mark: a writer has finished (a no-op where the store keeps none)."""
+    def begin(self) -> str | None:
+        """Say a writer has begun, so readers trust nothing they hold until it has finished; its token.
+
+        None (a no-op) where the store keeps no marks.
+        """
+        return None
+
+    def mark(self, writer: str | None = None) -> None:
+        """Leave a new change mark: the writer :meth:`begin` named has finished (a no-op where the store keeps none)."""
 
     def marked(self) -> str | None:
         """The mark the last finished writer left: ``""`` before any, None where the store keeps none."""

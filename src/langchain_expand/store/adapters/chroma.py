@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -21,6 +22,14 @@ logger = logging.getLogger(__name__)
 
 _MARK = "mark"
 """The change mark's record id and metadata key, in the collection beside the store's."""
+_PENDING = "writing-"
+"""What starts the id of the record a writer at work leaves beside the mark (:meth:`ChromaAdapter.begin`)."""
+_BEAT = "beat"
+"""The metadata key of a writer's record: when it last wrote (seconds since the epoch)."""
+BEAT = 30.0
+"""Seconds between a writer's renewals of its record, at most: a write renews it where it is older."""
+STALE_WRITER = 3600.0
+"""Seconds without a renewal after which a writer's record is a killed writer's: a writer that finishes removes it."""
 
 
 def chroma_space(store: VectorStore) -> str:
@@ -131,6 +140,7 @@ class ChromaAdapter(StoreAdapter):
         self.space = chroma_space(store)
         super().__init__(store)
         self._marks: Any = None
+        self._beats: dict[str, float] = {}
 
     @property
     def collection(self) -> Any:
@@ -211,6 +221,8 @@ class ChromaAdapter(StoreAdapter):
         metadatas = [{**d.metadata, **dict.fromkeys(keys)} or None for d, keys in zip(docs, gone, strict=True)]
         texts = [d.page_content for d in docs]
         self.collection.upsert(ids=ids, embeddings=vectors, documents=texts, metadatas=metadatas)
+        for writer in list(self._beats):  # the writers at work here are alive
+            self._beat(writer)
 
     def _as_stored(self, ids: list[str], vectors: Sequence[Vector]) -> dict[str, Vector]:
         """Each vector as float32, as Chroma keeps it.
@@ -247,18 +259,52 @@ class ChromaAdapter(StoreAdapter):
         stored = {i: m or {} for i, m in zip(got["ids"], got["metadatas"], strict=True)}
         return [[k for k in stored.get(i, {}) if k not in d.metadata] for i, d in zip(ids, docs, strict=True)]
 
-    def mark(self) -> None:
-        """Leave a new change mark: a writer has finished."""
+    def begin(self) -> str:
+        """Leave a record that a writer has begun: :meth:`marked` is None until :meth:`mark` removes it.
+
+        A writer killed after writing a head but before its mark left readers trusting the
+        mark they had, and serving what that head no longer commits, until another writer
+        finished. With the record, a reader cannot tell what is current while a writer is at
+        work, or was killed at it, and reads the store, as a store without marks is read. A
+        writer beats the record as it writes (:meth:`_beat`); one that finishes removes its
+        own, and any other not beaten for ``STALE_WRITER`` seconds (a writer killed).
+        """
+        writer = uuid.uuid4().hex
+        self._beat(writer, force=True)
+        return writer
+
+    def _beat(self, writer: str, *, force: bool = False) -> None:
+        """Renew ``writer``'s record's time, at most every ``BEAT`` seconds."""
+        now = time.time()
+        if force or now - self._beats.get(writer, 0.0) >= BEAT:
+            marks = self._mark_collection(create=True)
+            marks.upsert(ids=[_PENDING + writer], embeddings=[[0.0]], metadatas=[{_BEAT: now}])
+            self._beats[writer] = now
+
+    def mark(self, writer: str | None = None) -> None:
+        """Leave a new change mark; remove the record of ``writer``, and of writers long dead."""
         marks = self._mark_collection(create=True)
         marks.upsert(ids=[_MARK], embeddings=[[0.0]], metadatas=[{_MARK: uuid.uuid4().hex}])
+        held = marks.get(include=["metadatas"])
+        stale = time.time() - STALE_WRITER
+        done = [
+            i
+            for i, m in zip(held["ids"], held["metadatas"], strict=True)
+            if i == _PENDING + str(writer) or (i.startswith(_PENDING) and float((m or {}).get(_BEAT, 0)) < stale)
+        ]
+        if done:
+            marks.delete(ids=done)
+        self._beats.pop(str(writer), None)
 
     def marked(self) -> str | None:
-        """The mark the last finished writer left: ``""`` before any."""
+        """The mark the last finished writer left: ``""`` before any; None while a writer has not finished."""
         marks = self._mark_collection(create=False)
         if marks is None:
             return ""
-        got = marks.get(ids=[_MARK], include=["metadatas"])
-        return str(got["metadatas"][0][_MARK]) if got["ids"] else ""
+        held = marks.get(include=["metadatas"])
+        if any(i.startswith(_PENDING) for i in held["ids"]):
+            return None
+        return next((str(m[_MARK]) for i, m in zip(held["ids"], held["metadatas"], strict=True) if i == _MARK), "")
 
     def _mark_collection(self, *, create: bool) -> Any:
         """The collection beside the store's that holds its mark; a reader does not create it."""
