@@ -237,11 +237,18 @@ def test_output_orders() -> None:
         ({"max_tokens": 0}, "`max_tokens` must be a positive integer, got 0"),
         ({"max_tokens": 10, "reserve": 10}, "`reserve` must be >= 0 and below `max_tokens`"),
         ({"max_tokens": 10, "order": "random"}, "`order` must be"),
+        # issue #52, finding 11: a plain pydantic error, without the closest name the retrievers give
+        ({"max_token": 5}, r"FitToBudget got an unknown argument `max_token`\. Did you mean `max_tokens`\?"),
     ],
 )
 def test_bad_budget_settings_fail_when_built(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         FitToBudget(**kwargs)
+
+
+def test_an_unknown_argument_to_merge_overlaps_names_the_closest() -> None:
+    with pytest.raises(ValueError, match=r"MergeOverlaps got an unknown argument `gaps`\. Did you mean `gap`\?"):
+        MergeOverlaps(gaps=1)
 
 
 def test_format_docs_labels_each_unit_and_budget_counts_the_formatted_text() -> None:

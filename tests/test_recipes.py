@@ -1,0 +1,24 @@
+"""docs/recipes.md runs as written: each ``python`` block in a new process, in one folder."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_python
+
+pytestmark = pytest.mark.integration  # the embedding model, subprocesses
+
+RECIPES = (Path(__file__).resolve().parents[1] / "docs" / "recipes.md").read_text(encoding="utf-8")
+BLOCKS = re.findall(r"^```python\n(.*?)^```", RECIPES, flags=re.S | re.M)
+
+
+def test_each_recipe_runs_and_does_what_it_says(tmp_path: Path) -> None:
+    serialised, ensemble, tool = (run_python(block, cwd=tmp_path).strip() for block in BLOCKS)
+    assert serialised == "400"
+    units, tokens = map(int, ensemble.split())  # issue #52, finding 10: 3 overlapping pairs, 671 tokens
+    assert units >= 1
+    assert tokens <= 400
+    assert re.fullmatch(r"\[galaxy_s10, chars \d+-\d+\]", tool), tool
