@@ -401,7 +401,17 @@ def test_one_file_is_one_document_from_any_working_directory(tmp_path: Path, mon
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["--version"], ["index", "--help"], ["query"], ["query", "q", "--k", "x"]], ids=str
+    "argv",
+    [
+        ["--help"],
+        ["--version"],
+        ["index", "--help"],
+        ["query"],
+        ["query", "q", "--k", "x"],
+        ["query", "   "],  # issue #52, finding 11: refused only after a 21 s model load
+        ["query", "q", "--budgett", "100"],
+    ],
+    ids=str,
 )
 def test_help_version_and_argument_errors_never_load_the_model(argv: list[str]) -> None:
     """Issue #35, finding 5: --help took 15 s importing sentence_transformers to load the model."""
@@ -418,6 +428,17 @@ def test_help_version_and_argument_errors_never_load_the_model(argv: list[str]) 
         *argv,
     )
     assert loaded.strip().splitlines()[-1] == "[]"
+
+
+def test_an_unknown_option_names_the_closest_and_an_empty_question_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # issue #52, finding 11: `--budgett 100` got no suggestion
+    with pytest.raises(SystemExit):
+        main(["query", "how?", "--budgett", "100"])
+    assert "unrecognized arguments: --budgett 100 (did you mean --budget?)" in capsys.readouterr().err
+    assert main(["query", "  "]) == 2
+    assert "The query is empty" in capsys.readouterr().err
 
 
 def test_version_is_the_installed_packages() -> None:

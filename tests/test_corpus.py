@@ -18,3 +18,20 @@ def test_a_file_has_one_id_however_its_folder_is_named(tmp_path: Path, monkeypat
     spellings = ["docs", "./docs/", "docs/../docs", str(tmp_path / "docs"), os.path.join("docs", "a.md")]
     ids = {doc.id for spelling in spellings for doc in read_corpus([spelling])}
     assert ids == {os.path.join("docs", "a.md")}
+
+
+def test_a_skipped_file_is_reported_once_by_whoever_collects_the_notes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # issue #52, finding 11: --skip-bad listed each skipped file twice (a warning, then the summary)
+    (tmp_path / "good.txt").write_text("A sentence.")
+    (tmp_path / "latin1.txt").write_bytes("Caf\xe9 notes.".encode("latin-1"))
+    notes: list[str] = []
+    with caplog.at_level("WARNING"):
+        assert [d.id for d in read_corpus([tmp_path], skip_bad=True, skipped=notes, root=tmp_path)] == ["good.txt"]
+    assert len(notes) == 1
+    assert "latin1.txt: not valid UTF-8" in notes[0]
+    assert "skipped" not in caplog.text  # the caller reports it
+    with caplog.at_level("WARNING"):
+        list(read_corpus([tmp_path], skip_bad=True, root=tmp_path))
+    assert caplog.text.count("latin1.txt: not valid UTF-8") == 1  # no one collects: logged

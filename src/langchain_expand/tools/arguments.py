@@ -8,8 +8,9 @@ the command or after it.
 from __future__ import annotations
 
 import argparse
+import difflib
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 __all__ = ["HOME", "parser"]
 
@@ -34,16 +35,36 @@ def _version() -> str:
     return VERSION
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, which also names the closest option to one it does not know (``--budgett``)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and the error, with the closest known option to each unknown one, and exit 2."""
+        if "unrecognized arguments:" in message:
+            known = [o for p in _parsers(self) for o in p._option_string_actions]
+            unknown = [a.split("=")[0] for a in message.split(":", 1)[1].split() if a.startswith("--")]
+            close = [m for a in unknown for m in difflib.get_close_matches(a, known, n=1)]
+            if close:
+                message += f" (did you mean {', '.join(close)}?)"
+        super().error(message)
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and its subcommands' parsers."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return [parser, *(p for a in subs for p in a.choices.values())]
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``langchain-expand`` command's parser: shared options, then ``index``, ``query``, ``demo``, ``report``."""
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="langchain-expand",
         description="Index files, query them within a token budget, report on windows against parents, "
         "run the demo. Indexes live under --home unless --chroma-host names a Chroma server.",
     )
     top.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     _global_arguments(top, defaults=True)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     _global_arguments(common, defaults=False)
     sub = top.add_subparsers(dest="command", required=True)
     _index_arguments(sub.add_parser("index", parents=[common], help="index .txt, .md and .jsonl files (resumable)"))

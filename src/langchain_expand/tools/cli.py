@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
+from langchain_expand.calls import check_query
 from langchain_expand.tools.arguments import parser
 from langchain_expand.tools.corpus import read_corpus
 from langchain_expand.units import (
@@ -252,7 +253,8 @@ def _units_by_document(args: argparse.Namespace, retriever: Any) -> dict[str, in
     """
     try:
         return {
-            str(d.id): retriever.embedded_units(d) for d in read_corpus(args.paths, skip_bad=True, root=_root(args))
+            str(d.id): retriever.embedded_units(d)
+            for d in read_corpus(args.paths, skip_bad=True, skipped=[], root=_root(args))  # reported by the index
         }
     except ValueError:
         return {}
@@ -279,6 +281,7 @@ def _indexed_ids(args: argparse.Namespace, retriever: Any) -> list[str]:
 
 def _query(args: argparse.Namespace) -> int:
     """One call of the public API: every flag is one argument of ``invoke``."""
+    check_query(args.question)  # before the model loads (seconds)
     if args.budget is not None and args.budget < 1:
         msg = f"--budget must be a positive number of tokens, got {args.budget}; leave it out for no budget."
         raise ValueError(msg)

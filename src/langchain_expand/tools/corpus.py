@@ -43,9 +43,10 @@ def read_corpus(
 
     Args:
         paths: Files and folders.
-        skip_bad: Log and skip a file that is not UTF-8 text, or a malformed JSON Lines
-            row, instead of raising.
-        skipped: Collects ``"where: why"`` for each file or row skipped, for a summary.
+        skip_bad: Skip a file that is not UTF-8 text, or a malformed JSON Lines row, instead
+            of raising.
+        skipped: Collects ``"where: why"`` for each file or row skipped, for the caller to
+            report; without it, each is logged as a warning.
         root: The folder file ids are relative to; the working directory by default.
 
     Raises:
@@ -55,7 +56,7 @@ def read_corpus(
             so nothing already indexed is replaced.
     """
     seen: dict[str, str] = {}
-    notes = skipped if skipped is not None else []
+    notes = skipped if skipped is not None else _Logged()
     base = Path.cwd() if root is None else Path(root)
     for origin, doc in _documents(paths, skip_bad, notes, base.resolve()):
         first = seen.setdefault(str(doc.id), origin)
@@ -114,8 +115,15 @@ def _path_id(path: Path, root: Path) -> str:
         return str(resolved)
 
 
+class _Logged(list[str]):
+    """Notes of what was skipped, each logged as it is added: for a caller that does not report them."""
+
+    def append(self, note: str) -> None:
+        logger.warning("skipped %s", note)
+        super().append(note)
+
+
 def _skip(skipped: list[str], note: str) -> None:
-    logger.warning("skipped %s", note)
     skipped.append(note)
 
 
@@ -180,7 +188,7 @@ def _rows(
             except ValueError as exc:
                 if not skip_bad:
                     raise
-                _skip(skipped if skipped is not None else [], str(exc))
+                _skip(skipped if skipped is not None else _Logged(), str(exc))
                 continue
             yield line_no, row
 
