@@ -477,7 +477,7 @@ def test_the_budget_decides_how_many_parents(make_parents: Make) -> None:
 def test_budget_driven_parents_gather_until_the_fit_fills_the_budget(make_parents: Make, corpus: str) -> None:
     """Issue 13: contexts use at least 95% of the budget. Gathering only the budget's worth left the
     room of a cut or dropped last parent empty where nothing gathered fitted it; parents further
-    down now fill it, and only add."""
+    down now fill it."""
 
     retriever = make_parents()
     docs = load_docs(corpus)[:10]  # TAT-QA: the 20 queries' 4 passages and 6 others (the manual is one)
@@ -498,9 +498,10 @@ def test_budget_driven_parents_gather_until_the_fit_fills_the_budget(make_parent
     assert min(used(a) for a in just_enough) < 0.95 * budget  # 226 and 211 of 250 on these queries
     assert min(used(a) for a in gathered) >= 0.95 * budget
     for before, after in zip(just_enough, gathered, strict=True):
-        assert used(after) <= budget
-        kept = {(p.metadata["doc_id"], p.metadata["start_index"], p.metadata["end_index"]) for p in after}
-        assert {(p.metadata["doc_id"], p.metadata["start_index"], p.metadata["end_index"]) for p in before} <= kept
+        assert used(before) <= used(after) <= budget
+        # the first unit stays; a later one may give way to a higher-ranked parent that a gathered
+        # child lets in whole (issue #52, finding 3: a later parent keeps a matched child whole)
+        assert [(p.id, p.page_content) for p in before[:1]] == [(p.id, p.page_content) for p in after[:1]]
 
 
 def test_rerank_then_expand_lets_the_budget_decide(make_parents: Make, minilm: Embeddings) -> None:
@@ -558,14 +559,14 @@ def test_budget_driven_parents_stay_in_budget_with_exact_offsets(
         best = m["children"][0]
         assert m["start_index"] < best["end_index"]
         assert best["start_index"] < m["end_index"]  # a trimmed parent keeps its best child
-        # ... whole (issue #52, finding 3: a parent cut to the room left kept 3 tokens of it),
-        # unless it is larger than max_parent_tokens, or the parent is the first and only a
-        # part of its child fits the budget
-        whole = m["start_index"] <= best["start_index"] and best["end_index"] <= m["end_index"]
+        # ... whole, or another matched child whole (issue #52, finding 3: a parent cut to the
+        # room left kept 3 tokens of it), unless the child is larger than max_parent_tokens, or
+        # the parent is the first and only a part of its child fits the budget
+        whole = any(m["start_index"] <= c["start_index"] and c["end_index"] <= m["end_index"] for c in m["children"])
         larger = (
             max_parent_tokens is not None and COUNTER(text[best["start_index"] : best["end_index"]]) > max_parent_tokens
         )
-        assert whole or larger or n == 0, (n, m["start_index"], m["end_index"], best)
+        assert whole or larger or n == 0, (n, m["start_index"], m["end_index"], m["children"])
     covered = sorted((p.metadata["start_index"], p.metadata["end_index"]) for p in parents)
     assert all(a_end <= b_start for (_, a_end), (b_start, _) in itertools.pairwise(covered))  # no text twice
 

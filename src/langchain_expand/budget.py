@@ -9,7 +9,6 @@ itself, never unit by unit.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import suppress
@@ -371,9 +370,11 @@ def _shrink(
     keeps what fits of a child too large for the room: the units around one of the child's,
     the first that fits, else finer units (table rows, pieces of ``FINE_UNIT_TOKENS``)
     around one of its pieces. After it, a part of a child is a fragment that may not hold
-    the words it matched on (a parent cut to 3 tokens of its child), so it is left out.
+    the words it matched on (a parent cut to 3 tokens of its child), so it is not sent;
+    where the best child does not fit whole, another matched child that does is kept
+    whole instead (a parent matched twice, by a table and by the sentence under it).
     """
-    for units, focus in itertools.islice(_cuts(doc, splitter, counter), None if first else 1):
+    for units, focus in _cuts(doc, splitter, counter, first=first):
         cut = _largest_cut(doc, units, focus, fits, counter)
         if cut is not None:
             return cut
@@ -399,10 +400,14 @@ FINE_UNIT_TOKENS = 48
 the room left (a table's rows are one unit up to the splitter's cap of 256 tokens)."""
 
 
-def _cuts(doc: Document, splitter: Splitter, counter: Callable[[str], int]) -> Iterator[tuple[list[Span], Span]]:
+def _cuts(
+    doc: Document, splitter: Splitter, counter: Callable[[str], int], *, first: bool
+) -> Iterator[tuple[list[Span], Span]]:
     """Ways to cut a unit down, the most faithful first.
 
-    Each is the unit's trimmable pieces (absolute offsets) and the span a cut must keep.
+    Each is the unit's trimmable pieces (absolute offsets) and the span a cut must keep: a
+    parent's best child whole; for the ``first`` unit only, parts of it; then each of its
+    other matched children whole.
     """
     m = doc.metadata
     if not isinstance(m.get(START), int):
@@ -415,14 +420,16 @@ def _cuts(doc: Document, splitter: Splitter, counter: Callable[[str], int]) -> I
             yield units, units[local]
         return
     if m.get(CHILDREN):
-        best = m[CHILDREN][0]
-        focus = (int(best[START]), int(best[END]))
+        best, *others = [(int(c[START]), int(c[END])) for c in m[CHILDREN]]
         units = [(base + s, base + e) for s, e in splitter(doc.page_content)]
-        yield units, focus
-        yield from ((units, u) for u in units if _overlaps(u, focus))
-        fine = SentenceSplitter(max_unit_tokens=FINE_UNIT_TOKENS, token_counter=counter)
-        pieces = [(base + s, base + e) for s, e in fine(doc.page_content)]
-        yield from ((pieces, p) for p in pieces if _overlaps(p, focus))
+        yield units, best
+        if first:
+            yield from ((units, u) for u in units if _overlaps(u, best))
+            fine = SentenceSplitter(max_unit_tokens=FINE_UNIT_TOKENS, token_counter=counter)
+            pieces = [(base + s, base + e) for s, e in fine(doc.page_content)]
+            yield from ((pieces, p) for p in pieces if _overlaps(p, best))
+        end = base + len(doc.page_content)
+        yield from ((units, child) for child in others if base <= child[0] and child[1] <= end)  # whole in it
 
 
 def _overlaps(a: Span, b: Span) -> bool:
