@@ -220,6 +220,16 @@ def test_a_region_does_not_grow_up_past_its_sections_heading_but_grows_down_into
     assert growth.regions[0].first < 4
 
 
+def test_growing_down_a_heading_comes_with_the_sentence_after_it() -> None:
+    # issue #52, finding 4: a window ended on the next section's bare heading
+    sentences = {("d", i): Sentence(10, 0.5, heading=i in (0, 9)) for i in range(20)}
+    for target in range(5 * 11, 16 * 11, 11):
+        (region,) = grow([Seed("d", 5, 20, 0.6)], sentences, target=target).regions
+        assert region.last - 1 != 9, (target, region)  # the region never ends on the heading
+    (region,) = grow([Seed("d", 9, 20, 0.6)], sentences, target=2 * 11).regions
+    assert (region.first, region.last) == (9, 11)  # a hit on a heading: it and the sentence below
+
+
 def test_the_decay_follows_the_budget_from_focused_to_wide() -> None:
     """Issue 13: 0.95 at every budget lost evidence from 500 tokens up; 0.98 lost it at 250."""
     factors = [decay_for(round(1.2 * budget)) for budget in (250, 500, 1000, 2000, 4000, 8000)]

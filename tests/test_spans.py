@@ -141,3 +141,28 @@ def test_retriever_merge_counts_merged_units_and_refills_to_k(
     for doc in bridged:
         m = doc.metadata
         assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == doc.page_content
+
+
+def test_crossed_counts_the_headings_a_window_runs_down_across_after_a_merge_and_a_cut() -> None:
+    from langchain_expand import FitToBudget
+
+    text = "# One\n\nFirst a. First b.\n\n## Two\n\nSecond a. Second b.\n\n## Three\n\nThird a."
+    spans = SentenceSplitter()(text)
+
+    def unit(first: int, last: int, hit: int) -> Document:
+        sentences = spans[first:last]
+        crossed = sum(text[a:b].startswith("#") for a, b in sentences[1:])
+        start, end = sentences[0][0], sentences[-1][1]
+        meta = {"doc_id": "d", "hit": hit, "span": [first, last], "start_index": start, "end_index": end}
+        meta |= {"sentences": [list(s) for s in sentences], "crossed": crossed}
+        return Document(text[start:end], metadata=meta)
+
+    assert [text[a:b] for a, b in spans][3] == "## Two"
+    a, b = unit(1, 4, 2), unit(3, 7, 4)  # "First a. ... ## Two" and "## Two ... ## Three"
+    assert (a.metadata["crossed"], b.metadata["crossed"]) == (1, 1)
+    (merged,) = merge_overlaps([a, b])
+    assert merged.metadata["crossed"] == 2  # both headings below its first sentence
+    (cut,) = FitToBudget(max_tokens=6).invoke([merged])
+    assert cut.metadata["span"][1] <= 4
+    assert cut.metadata["crossed"] < 2
+    assert cut.metadata["crossed"] == sum(text[a:b].startswith("#") for a, b in cut.metadata["sentences"][1:])

@@ -688,6 +688,34 @@ def test_a_window_does_not_grow_up_past_its_sections_heading(make_retriever: Mak
     assert checked >= 5
 
 
+@pytest.mark.parametrize("corpus", ["emanual", "fastapi-docs"])
+def test_no_window_is_a_heading_alone_or_ends_on_the_next_sections(make_retriever: Make, corpus: str) -> None:
+    # issue #52, finding 4: at 500 tokens 5 of 50 windows ended on the next section's bare
+    # heading, and 3 units were a heading alone (`### Shadowing`, 3 tokens)
+    from langchain_expand.text.sentences import heading
+
+    rows = load_docs(corpus)[:12]
+    retriever = make_retriever()
+    retriever.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
+    texts = {r["doc_id"]: r["text"] for r in rows}
+    queries = [u for r in rows for u in re.findall(r"^#+ (.+)$", r["text"], flags=re.M)][::5][:10]
+    assert len(queries) >= 6
+    crossed = 0
+    for query in queries:
+        for budget in (150, 500, 1500):
+            windows = retriever.invoke(query, max_tokens=budget)
+            assert joined_tokens(windows) <= budget
+            for w in windows:
+                m = w.metadata
+                units = [texts[m["doc_id"]][a:b] for a, b in m["sentences"]]
+                hit = m["hit"] - m["span"][0]
+                assert not all(heading(u) for u in units), (query, budget, units)
+                assert not heading(units[-1]) or len(units) - 1 == hit, (query, budget, units)
+                assert m["crossed"] == sum(heading(u) for u in units[1:])  # it says where it runs on
+                crossed += m["crossed"] > 0
+    assert crossed > 0  # growth still goes down into the next section, where it pays
+
+
 # -- hybrid: exact terms the dense ranking misses -------------------------------------------
 
 

@@ -25,11 +25,12 @@ from pydantic import ConfigDict, model_validator
 from langchain_expand import calls
 from langchain_expand.prompt import Formatter, context_tokens, count_prompt_tokens, format_docs, render
 from langchain_expand.text.ranges import largest_fitting, outward
-from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
+from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter, heading
 from langchain_expand.text.tokens import TokenCounter, count_many, separator_cost, starts_token
 from langchain_expand.units import (
     BUDGET,
     CHILDREN,
+    CROSSED,
     DOC_ID,
     END,
     HIT,
@@ -450,6 +451,8 @@ def trim(doc: Document, units: Sequence[Span], kept: tuple[int, int], counter: C
         metadata[SENTENCES] = [list(u) for u in units[lo:hi]]
         if HITS in m:
             metadata[HITS] = [h for h in m[HITS] if first <= h < first + (hi - lo)]
+    if CROSSED in m:
+        metadata[CROSSED] = sum(heading(doc.page_content[a - base : b - base]) for a, b in units[lo + 1 : hi])
     if CHILDREN in m:
         metadata[CHILDREN] = [c for c in m[CHILDREN] if c[START] < end and c[END] > start]
     if TOKENS in m:

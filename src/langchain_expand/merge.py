@@ -16,9 +16,9 @@ from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, model_validator
 
 from langchain_expand import calls
-from langchain_expand.text.sentences import SentenceSplitter
+from langchain_expand.text.sentences import SentenceSplitter, heading
 from langchain_expand.text.tokens import TokenCounter
-from langchain_expand.units import DOC_ID, END, HIT, HITS, SCORE, SENTENCES, SPAN, START, TOKENS, located
+from langchain_expand.units import CROSSED, DOC_ID, END, HIT, HITS, SCORE, SENTENCES, SPAN, START, TOKENS, located
 
 __all__ = ["MergeOverlaps", "merge_overlaps"]
 
@@ -155,7 +155,12 @@ def _union(by_position: list[Document], by_rank: list[Document], source: SourceT
             # The gap did not split into the sentences its span counts (another splitter indexed
             # it): without a one-to-one map, FitToBudget must not cut this unit by sentence.
             del metadata[SENTENCES]
-    return Document(page_content="".join(parts), metadata=metadata, id=best.id)
+    text = "".join(parts)
+    if CROSSED in metadata:
+        base = int(metadata[START])
+        units = metadata.get(SENTENCES) or [[base + a, base + b] for a, b in SentenceSplitter()(text)]
+        metadata[CROSSED] = sum(heading(text[a - base : b - base]) for a, b in units[1:])
+    return Document(page_content=text, metadata=metadata, id=best.id)
 
 
 class MergeOverlaps(calls.Serialisable, RunnableSerializable[list[Document], list[Document]]):

@@ -73,6 +73,8 @@ SENTENCES: Final = "sentences"
 """``[start, end]`` char offsets of each sentence of the unit, in order."""
 N_SENTENCES: Final = "n_sentences"
 """How many sentences the whole document has."""
+CROSSED: Final = "crossed"
+"""How many Markdown headings a window runs down across (0: it holds one section's text)."""
 
 # -- parents ------------------------------------------------------------------------------
 PARENT_ID: Final = "parent_id"
@@ -140,7 +142,7 @@ STORED_NONE: Final = "lcx_none"
 # -- what each retriever sets on the units it serves ------------------------------------
 SERVED: Final = frozenset({DOC_ID, START, END, SCORE, TOKENS, TRUNCATED, BUDGET, RERANK_SCORE, RELEVANCE_SCORE})
 """Keys every retriever sets on each unit it returns (the last four after a budget or reranker)."""
-SERVED_BY_WINDOWS: Final = SERVED | {HIT, HITS, SPAN, SENTENCES, N_SENTENCES}
+SERVED_BY_WINDOWS: Final = SERVED | {HIT, HITS, SPAN, SENTENCES, N_SENTENCES, CROSSED}
 """Keys :class:`~langchain_expand.SentenceWindowRetriever` sets on a window."""
 SERVED_BY_PARENTS: Final = SERVED | {PARENT_ID, CHILD_ID, CHILDREN}
 """Keys :class:`~langchain_expand.BudgetedParentDocumentRetriever` sets on a parent or a matched

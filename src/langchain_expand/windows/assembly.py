@@ -13,9 +13,12 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from langchain_expand.budget import trim
 from langchain_expand.store.records import decode_metadata, sentence_span, unit_id
+from langchain_expand.text.sentences import heading
 from langchain_expand.text.tokens import chained_count, count_many, counter_key
 from langchain_expand.units import (
+    CROSSED,
     DOC_ID,
     END,
     HIT,
@@ -35,7 +38,16 @@ from langchain_expand.windows.lexical import LocalSentence
 from langchain_expand.windows.plan import Unit
 from langchain_expand.windows.snapshot import Run
 
-__all__ = ["Runs", "assemble", "copy_of", "joined_text", "needed_ids", "record_runs", "runs_of"]
+__all__ = [
+    "Runs",
+    "assemble",
+    "by_sections",
+    "copy_of",
+    "joined_text",
+    "needed_ids",
+    "record_runs",
+    "runs_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +178,34 @@ def window_of(unit: Unit, run: Run) -> Document:
         SCORE: best.score,
         N_SENTENCES: unit.n,
         SENTENCES: [[s.start, s.end] for s in sentences],
+        CROSSED: sum(heading(s.text) for s in sentences[1:]),
     }
     return Document(
         page_content=joined_text(sentences), metadata=metadata, id=f"{unit.doc_id}::{unit.first}-{unit.last}"
     )
+
+
+def by_sections(windows: list[Document], counter: Callable[[str], int]) -> tuple[list[Document], bool]:
+    """The windows less the headings they end on (the next section's, with none of its text), and whether any did.
+
+    A window of headings alone is left out; one that ends on a heading below its hit is cut
+    after the last sentence that is not one (:func:`~langchain_expand.budget.trim`). Growth
+    takes a heading with the sentence after it, but where that sentence did not fit the room
+    left, or the fit cut a window from its end, the heading stayed alone.
+    """
+    out: list[Document] = []
+    cut = False
+    for window in windows:
+        m = window.metadata
+        base, spans = int(m[START]), [(int(a), int(b)) for a, b in m[SENTENCES]]
+        headings = [heading(window.page_content[a - base : b - base]) for a, b in spans]
+        end, hit = len(spans), int(m[HIT]) - int(m[SPAN][0])
+        while end > hit + 1 and headings[end - 1]:
+            end -= 1
+        if all(headings[:end]):
+            cut = True
+            continue
+        if end < len(spans):
+            cut, window = True, trim(window, spans, (0, end), counter)
+        out.append(window)
+    return out, cut

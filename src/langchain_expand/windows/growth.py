@@ -23,7 +23,8 @@ a time.
 
 A region does not grow up past a Markdown heading: the text above a section's heading is
 another section. It may grow down into the next section (a section's subsections follow it,
-and a question's evidence may run on). Each default here was measured against its
+and a question's evidence may run on), taking a heading with the sentence after it: alone, at
+a window's end, a heading says nothing. Each default here was measured against its
 alternatives on the evidence benchmark: ``benchmarks/README.md``, "Defaults and what they
 were measured against".
 """
@@ -343,12 +344,12 @@ class _Regions:
         if known is None:
             return index, index + 1, unknown_tokens + 1
         way = 0 if distance == 0 else -1 if index < self.firsts[number] else 1
-        if way == 1 and not known.tied:  # growing down from a sentence of no table: it alone
+        if way == 1 and not (known.tied or known.heading):  # growing down from a sentence of no table: it alone
             return index, index + 1, known.tokens + 1
         low, high = self.lows[number], self.highs[number]
         first, last, cost = _table(self.known_get, self.owner, self.docs[number], index, known, way, low, high)
-        if cost > room:  # a table that does not fit grows one row at a time
-            return index, index + 1, known.tokens + 1
+        if cost > room and not (way == 1 and known.heading):  # a table that does not fit grows a row at a time
+            return index, index + 1, known.tokens + 1  # (a heading below comes with its sentence, or not at all)
         return first, last, cost
 
     def closed(self, distance: int) -> bool:
@@ -393,7 +394,9 @@ def _table(
     ``way`` is -1 (toward the document's start), 1 (toward its end) or 0 (a seed: both). A
     row is taken with the rows tied to it (:attr:`Sentence.tied`) that are known, free and
     within ``[low, high]``; the walk up stops at a heading (growth weighs it as a next step, as
-    any sentence) and never starts from one. A sentence of no table comes alone. Where the walk
+    any sentence) and never starts from one. Going down, a heading comes with the sentence after
+    it (alone it says nothing: a window would end on the next section's bare heading), and a
+    sentence of no table alone. Where the walk
     stops at a sentence not known yet, growth weighs that sentence next and names it as wanted.
     """
     first, last, cost = index, index + 1, here.tokens + 1
@@ -405,12 +408,12 @@ def _table(
             first -= 1
             cost += before.tokens + 1
     if way >= 0:
-        row = here
-        while row.tied and last <= high and (doc_id, last) not in owner:
+        pulls = here.tied or here.heading  # a heading comes with the sentence after it: alone it says nothing
+        while pulls and last <= high and (doc_id, last) not in owner:
             after = known_get((doc_id, last))
             if after is None:
                 break
             last += 1
             cost += after.tokens + 1
-            row = after
+            pulls = after.tied
     return first, last, cost

@@ -51,7 +51,15 @@ from langchain_expand.units import (
     STORED_INDEX,
     STORED_START,
 )
-from langchain_expand.windows.assembly import assemble, copy_of, joined_text, needed_ids, record_runs, runs_of
+from langchain_expand.windows.assembly import (
+    assemble,
+    by_sections,
+    copy_of,
+    joined_text,
+    needed_ids,
+    record_runs,
+    runs_of,
+)
 from langchain_expand.windows.cache import Reads, SentenceCache
 from langchain_expand.windows.growth import MAX_RADIUS, Growth, decay_for
 from langchain_expand.windows.guided import Growing
@@ -175,7 +183,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     strong hit or similar to the query, up to ``max_radius`` each side (see
     :mod:`langchain_expand.windows.growth`); a weak hit may get its sentence alone, a table's rows
     are taken together where they fit (``splitter``), and a window does not grow up past its
-    section's Markdown heading (the text above is another section). Where the fitted
+    section's Markdown heading (the text above is another section) nor ends on the next
+    section's (a heading comes with the sentence below it, or not at all). Where the fitted
     windows leave more than 5% of the budget free, growth goes on from them into that room.
     None (the default):
     guided when the call has a budget and neither ``before`` nor ``after`` was given (here or
@@ -560,6 +569,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             kept, used = fit_counted(
                 assemble(units, runs_of(reads, units), self.token_counter, plan.skipped), budget, self.token_counter
             )
+            kept, cut = by_sections(kept, self.token_counter)
+            if cut:  # counted again: a cut is smaller, and the count says so exactly
+                kept, used = fit_counted(kept, budget, self.token_counter)
             return kept, used or 0
 
         first = plan.first_fetch()
