@@ -35,3 +35,20 @@ def test_a_skipped_file_is_reported_once_by_whoever_collects_the_notes(
     with caplog.at_level("WARNING"):
         list(read_corpus([tmp_path], skip_bad=True, root=tmp_path))
     assert caplog.text.count("latin1.txt: not valid UTF-8") == 1  # no one collects: logged
+
+
+def test_a_file_named_twice_is_read_once_and_a_copy_is_skipped_with_a_note(tmp_path: Path) -> None:
+    # issue #52, finding 11: the same file indexed under two paths returned its sentences twice
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\nText.")
+    (tmp_path / "docs" / "b.md").write_text("# B\nOther text.")
+    os.link(tmp_path / "docs" / "a.md", tmp_path / "linked.md")
+    (tmp_path / "copy.md").write_text("# A\nText.")
+    notes: list[str] = []
+    paths = [tmp_path / "docs", tmp_path / "docs" / "a.md", tmp_path / "linked.md", tmp_path / "copy.md"]
+    ids = [d.id for d in read_corpus(paths, skipped=notes, root=tmp_path)]
+    assert ids == [os.path.join("docs", "a.md"), os.path.join("docs", "b.md")]
+    assert notes == [
+        f"linked.md: the same text as {os.path.join('docs', 'a.md')}, read already",
+        f"copy.md: the same text as {os.path.join('docs', 'a.md')}, read already",
+    ]

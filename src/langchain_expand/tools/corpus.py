@@ -14,6 +14,7 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 
+from langchain_expand.store.records import revision
 from langchain_expand.units import DOC_ID, SOURCE
 
 __all__ = ["SUFFIXES", "read_corpus", "read_queries"]
@@ -35,7 +36,9 @@ def read_corpus(
     In a folder, JSON Lines files of queries (rows with ``query`` and no ``text``) are
     skipped, so a data set's ``docs.jsonl`` and ``queries.jsonl`` can sit together.
 
-    ``.txt``/``.md`` files become one document each, with the path as id and
+    A file named twice is read once, and a file with the text of one read before (a copy,
+    a hard link) is skipped with a note: its sentences would come back twice, from two
+    sources, and read as corroboration. ``.txt``/``.md`` files become one document each, with the path as id and
     ``source``: relative to ``root`` (by default the working directory) where the file lies
     below it, else absolute, so one file has one id however it is named; ``.md`` files are
     marked ``format: markdown``. JSON Lines rows keep
@@ -56,9 +59,17 @@ def read_corpus(
             so nothing already indexed is replaced.
     """
     seen: dict[str, str] = {}
+    texts: dict[str, str] = {}
     notes = skipped if skipped is not None else _Logged()
     base = Path.cwd() if root is None else Path(root)
     for origin, doc in _documents(paths, skip_bad, notes, base.resolve()):
+        if origin == doc.id:  # a file (a JSON Lines file's rows are its data set's to judge)
+            if seen.get(origin) == origin:
+                continue  # one file named twice (``docs`` and ``docs/a.md``): read once
+            same = texts.setdefault(revision(doc.page_content), origin)
+            if same != origin:  # a copy, a hard link: its sentences would be sent twice, as two sources
+                _skip(notes, f"{origin}: the same text as {same}, read already")
+                continue
         first = seen.setdefault(str(doc.id), origin)
         if first != origin:
             msg = (
