@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from langchain_expand import (
     BudgetedParentDocumentRetriever,
@@ -38,6 +39,8 @@ from langchain_expand import (
     SQLDocStore,
     chroma_store,
 )
+
+from .conftest import CountingEmbeddings
 
 pytestmark = pytest.mark.integration  # the embedding model
 
@@ -269,3 +272,58 @@ def test_long_lived_readers_in_every_mode_serve_the_committed_text_after_a_write
         writer.delete(["memo"])
     for reader in readers:
         assert "memo" not in {u.metadata["doc_id"] for u in served(reader)}
+
+
+# -- a long document, stopped between its batches ------------------------------------------------
+
+LONG = "\n\n".join(
+    f"# Part {p}\n" + " ".join(f"Item {p}-{i} of the plan is due in week {i + p}." for i in range(12)) for p in range(6)
+)
+"""78 sentences (six headings and 72 items), 8 batches of 10: a long document at ``batch_size=10``."""
+
+
+@pytest.mark.parametrize("kind", ["windows", "parents"])
+def test_a_long_document_stopped_between_batches_embeds_only_the_rest_when_added_again(
+    kind: str, tmp_path: Path, minilm: Embeddings
+) -> None:
+    # issue #52, finding 1: a document is written a batch at a time, but a run stopped inside it
+    # embedded it again from the start, so a large file never finished under repeated stops
+    def make(name: str, killer: Killer) -> tuple[Any, CountingEmbeddings]:
+        model = CountingEmbeddings(minilm)
+        store = chroma_store(f"long-{kind}-{name}", embeddings=model)
+        retriever: Any
+        if kind == "windows":
+            retriever = SentenceWindowRetriever(
+                vectorstore=store, lexical=LexicalIndex(tmp_path / f"{name}.sqlite"), batch_size=10
+            )
+        else:
+            retriever = BudgetedParentDocumentRetriever(
+                vectorstore=store,
+                docstore=SQLDocStore(f"sqlite:///{tmp_path}/{name}-docstore.sqlite"),
+                child_splitter=RecursiveCharacterTextSplitter(chunk_size=60, chunk_overlap=0),
+                parent_splitter=MarkdownSectionSplitter(max_level=1),
+                batch_size=10,
+            )
+        killer.arm(retriever._vectors, "add_documents")
+        return retriever, model
+
+    records = window_records if kind == "windows" else parent_records
+    reference, clean_model = make("clean", Killer(None))
+    reference.add_documents([Document(LONG, id="long")])
+    units = clean_model.documents_embedded
+    assert units > 50
+
+    killer = Killer(3)  # three batches written, the fourth never
+    retriever, model = make("stopped", killer)
+    with pytest.raises(Died):
+        retriever.add_documents([Document(LONG, id="long")])
+    assert model.documents_embedded == 30  # the process died as the fourth batch began
+    killer.at = None
+    model.documents_embedded = 0
+    retriever.add_documents([Document(LONG, id="long")])
+    assert model.documents_embedded == units - 30  # the three batches written are not embedded again
+    assert records(retriever) == records(reference)
+    if kind == "windows":
+        assert lexical_rows(retriever) == lexical_rows(reference)
+    for query in QUERIES:
+        assert retriever.invoke(query) == reference.invoke(query)

@@ -240,23 +240,29 @@ def test_on_chroma_the_copies_keep_the_vectors_written_without_reading_them_back
 ) -> None:
     # Indexing hands the copies the vectors it wrote, as float32; a cosine collection of
     # Chroma hands them back within 2 units in the last place. Written a few sentences at a
-    # time, each part's copies go in before the next part.
+    # time, each part's copies go in before the next part. A document longer than a part
+    # (issue #51, finding 9: a 20 MB document held every vector until its copies were written)
+    # holds none: its copies read them back, a batch at a time.
     reads: list[int] = []
     read = ChromaAdapter.vectors
     monkeypatch.setattr(ChromaAdapter, "vectors", lambda self, ids: reads.append(len(ids)) or read(self, ids))
     monkeypatch.setattr(layout, "_HELD", 3)
     lexical = LexicalIndex()
     retriever = make_retriever(lexical=lexical, batch_size=2)
-    docs = [Document(TEXT, id="a"), Document("Only one.", id="b"), Document(TEXT.replace("One", "Six"), id="c")]
+    short = "One two. Three four. Five six."
+    docs = [Document(short, id="a"), Document("Only one.", id="b"), Document(short.replace("One", "Six"), id="c")]
     retriever.add_documents(docs)
     assert reads == []
+    retriever.add_documents([Document(TEXT, id="long")])  # five sentences: four in its body, over a part
+    assert reads == [2, 2]
     collection = retriever.vectorstore._collection  # type: ignore[attr-defined]
-    for doc_id in ("a", "c"):
+    for doc_id in ("a", "c", "long"):
         rev = collection.get(ids=[f"{doc_id}::0"])["metadatas"][0]["lcx_rev"]
-        copies = lexical.sentences(doc_id, rev, [1, 2, 3, 4])
+        body = [1, 2, 3, 4] if doc_id == "long" else [1, 2]
+        copies = lexical.sentences(doc_id, rev, body)
         stored = collection.get(ids=[f"{doc_id}::{c.i}" for c in copies], include=["embeddings"])
         held = dict(zip(stored["ids"], stored["embeddings"], strict=True))
-        assert [c.i for c in copies] == [1, 2, 3, 4]
+        assert [c.i for c in copies] == body
         for copy in copies:
             assert copy.vector is not None
             np.testing.assert_allclose(copy.vector, held[f"{doc_id}::{copy.i}"], rtol=1e-6, atol=1e-9)

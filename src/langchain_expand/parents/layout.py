@@ -201,13 +201,23 @@ class ParentLayout:
         return bad
 
     def write_body(self, todo: list[Prepared]) -> None:
-        """Every child, then every parent but the heads."""
-        children = (c for p in todo for kids in p.payload[1] for c in kids.records())
+        """Every child, then every parent but the heads.
+
+        Children of a document of more than a batch that an interrupted run already stored at
+        this revision are not embedded again: a large document resumes where it stopped.
+        """
+        long = {p.doc_id for p in todo if sum(kids.n for kids in p.payload[1]) > self.batch_size}
+        children = ((p.doc_id, c) for p in todo for kids in p.payload[1] for c in kids.records())
         for batch in commit.batched(children, self.batch_size):
+            revisions = {c[0]: c[1].metadata[STORED_REV] for d, c in batch if d in long}
+            done = self.vectors.holding(revisions) if revisions else set()
+            chunk = [c for _, c in batch if c[0] not in done]
+            if not chunk:
+                continue
             self.vectors.add_documents(
-                [c for _, c, _ in batch],
-                ids=[i for i, _, _ in batch],
-                embedded=[t for _, _, t in batch],
+                [c for _, c, _ in chunk],
+                ids=[i for i, _, _ in chunk],
+                embedded=[t for _, _, t in chunk],
                 **self.add_kwargs,
             )
         body = [(i, parent) for p in todo for i, parent in p.payload[0][1:]]

@@ -9,6 +9,7 @@ written before the heads too.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -102,14 +103,14 @@ class SentenceRecords:
         start, end = self.starts[i], self.ends[i]
         return (self.prefixes[i] if self.prefixes is not None else "") + self.text[start:end]
 
-    def local(self, vectors: dict[str, Vector], counter: str | None) -> Iterator[LocalSentence]:
-        """Every sentence as the lexical index keeps it, with the vector the store holds (when read)."""
+    def local(self, vector_of: Callable[[int], Vector | None], counter: str | None) -> Iterator[LocalSentence]:
+        """Every sentence as the lexical index keeps it, with the vector the store holds (``vector_of(i)``)."""
         for i in range(self.n):
             start, end, gap = self.place(i)
             tokens = joined = None
             if self.counts is not None and counter is not None:
                 tokens, joined = self.counts[0][i], self.counts[1][i] if i + 1 < self.n else None
-            vector = vectors.get(unit_id(self.doc_id, i)) if i else None  # the head is not written yet
+            vector = vector_of(i) if i else None  # the head is not written yet
             yield LocalSentence(i, self.text[start:end], start, end, gap, tokens, counter, vector, joined)
 
 
@@ -177,11 +178,15 @@ class SentenceLayout:
         The copies (before the heads: the lexical index never holds a version not yet written)
         take the vectors the store was just given, where it keeps them as given (Chroma):
         reading them back was about a tenth of indexing's own work. Documents are written
-        ``_HELD`` sentences at a time, so that no more vectors than that are held at once.
+        ``_HELD`` sentences at a time, so that no more vectors than that are held at once; a
+        longer document's copies read its vectors back a batch at a time.
+
+        A batch of a document longer than one batch that an interrupted run already stored at
+        this revision is not embedded again: a large document resumes where it stopped.
         """
         for part in _parts(todo, _HELD):
             bodies = ((p.doc_id, i, p.payload) for p in part for i in range(1, p.payload.n))
-            written = self._write(bodies, keep_vectors=self.lexical is not None)
+            written = self._write(bodies, keep_vectors=self.lexical is not None, resume=True)
             if self.lexical is not None:
                 self.lexical.replace(self.local_rows(part, written))
 
@@ -192,34 +197,74 @@ class SentenceLayout:
 
         Vectors not in ``written`` (those just written, as the store holds them) are read back
         a batch of documents at a time (about 30-70 us a sentence from Chroma), so a query can
-        read its neighbours from the index.
+        read its neighbours from the index; a document longer than ``_HELD`` sentences, a
+        batch of its sentences at a time.
         """
         written = written or {}
         for group in _parts(todo, self.batch_size):
-            ids = [unit_id(q.doc_id, i) for q in group for i in range(1, q.payload.n)]
+            ids = [unit_id(q.doc_id, i) for q in group if q.payload.n <= _HELD for i in range(1, q.payload.n)]
             vectors = {i: written[i] for i in ids if i in written}
             for chunk in commit.batched([i for i in ids if i not in vectors], self.batch_size):
                 vectors.update(self.store.vectors(chunk))
             for q in group:
-                yield q.doc_id, q.payload.rev, q.payload.local(vectors, self.counter)
+                if q.payload.n > _HELD:
+                    vector_of = self._read_back(q.doc_id, q.payload.n)
+                else:
+                    vector_of = functools.partial(_vector_of, vectors, q.doc_id)
+                yield q.doc_id, q.payload.rev, q.payload.local(vector_of, self.counter)
+
+    def _read_back(self, doc_id: str, n: int) -> Callable[[int], Vector | None]:
+        """Sentence ``i``'s stored vector, asked in order: read ``batch_size`` at a time, the last batch alone held."""
+        held: dict[str, Vector] = {}
+        loaded = range(0)
+
+        def vector_of(i: int) -> Vector | None:
+            nonlocal loaded
+            if i not in loaded:
+                loaded = range(i, min(n, i + self.batch_size))
+                held.clear()
+                held.update(self.store.vectors([unit_id(doc_id, j) for j in loaded]))
+            return held.get(unit_id(doc_id, i))
+
+        return vector_of
 
     def write_heads(self, todo: list[Prepared]) -> None:
         """The heads, last: each commits its document's new revision."""
         self._write(((p.doc_id, 0, p.payload) for p in todo), keep_vectors=False)
 
-    def _write(self, units: Iterable[tuple[str, int, SentenceRecords]], *, keep_vectors: bool) -> dict[str, Vector]:
-        """Write ``units`` a batch at a time; with ``keep_vectors``, the vectors the store keeps as given, by id."""
+    def _write(
+        self, units: Iterable[tuple[str, int, SentenceRecords]], *, keep_vectors: bool, resume: bool = False
+    ) -> dict[str, Vector]:
+        """Write ``units`` a batch at a time; with ``keep_vectors``, the vectors the store keeps as given, by id.
+
+        Vectors are kept only of documents of at most ``_HELD`` sentences. With ``resume``, a
+        batch's sentences of a document longer than a batch that are stored at its revision
+        already (an interrupted run's) are left as they are.
+        """
         written: dict[str, Vector] = {}
-        for chunk in commit.batched(units, self.batch_size):
+        for batch in commit.batched(units, self.batch_size):
+            chunk = self._unwritten(batch) if resume else batch
+            if not chunk:
+                continue
+            ids = [unit_id(d, i) for d, i, _ in chunk]
+            got = self.store.add_documents(
+                [body.record(i) for _, i, body in chunk],
+                ids=ids,
+                embedded=[body.embedded(i) for _, i, body in chunk],
+                keep_vectors=keep_vectors,
+            )
             written.update(
-                self.store.add_documents(
-                    [body.record(i) for _, i, body in chunk],
-                    ids=[unit_id(d, i) for d, i, _ in chunk],
-                    embedded=[body.embedded(i) for _, i, body in chunk],
-                    keep_vectors=keep_vectors,
-                )
+                (i, got[i]) for i, (_, _, body) in zip(ids, chunk, strict=True) if i in got and body.n <= _HELD
             )
         return written
+
+    def _unwritten(self, chunk: list[tuple[str, int, SentenceRecords]]) -> list[tuple[str, int, SentenceRecords]]:
+        """``chunk`` less the sentences of long documents (over a batch) already stored at their revision."""
+        revisions = {unit_id(d, i): body.rev for d, i, body in chunk if body.n > self.batch_size}
+        if not revisions:
+            return chunk
+        done = self.store.holding(revisions)
+        return [(d, i, body) for d, i, body in chunk if unit_id(d, i) not in done]
 
     def remove(self, stale: Iterable[Stored]) -> None:
         """Delete the records ``stale`` names, in batches."""
@@ -230,7 +275,12 @@ class SentenceLayout:
 
 _HELD = 16_384
 """Sentences written before their local copies, at most (but a document's whole): about 25 MB of
-vectors at 384 dimensions, and one lexical-index transaction each."""
+vectors at 384 dimensions, and one lexical-index transaction each. A longer document's vectors
+are not held: its copies read them back."""
+
+
+def _vector_of(vectors: dict[str, Vector], doc_id: str, i: int) -> Vector | None:
+    return vectors.get(unit_id(doc_id, i))
 
 
 def _parts(todo: list[Prepared], size: int) -> Iterator[list[Prepared]]:

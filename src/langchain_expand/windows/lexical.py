@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from langchain_expand.store.commit import batched
 from langchain_expand.windows.figures import FigureRow
 
 __all__ = ["BaseLexicalIndex", "LexicalHit", "LexicalIndex", "LocalSentence", "copy_of_row", "fuse", "words"]
@@ -337,35 +338,28 @@ class LexicalIndex(BaseLexicalIndex):
             raise RuntimeError(msg) from exc
 
     def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
-        """See :meth:`BaseLexicalIndex.replace`."""
+        """See :meth:`BaseLexicalIndex.replace`. A document's rows are built and inserted ``_ROWS`` at a time."""
         with self._lock, self._writing(), self._db:
             for doc_id, rev, sentences in documents:
                 self._delete(doc_id)
-                ranked: list[tuple[str, int, str, str]] = []
-                kept: list[tuple[object, ...]] = []
-                for position, sentence in enumerate(sentences):
-                    if isinstance(sentence, str):
-                        ranked.append((doc_id, position, rev, fts_text(words(sentence))))
-                        continue
-                    ranked.append((doc_id, sentence.i, rev, fts_text(words(sentence.text))))
-                    vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
-                    i, text, start, end, gap, tokens, counter, _, joined = sentence
-                    kept.append((doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined))
                 # Rows are numbered here, after the last one (the delete above holds the write
                 # lock), so that the map to them is written without reading them back.
                 last = self._db.execute(f"SELECT rowid FROM {self.table} ORDER BY rowid DESC LIMIT 1").fetchone()
-                first = 1 if last is None else last[0] + 1
-                self._db.executemany(
-                    f"INSERT INTO {self.table} (rowid, doc_id, i, rev, text) VALUES (?, ?, ?, ?, ?)",
-                    ((first + n, *row) for n, row in enumerate(ranked)),
-                )
-                self._db.executemany(
-                    f"INSERT INTO {self.table}_rows (doc_id, row) VALUES (?, ?)",
-                    ((doc_id, first + n) for n in range(len(ranked))),
-                )
-                self._db.executemany(
-                    f"INSERT INTO {self.table}_records ({_RECORD_COLUMNS}) VALUES ({_RECORD_SLOTS})", kept
-                )
+                row = 1 if last is None else last[0] + 1
+                for chunk in batched(enumerate(sentences), _ROWS):
+                    ranked, kept = _rows(doc_id, rev, chunk)
+                    self._db.executemany(
+                        f"INSERT INTO {self.table} (rowid, doc_id, i, rev, text) VALUES (?, ?, ?, ?, ?)",
+                        ((row + n, *ranked_row) for n, ranked_row in enumerate(ranked)),
+                    )
+                    self._db.executemany(
+                        f"INSERT INTO {self.table}_rows (doc_id, row) VALUES (?, ?)",
+                        ((doc_id, row + n) for n in range(len(ranked))),
+                    )
+                    self._db.executemany(
+                        f"INSERT INTO {self.table}_records ({_RECORD_COLUMNS}) VALUES ({_RECORD_SLOTS})", kept
+                    )
+                    row += len(ranked)
 
     def delete(self, doc_ids: Iterable[str]) -> None:
         """Remove every row of these documents; unknown ids are ignored."""
@@ -442,7 +436,7 @@ class LexicalIndex(BaseLexicalIndex):
             with self._lock:
                 rows = self._db.execute(query).fetchall()
             return iter(rows)
-        return _rows(str(self.path), query)
+        return _rows_of(str(self.path), query)
 
     def count(self) -> int:
         """How many local copies are kept."""
@@ -492,7 +486,31 @@ class LexicalIndex(BaseLexicalIndex):
         return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
 
 
-def _rows(path: str, query: str) -> Iterator[Any]:
+_ROWS = 4096
+"""A document's rows built and inserted at a time: a long document's rows are never held whole."""
+
+
+def _rows(
+    doc_id: str, rev: str, sentences: Iterable[tuple[int, str | LocalSentence]]
+) -> tuple[list[tuple[str, int, str, str]], list[tuple[object, ...]]]:
+    """Rows of the ranking (document, position, revision, words) and of the local copies, for ``sentences``.
+
+    A sentence given as a str is ranked at its place in the document and has no copy.
+    """
+    ranked: list[tuple[str, int, str, str]] = []
+    kept: list[tuple[object, ...]] = []
+    for position, sentence in sentences:
+        if isinstance(sentence, str):
+            ranked.append((doc_id, position, rev, fts_text(words(sentence))))
+            continue
+        ranked.append((doc_id, sentence.i, rev, fts_text(words(sentence.text))))
+        vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
+        i, text, start, end, gap, tokens, counter, _, joined = sentence
+        kept.append((doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined))
+    return ranked, kept
+
+
+def _rows_of(path: str, query: str) -> Iterator[Any]:
     """The rows of ``query`` on a connection to ``path`` of their own, a batch at a time."""
     db = sqlite3.connect(path)
     try:

@@ -16,7 +16,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from langchain_expand.store.records import decode_metadata
-from langchain_expand.units import DOC_ID, STORED_DOC
+from langchain_expand.units import DOC_ID, STORED_DOC, STORED_REV
 
 __all__ = [
     "Matches",
@@ -203,6 +203,11 @@ class StoreAdapter:
         if not ids:
             return []  # some stores refuse an empty list
         return self._restored(self.store.get_by_ids(list(ids)), ids)
+
+    def holding(self, revisions: dict[str, str]) -> set[str]:
+        """Of the ids in ``revisions``, those stored at the revision given for each (their metadata's)."""
+        found = self.get_by_ids(list(revisions))
+        return {d.id for d in found if d.id is not None and d.metadata.get(STORED_REV) == revisions.get(d.id)}
 
     def _restored(self, found: list[Document], asked: Sequence[str]) -> list[Document]:
         """The records as the store gave them, with their own ids."""
