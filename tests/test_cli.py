@@ -14,6 +14,7 @@ from pathlib import Path
 
 import chromadb
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from langchain_expand.tools.cli import main
 
@@ -459,5 +460,63 @@ def test_ctrl_c_while_indexing_says_how_to_resume_and_exits_130(tmp_path: Path) 
     """Issue #35, finding 7: Ctrl-C during index printed about 30 lines of traceback."""
     process, rest = index_until(tmp_path / "home", small_docs(tmp_path), "indexed 2 documents", signal.SIGINT)
     assert process.returncode == 130
-    assert "interrupted. Every batch committed before it is kept: run the same command again to resume." in rest
+    assert "interrupted. What was written is kept: run the same command again to resume." in rest
     assert "Traceback" not in rest
+
+
+class SignalsAt(Embeddings):
+    """The model; sends this process ``sent`` as its ``at``-th call begins, as Ctrl-C or ``timeout`` would."""
+
+    def __init__(self, model: Embeddings, sent: signal.Signals, at: int) -> None:
+        self.model = model
+        self.sent = sent
+        self.at = at
+        self.calls = 0
+        self.embedded = 0
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls == self.at:
+            os.kill(os.getpid(), self.sent)
+        self.embedded += len(texts)
+        return self.model.embed_documents(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.model.embed_query(text)
+
+
+@pytest.mark.parametrize("sent", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_large_file_at_the_next_step_and_the_rerun_resumes_from_what_was_written(
+    sent: signal.Signals, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, minilm: Embeddings
+) -> None:
+    # issue #52, finding 1: Ctrl-C on one large file waited for the whole document (hours), a
+    # second one exited and the rerun started at 0; SIGTERM (`timeout`) exited 124 saying nothing
+    from langchain_expand.tools import cli as cli_module
+
+    big = tmp_path / "big.md"
+    big.write_text(
+        "\n\n".join(f"# Week {w}\n" + " ".join(f"Task {w}-{i} ships on day {i}." for i in range(20)) for w in range(20))
+    )
+    home = tmp_path / "home"
+    argv = ["--home", str(home), "index", str(big), "--write-batch", "50"]
+
+    stopping = SignalsAt(minilm, sent, at=3)
+    monkeypatch.setattr(cli_module, "_embeddings", lambda args: stopping)
+    assert main(argv) == 128 + sent
+    err = capsys.readouterr().err
+    assert f"{sent.name}: stopping at the next step" in err
+    assert "interrupted. What was written is kept: run the same command again to resume." in err
+    assert stopping.embedded == 150  # the batch under way when the signal came is written, no other begun
+    assert signal.getsignal(sent) is not cli_module._Stop._first  # the handlers are put back
+
+    resumed = SignalsAt(minilm, sent, at=0)
+    monkeypatch.setattr(cli_module, "_embeddings", lambda args: resumed)
+    assert main(argv) == 0
+    assert "indexed 1 document" in capsys.readouterr().out
+    assert resumed.embedded == 420 - 150  # 420 sentences (20 headings, 400 tasks): the rest alone
+    reference = tmp_path / "reference"
+    cli(reference, "index", str(big))
+    assert count(home) == count(reference) == 420
+    question = "When does task 7-3 ship?"
+    answers = [json.loads(cli(h, "query", question, "--format", "json")) for h in (home, reference)]
+    assert answers[0] == answers[1]

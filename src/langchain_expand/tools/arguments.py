@@ -118,6 +118,13 @@ def _index_arguments(index: argparse.ArgumentParser) -> None:
     )
     index.add_argument("--batch-docs", type=int, default=32, help="documents committed per batch (default: 32)")
     index.add_argument(
+        "--write-batch",
+        type=int,
+        default=4096,
+        help="sentences (or children) embedded and written per store call; a stopped run of a large "
+        "document resumes after the last one written (default: %(default)s)",
+    )
+    index.add_argument(
         "--skip-bad",
         action="store_true",
         help="skip (and list) a file that is not UTF-8 text or a malformed JSON Lines row, instead of stopping",

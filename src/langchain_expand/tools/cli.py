@@ -125,32 +125,56 @@ def _for_windows(doc: Document) -> Document:
     return Document(doc.page_content, metadata=meta, id=doc.id)
 
 
-def _until_interrupted(batches: Iterable[list[Document]]) -> Iterator[list[Document]]:
-    """``batches``, stopped by Ctrl-C between two of them: the batch being written is committed first.
+class _Stopped(KeyboardInterrupt):
+    """Indexing stopped by a signal; ``signum`` says which (the exit status is 128 + it)."""
 
-    A KeyboardInterrupt raised wherever the signal lands can be swallowed (Python only prints
-    one raised inside a finaliser or a library's callback) and the run goes on to the end; a
-    flag read between batches cannot be. A second Ctrl-C stops at once; what is committed is
-    kept either way. Outside the main thread, where no handler can be set, Ctrl-C works as
-    Python's default.
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+class _Stop:
+    """Ctrl-C or SIGTERM while indexing: the run stops at its next step, and what it wrote is kept.
+
+    A step is a few hundred texts embedded (a second or two) or a batch of documents begun.
+    Every batch of sentences written before it stays (a large document resumes from them),
+    every document committed before it too. A KeyboardInterrupt raised wherever the signal
+    lands can be swallowed (Python only prints one raised inside a finaliser or a library's
+    callback) and the run goes on to the end; a flag read at every step cannot be. A second
+    signal stops at once. Outside the main thread, where no handler can be set, signals work
+    as Python's default.
     """
-    seen = threading.Event()
 
-    def first_ctrl_c(signum: int, frame: object) -> None:
-        seen.set()
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second one stops now
-        print("langchain-expand index: stopping once this batch is committed (Ctrl-C again: now)", file=sys.stderr)
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, first_ctrl_c) if main_thread else None
-    try:
-        for batch in batches:
-            yield batch
-            if seen.is_set():
-                raise KeyboardInterrupt
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stop:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._first) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self._previous.items():
+            signal.signal(s, handler)
+
+    def _first(self, signum: int, frame: object) -> None:
+        self.signum = signum
+        for s in self.SIGNALS:  # a second one stops now
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+        name = signal.Signals(signum).name
+        print(
+            f"langchain-expand index: {name}: stopping at the next step, keeping what is written (again: now)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def check(self) -> None:
+        """Raise :class:`_Stopped` once a signal has come."""
+        if self.signum is not None:
+            raise _Stopped(self.signum)
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -169,6 +193,7 @@ def _index(args: argparse.Namespace) -> int:
         raise ValueError(msg)
     model = _Progressing(_embeddings(args))
     retriever: Any = _parents_retriever(args, model) if args.mode == "parent" else _windows_retriever(args, model)
+    retriever.batch_size = args.write_batch  # checked on assignment, as a field
     bar = sys.stderr.isatty() and not args.quiet
     sizes = _units_by_document(args, retriever) if bar else {}  # a first pass, for the bar's total and ETA
     unit = "children" if args.mode == "parent" else "sentences"
@@ -182,14 +207,17 @@ def _index(args: argparse.Namespace) -> int:
         model.advance = advance
         ids: list[str] = []
         written = done = 0
-        for batch in _until_interrupted(itertools.chain([first], batches)):
-            result = retriever.index_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
-            ids += result.ids
-            written += len(result.written)
-            done += sum(sizes.get(str(d.id), 0) for d in batch)
-            progress.update(task, completed=done)  # unchanged documents count as done too
-            if args.verbose:  # a log line per committed batch, for logs and scripts
-                print(f"indexed {_counted(len(ids), 'document')}", file=sys.stderr, flush=True)
+        with _Stop() as stop:
+            model.before_step = stop.check
+            for batch in itertools.chain([first], batches):
+                stop.check()
+                result = retriever.index_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
+                ids += result.ids
+                written += len(result.written)
+                done += sum(sizes.get(str(d.id), 0) for d in batch)
+                progress.update(task, completed=done)  # unchanged documents count as done too
+                if args.verbose:  # a log line per committed batch, for logs and scripts
+                    print(f"indexed {_counted(len(ids), 'document')}", file=sys.stderr, flush=True)
     where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
     stale = sorted(set(_indexed_ids(args, retriever)) - set(ids))
     if args.prune and stale:
@@ -232,10 +260,13 @@ class _Progressing(Embeddings):
     def __init__(self, inner: Embeddings) -> None:
         self.inner = inner
         self.advance: Callable[[list[str]], object] = lambda texts: None
+        self.before_step: Callable[[], object] = lambda: None
+        """Called before each step: it may raise to stop the run (:class:`_Stop`)."""
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         vectors: list[list[float]] = []
         for at in range(0, len(texts), self.STEP):
+            self.before_step()
             step = texts[at : at + self.STEP]
             vectors += self.inner.embed_documents(step)
             self.advance(step)
@@ -481,12 +512,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:  # bad input: say what and where, without a traceback
         print(f"langchain-expand {args.command}: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: what is kept and what to do, not a traceback
-        kept = " Every batch committed before it is kept: run the same command again to resume."
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: what is kept and what to do, not a traceback
+        kept = " What was written is kept: run the same command again to resume."
         print(
             f"langchain-expand {args.command}: interrupted.{kept if args.command == 'index' else ''}", file=sys.stderr
         )
-        return 130
+        return 128 + (exc.signum if isinstance(exc, _Stopped) else signal.SIGINT)
 
 
 def _counted(n: int, noun: str) -> str:
