@@ -381,7 +381,7 @@ def test_wrong_arguments_are_answered_with_what_was_expected(design: str) -> Non
         retriever.add_documents(["text"])
     with pytest.raises(TypeError, match="add_documents takes a list of Documents, got a Document"):
         retriever.add_documents(Document("text"))
-    with pytest.raises(TypeError, match="delete takes a list of document ids, got None"):
+    with pytest.raises(ValueError, match="delete takes a list of document ids, got None"):  # DocumentIndex's rule
         retriever.delete(None)
     with pytest.raises(TypeError, match=r"got the str 'a': pass \['a'\]"):
         retriever.delete("a")

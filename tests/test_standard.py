@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_classic.indexes import SQLRecordManager
 from langchain_core.documents import Document
+from langchain_core.indexing import index
 from langchain_tests.integration_tests import RetrieversIntegrationTests
+from langchain_tests.integration_tests.indexer import AsyncDocumentIndexTestSuite, DocumentIndexerTestSuite
 
 from langchain_expand import (
     BudgetedParentDocumentRetriever,
@@ -19,7 +22,7 @@ from langchain_expand import (
     default_embeddings,
 )
 
-from .conftest import load_docs
+from .conftest import EmbeddedOnce, load_docs
 from .stores import make_store
 
 pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
@@ -69,3 +72,90 @@ for _kind in STORES:
     for _retriever in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
         _name = f"Test{_retriever.__name__}On{_kind.title().replace('-', '')}"
         globals()[_name] = type(_name, (_standard_tests(_kind, _retriever),), {})
+
+
+# -- LangChain's indexing API: both retrievers are a DocumentIndex ------------------------------
+
+_collections = iter(range(1_000_000))
+
+
+def _fresh(retriever: type[Any], kind: str = "chroma-cosine", **fields: Any) -> Any:
+    """An empty retriever of ``retriever`` on a new store of ``kind``."""
+    folder = Path(tempfile.mkdtemp(prefix=f"lcx-index-{kind}-"))
+    parts: dict[str, Any] = {"vectorstore": make_store(kind, folder, _minilm()), **fields}
+    if retriever is BudgetedParentDocumentRetriever:
+        parts["docstore"] = SQLDocStore(f"sqlite:///{folder}/docstore-{next(_collections)}.sqlite")
+    return retriever(**parts)
+
+
+@cache
+def _minilm() -> Any:
+    return EmbeddedOnce(default_embeddings())
+
+
+class TestSentenceWindowRetrieverAsDocumentIndex(DocumentIndexerTestSuite):
+    @pytest.fixture
+    def index(self) -> Any:
+        return _fresh(SentenceWindowRetriever)
+
+
+class TestSentenceWindowRetrieverAsAsyncDocumentIndex(AsyncDocumentIndexTestSuite):
+    @pytest.fixture
+    def index(self) -> Any:
+        return _fresh(SentenceWindowRetriever)
+
+
+class TestBudgetedParentDocumentRetrieverAsDocumentIndex(DocumentIndexerTestSuite):
+    @pytest.fixture
+    def index(self) -> Any:
+        return _fresh(BudgetedParentDocumentRetriever)
+
+
+class TestBudgetedParentDocumentRetrieverAsAsyncDocumentIndex(AsyncDocumentIndexTestSuite):
+    @pytest.fixture
+    def index(self) -> Any:
+        return _fresh(BudgetedParentDocumentRetriever)
+
+
+@pytest.mark.parametrize("retriever", [SentenceWindowRetriever, BudgetedParentDocumentRetriever])
+@pytest.mark.parametrize("cleanup", ["incremental", "full"])
+def test_langchain_index_with_a_record_manager_writes_only_what_changed_and_cleans_up(
+    retriever: type[Any], cleanup: str, tmp_path: Path
+) -> None:
+    # issue #52, finding 7: index(docs, record_manager, retriever) raised "Vectorstore should be
+    # either a VectorStore or a DocumentIndex"; given retriever.vectorstore it wrote whole
+    # documents into the sentence collection, which the retriever never read
+    manual = load_docs("emanual")[0]["text"]
+    pages = [manual[at : at + 1500] for at in range(0, 6000, 1500)]
+    docs = [Document(page, metadata={"source": f"page-{n}"}) for n, page in enumerate(pages)]
+    target = _fresh(retriever)
+    records = SQLRecordManager(f"test/{cleanup}", db_url=f"sqlite:///{tmp_path}/records.sqlite")
+    records.create_schema()
+
+    first = index(docs, records, target, cleanup=cleanup, source_id_key="source", key_encoder="sha256")
+    assert first == {"num_added": 4, "num_updated": 0, "num_skipped": 0, "num_deleted": 0}
+    assert {d.metadata["source"] for d in target.get(records.list_keys())} == {f"page-{n}" for n in range(4)}
+    question = "How do I turn on Wireless PowerShare?"
+    answered = target.invoke(question, k=2)
+    assert answered
+    assert all(d.metadata["source"].startswith("page-") for d in answered)
+    assert (
+        index(docs, records, target, cleanup=cleanup, source_id_key="source", key_encoder="sha256")["num_skipped"] == 4
+    )
+
+    edited = [docs[0], Document(pages[1] + " Edited.", metadata={"source": "page-1"}), *docs[2:3]]  # page-3 gone
+    again = index(edited, records, target, cleanup=cleanup, source_id_key="source", key_encoder="sha256")
+    # incremental removes the old version of an edited source; full also removes a source not given
+    assert again == {
+        "num_added": 1,
+        "num_updated": 0,
+        "num_skipped": 2,
+        "num_deleted": 1 if cleanup == "incremental" else 2,
+    }
+    kept = target.get(records.list_keys())
+    assert sorted(d.metadata["source"] for d in kept) == ["page-0", "page-1", "page-2"] + (
+        ["page-3"] if cleanup == "incremental" else []
+    )
+    assert target.get([d.id for d in kept if d.metadata["source"] == "page-1"])[0].page_content.endswith("Edited.")
+    stored = {d.metadata["doc_id"] for q in (question, "remote control", "camera") for d in target.invoke(q, k=8)}
+    assert stored <= set(records.list_keys())  # nothing served that the record manager does not list

@@ -227,9 +227,9 @@ class AsyncByThread(AsyncQueryByThread):
         done: list[str] = await run_in_executor(None, self.add_documents, documents, ids, **kwargs)  # type: ignore[attr-defined]
         return done
 
-    async def adelete(self, ids: Sequence[str]) -> None:
-        """Async :meth:`delete`, run in a thread."""
-        await run_in_executor(None, self.delete, ids)  # type: ignore[attr-defined]
+    async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> Any:
+        """Async :meth:`delete`, run in a thread, with every argument forwarded."""
+        return await run_in_executor(None, self.delete, ids, **kwargs)  # type: ignore[attr-defined]
 
     async def aexpand_hits(self, hits: Sequence[Document], **kwargs: Any) -> list[Document]:
         """Async :meth:`expand_hits`, run in a thread, with every argument forwarded."""

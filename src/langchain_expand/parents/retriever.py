@@ -43,6 +43,7 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.defaults import FromTexts
+from langchain_expand.store.indexing import DocumentIndexed
 from langchain_expand.store.records import (
     check_text,
     document_ids,
@@ -105,7 +106,7 @@ _RULES: dict[str, Callable[[str, object], None]] = {
 
 
 class BudgetedParentDocumentRetriever(  # type: ignore[misc]
-    calls.Portable, calls.CheckedAssignment, FromTexts, AsyncByThread, ParentDocumentRetriever
+    calls.Portable, calls.CheckedAssignment, FromTexts, AsyncByThread, ParentDocumentRetriever, DocumentIndexed
 ):
     """``ParentDocumentRetriever`` where ``k`` counts parents, scores stay, and size is bounded.
 
@@ -339,9 +340,34 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
         return commit.index(self._layout(kwargs), prepared)
 
-    def delete(self, ids: Sequence[str]) -> None:
-        """Remove the source documents ``ids``: their parents and all their children."""
-        commit.delete(self._layout({}), ids)
+    def _delete_documents(self, ids: list[str]) -> list[str]:
+        """Remove the source documents ``ids`` (:meth:`delete`): their parents and all their children."""
+        return commit.delete(self._layout({}), ids)
+
+    def _stored_documents(self, ids: list[str]) -> list[Document]:
+        """Each stored document of ``ids`` (:meth:`get`): its parents joined at their offsets, its metadata.
+
+        Text between parents that no parent holds (a splitter that drops whitespace) comes back
+        as spaces; the metadata is the first parent's, less what this class and its splitter add.
+        """
+        ids = list(dict.fromkeys(ids))
+        heads = self.docstore.mget([self._head_id(d) for d in ids])
+        added = {DOC_ID, START, END, N_CHILDREN, N_PARENTS, REVISION}
+        if isinstance(self.parent_splitter, StructureSplitter):
+            added |= {TITLE, HEADINGS}
+        found = []
+        for doc_id, head in zip(ids, heads, strict=True):
+            if head is None:
+                continue
+            more = int(head.metadata.get(N_PARENTS, 1)) - 1
+            parents = [head, *self.docstore.mget([parent_key(doc_id, j) for j in range(1, more + 1)])]
+            text = ""
+            for parent in parents:
+                if parent is not None:
+                    text = text.ljust(int(parent.metadata[START])) + parent.page_content
+            metadata = {k: v for k, v in head.metadata.items() if k not in added}
+            found.append(Document(text, metadata=metadata, id=doc_id))
+        return found
 
     def _layout(self, add_kwargs: dict[str, Any]) -> ParentLayout:
         return ParentLayout(self._vectors, self.docstore, self._head_id, self.batch_size, add_kwargs)

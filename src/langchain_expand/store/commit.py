@@ -150,10 +150,12 @@ def _outdated(old: Stored | None, new: Prepared) -> Stored:
     )
 
 
-def delete(layout: Layout, doc_ids: Sequence[str]) -> None:
-    """Remove everything stored for ``doc_ids``; unknown ids are ignored."""
+def delete(layout: Layout, doc_ids: Sequence[str]) -> list[str]:
+    """Remove everything stored for ``doc_ids``; unknown ids are ignored. Those that had anything stored."""
     ids = checked_ids(doc_ids)
-    layout.remove(layout.stored(ids, layout.heads(ids)).values())
+    stored = layout.stored(ids, layout.heads(ids))
+    layout.remove(stored.values())
+    return [d for d in dict.fromkeys(ids) if d in stored and (stored[d].vector_ids or stored[d].docstore_keys)]
 
 
 def checked_ids(doc_ids: object) -> list[str]:

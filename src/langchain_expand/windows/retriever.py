@@ -21,7 +21,7 @@ from typing import Any, Literal
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.retrievers import BaseRetriever, LangSmithRetrieverParams
+from langchain_core.retrievers import LangSmithRetrieverParams
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
@@ -34,10 +34,8 @@ from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.adapters.base import matched
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.defaults import FromTexts
-from langchain_expand.store.records import (
-    document_ids,
-    unit_id,
-)
+from langchain_expand.store.indexing import DocumentIndexed
+from langchain_expand.store.records import decode_metadata, document_ids, unit_id
 from langchain_expand.store.search import VectorSearch, overfetch
 from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
 from langchain_expand.text.ranges import window_bounds
@@ -48,6 +46,7 @@ from langchain_expand.units import (
     HIT,
     SPAN,
     STORED_COUNT,
+    STORED_DOC,
     STORED_INDEX,
     STORED_START,
 )
@@ -120,7 +119,7 @@ _CALL_ARGUMENTS = (
 """What ``invoke`` takes besides the query."""
 
 
-class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts, AsyncByThread, BaseRetriever):
+class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts, AsyncByThread, DocumentIndexed):
     """Embeds sentences, returns each hit with ``before``/``after`` sentences around it.
 
     Each returned ``Document`` is the window's text exactly as it stands in the source
@@ -390,16 +389,16 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """How many sentences indexing ``document`` embeds: what a progress bar counts."""
         return len(self.splitter(document.page_content))
 
-    def delete(self, ids: Sequence[str]) -> None:
-        """Remove every sentence of the documents ``ids``; unknown ids are ignored."""
-        ids = commit.checked_ids(ids)
+    def _delete_documents(self, ids: list[str]) -> list[str]:
+        """Remove every sentence of the documents ``ids`` (:meth:`delete`); those that had any."""
         writer = self._vectors.begin()
         try:
-            commit.delete(self._layout(), ids)
+            deleted = commit.delete(self._layout(), ids)
             if self.lexical is not None:
                 self.lexical.delete(ids)
         finally:
             self._vectors.mark(writer)
+        return deleted
 
     def _layout(self) -> SentenceLayout:
         return SentenceLayout(self._vectors, self.batch_size, self.lexical, counter_key(self.token_counter))
@@ -622,10 +621,23 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         if not heads:
             msg = f"Document {doc_id!r} is not in the store; add it first."
             raise KeyError(msg)
-        n = int(heads[0].metadata[STORED_COUNT])
+        return self._text_of(doc_id, heads[0])
+
+    def _text_of(self, doc_id: str, head: Document) -> str:
+        n = int(head.metadata[STORED_COUNT])
         records = self._vectors.get_by_ids([unit_id(doc_id, i) for i in range(n)])
         ordered = sorted(records, key=lambda r: int(r.metadata[STORED_INDEX]))
         return " " * int(ordered[0].metadata[STORED_START]) + joined_text([copy_of(r) for r in ordered])
+
+    def _stored_documents(self, ids: list[str]) -> list[Document]:
+        """Each stored document of ``ids`` (:meth:`get`): its text as :meth:`source_text` rebuilds it, its metadata."""
+        ids = list(dict.fromkeys(ids))
+        heads = {h.metadata.get(STORED_DOC): h for h in self._vectors.get_by_ids([unit_id(d, 0) for d in ids])}
+        return [
+            Document(self._text_of(d, heads[d]), metadata=decode_metadata(heads[d].metadata), id=d)
+            for d in ids
+            if d in heads
+        ]
 
     def _plan(self, **given: Any) -> Plan:
         """This call's settings: what the call gives, else the instance's fields; checked."""
