@@ -23,6 +23,7 @@ from langchain_expand import (
     default_embeddings,
 )
 from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import marks
@@ -33,7 +34,6 @@ from langchain_expand.windows import retriever as windows_retriever
 from langchain_expand.windows.cache import HeadsAtMark, cosines
 from langchain_expand.windows.figures import Figures, QueryFigures
 from langchain_expand.windows.growth import Growth, grow
-from langchain_expand.windows.lexical import LocalSentence
 from langchain_expand.windows.snapshot import LexicalRanking, Snapshot, ranked_bm25
 from langchain_expand.windows.snapshot import build as build_snapshot
 from langchain_expand.windows.views import StoreViews

@@ -26,9 +26,10 @@ from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import LexicalIndex, SentenceSplitter, SentenceWindowRetriever, TokenCounter, chroma_store
+from langchain_expand.store import lexical
 from langchain_expand.store.adapters.chroma import ChromaAdapter
-from langchain_expand.windows import layout, lexical, snapshot
-from langchain_expand.windows.lexical import LexicalHit, LocalSentence, fuse, words
+from langchain_expand.store.lexical import LexicalHit, LocalSentence, fuse, words
+from langchain_expand.windows import layout, snapshot
 from langchain_expand.windows.snapshot import Bm25, ranked_bm25
 
 from .conftest import load_docs, load_queries, tracked_slots

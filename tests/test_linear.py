@@ -23,9 +23,9 @@ import pytest
 from langchain_core.documents import Document
 
 from langchain_expand import SentenceSplitter, StructuralPrefix, TokenCounter
+from langchain_expand.store.lexical import words
 from langchain_expand.text import markdown, sentences
 from langchain_expand.text.sections import MarkdownSectionSplitter
-from langchain_expand.windows.lexical import words
 
 LIMIT = 10.0
 """The most a function's time may grow when its input grows 4x."""

@@ -22,7 +22,7 @@ from langchain_expand import (
     SQLDocStore,
     chroma_store,
 )
-from langchain_expand.windows.lexical import LexicalHit, LocalSentence
+from langchain_expand.store.lexical import LexicalHit, LocalSentence
 from langchain_expand.windows.snapshot import Bm25
 
 from .conftest import in_threads, load_docs, load_queries

@@ -84,8 +84,8 @@ def _store(args: argparse.Namespace, collection: str, embeddings: Embeddings | N
 
 
 def _windows_retriever(args: argparse.Namespace, embeddings: Embeddings | None = None) -> SentenceWindowRetriever:
-    from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalIndex
-    from langchain_expand.windows.pglexical import PostgresLexicalIndex
+    from langchain_expand.store.lexical import BaseLexicalIndex, LexicalIndex
+    from langchain_expand.store.pglexical import PostgresLexicalIndex
     from langchain_expand.windows.retriever import SentenceWindowRetriever
 
     # A SQLite file is seen by one machine: with a shared Chroma server the lexical index lives in

@@ -14,6 +14,7 @@ from typing import Any
 from langchain_core.documents import Document
 
 from langchain_expand.budget import trim
+from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import decode_metadata, sentence_span, unit_id
 from langchain_expand.text.sentences import heading
 from langchain_expand.text.tokens import chained_count, count_many, counter_key
@@ -34,7 +35,6 @@ from langchain_expand.units import (
     TOKENS,
 )
 from langchain_expand.windows.cache import Reads
-from langchain_expand.windows.lexical import LocalSentence
 from langchain_expand.windows.plan import Unit
 from langchain_expand.windows.snapshot import Run
 

@@ -13,7 +13,7 @@ metadata, so a record of that revision is the record the store holds: a document
 new text, or deleted, is read from the store again. Heads (sentence 0, the commit marker) are
 always read from the store, so the final version check sees the store as it is now.
 
-Where the retriever has a lexical index (:class:`~langchain_expand.windows.lexical.BaseLexicalIndex`),
+Where the retriever has a lexical index (:class:`~langchain_expand.store.lexical.BaseLexicalIndex`),
 its local copies of the records come before the store: read by key (from SQLite, about 10 us a
 record), at the revision of the document's head read in this query, and made into records
 only when asked for (growth needs a sentence's position, count and vector; most of what it
@@ -37,13 +37,13 @@ from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import batched
+from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id, unit_position
 from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.figures import Figures, lookup
 from langchain_expand.windows.growth import Position, Sentence
-from langchain_expand.windows.lexical import LocalSentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.snapshot import Run, Scores, Snapshot
 

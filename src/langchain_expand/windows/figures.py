@@ -28,11 +28,12 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from langchain_expand.store.adapters import Vector
+from langchain_expand.store.lexical import FigureRow
 from langchain_expand.text.sentences import EVERY_MARKS, marks, marks_code
 from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
 
-__all__ = ["BLOCK", "FigureRow", "Figures", "QueryFigures", "lookup"]
+__all__ = ["BLOCK", "Figures", "QueryFigures", "lookup"]
 
 BLOCK = 32
 """Rows whose similarities a query computes together, the first time growth looks into them."""
@@ -41,16 +42,12 @@ _NORMED = 65_536
 _VECTORLESS = 4
 """Beside a row's marks code (0-3): the row has no vector of its own (a head's copy)."""
 
-FigureRow = tuple[str, int, str, str, str, int | None, str | None, bytes | Sequence[float] | np.ndarray | None]
-"""A copied sentence as a lexical index lists it for :class:`Figures`:
-``(doc_id, i, rev, text, gap, tokens, counter, vector)``; the vector as float32 bytes or numbers."""
-
 
 class Figures:
     """Token count, counter, marks and vector of every copied sentence, by document and revision."""
 
     def __init__(self, rows: Iterable[FigureRow]) -> None:
-        """Hold ``rows`` (a lexical index's :meth:`~langchain_expand.windows.lexical.BaseLexicalIndex.figures`).
+        """Hold ``rows`` (a lexical index's :meth:`~langchain_expand.store.lexical.BaseLexicalIndex.figures`).
 
         A document copied at more than one revision keeps the last listed; a sentence without
         a token count is held as unknown, and read as before. One without a vector (a head:

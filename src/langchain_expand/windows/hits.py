@@ -17,6 +17,7 @@ from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, fuse
 from langchain_expand.store.records import unit_id, unit_owner, unit_position
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import NO_MARKS, Marks
@@ -33,7 +34,6 @@ from langchain_expand.units import (
 )
 from langchain_expand.windows.cache import Reads, cosines, record_marks
 from langchain_expand.windows.growth import Position, Sentence
-from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, fuse
 from langchain_expand.windows.snapshot import Bm25
 
 __all__ = [

@@ -20,6 +20,7 @@ from langchain_core.documents import Document
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
+from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence
 from langchain_expand.store.records import UnitIds, check_text, encode_metadata, metadata_fingerprint, revision, unit_id
 from langchain_expand.text.prefixes import EmbeddingPrefix, checked_prefixes
 from langchain_expand.text.sentences import SentenceSplitter, Span
@@ -34,7 +35,6 @@ from langchain_expand.units import (
     STORED_START,
     check_served_keys,
 )
-from langchain_expand.windows.lexical import BaseLexicalIndex, LocalSentence
 
 __all__ = ["SentenceLayout", "SentenceRecords"]
 

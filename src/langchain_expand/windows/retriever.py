@@ -35,6 +35,7 @@ from langchain_expand.store.adapters.base import matched
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.indexing import DocumentIndexed
+from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.store.records import decode_metadata, document_ids, unit_id
 from langchain_expand.store.search import VectorSearch, overfetch
 from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
@@ -75,7 +76,6 @@ from langchain_expand.windows.hits import (
     to_hit,
 )
 from langchain_expand.windows.layout import SentenceLayout, prepare
-from langchain_expand.windows.lexical import BaseLexicalIndex
 from langchain_expand.windows.plan import (
     RULES,
     Plan,
@@ -199,8 +199,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     lexical: BaseLexicalIndex | None = None
     """A BM25 ranking over the same sentences, fused with the dense one (reciprocal rank fusion)
     before expansion: exact terms (numbers, names, codes) that dense vectors miss. A
-    :class:`~langchain_expand.windows.lexical.LexicalIndex` (a SQLite file) on one machine, a
-    :class:`~langchain_expand.windows.pglexical.PostgresLexicalIndex` where several share a store. Written by
+    :class:`~langchain_expand.store.lexical.LexicalIndex` (a SQLite file) on one machine, a
+    :class:`~langchain_expand.store.pglexical.PostgresLexicalIndex` where several share a store. Written by
     ``add_documents`` under the same commit protocol; no extra embedding. Queries read neighbours
     from its local copies of the sentence records (faster than the store), at the revision of
     each document's head, or from their snapshot in memory (``snapshot_limit``)."""
@@ -340,7 +340,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         unchanged are not embedded again. ``fields`` are the retriever's own (``max_tokens``, ...).
         """
         from langchain_expand.store.defaults import chroma_store, refuse_own_fields
-        from langchain_expand.windows.lexical import LexicalIndex
+        from langchain_expand.store.lexical import LexicalIndex
 
         refuse_own_fields(cls.__name__, fields, ["vectorstore"])
         folder = Path(persist_directory)

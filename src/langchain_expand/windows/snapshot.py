@@ -3,7 +3,7 @@
 Besides embedding the query, a guided query on Chroma spent its time in Chroma's search (HNSW,
 approximate: 79-96% of the exact top 8 on QMSum), in SQLite's BM25, and in reading a few hundred
 neighbours and their heads. With a lexical index, every sentence record already has a local copy
-with its vector (:mod:`langchain_expand.windows.lexical`). A :class:`Snapshot` holds them all in memory
+with its vector (:mod:`langchain_expand.store.lexical`). A :class:`Snapshot` holds them all in memory
 and answers each of those: one pass over the vectors finds the exact nearest (about 0.15 us a
 sentence), :class:`Bm25` ranks as the FTS5 table does, and growth looks every neighbour up.
 
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from langchain_core.documents import Document
 
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.sentences import Marks, marks
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.figures import Figures
-from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 from langchain_expand.windows.similarity import norms_of, query_norm
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ class Bm25:
     """BM25 over the snapshot's sentences, ranked as the lexical index's FTS5 table ranks them.
 
     FTS5's ``bm25()``: k1 = 1.2, b = 0.75, a term's idf ``log((N - n + 0.5) / (n + 0.5))`` (1e-6
-    where that is not positive), lengths in :func:`~langchain_expand.windows.lexical.words`; a sentence
+    where that is not positive), lengths in :func:`~langchain_expand.store.lexical.words`; a sentence
     matches when it holds any of the query's words. Ties keep the order sentences were written
     in. In memory a query costs 0.3-0.6 ms where SQLite took 3-7 (measured on the four corpora).
 
@@ -443,7 +443,7 @@ def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25 | None:
 
 
 def _term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:
-    """The text's words (:func:`~langchain_expand.windows.lexical.words`) as numbers in ``terms``.
+    """The text's words (:func:`~langchain_expand.store.lexical.words`) as numbers in ``terms``.
 
     ``terms`` learns the words it has not seen.
     """

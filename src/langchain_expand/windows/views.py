@@ -17,12 +17,12 @@ from concurrent.futures import Future, wait
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import snapshot
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.hits import Beside, SearchedAhead
-from langchain_expand.windows.lexical import BaseLexicalIndex
 from langchain_expand.windows.snapshot import Snapshot
 
 __all__ = ["Current", "StoreViews"]

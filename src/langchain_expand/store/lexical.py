@@ -31,9 +31,17 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from langchain_expand.store.commit import batched
-from langchain_expand.windows.figures import FigureRow
 
-__all__ = ["BaseLexicalIndex", "LexicalHit", "LexicalIndex", "LocalSentence", "copy_of_row", "fuse", "words"]
+__all__ = [
+    "BaseLexicalIndex",
+    "FigureRow",
+    "LexicalHit",
+    "LexicalIndex",
+    "LocalSentence",
+    "copy_of_row",
+    "fuse",
+    "words",
+]
 
 _DROPPED = frozenset({"Mn", "Me"})
 """Unicode categories :func:`words` drops from a word: non-spacing and enclosing marks."""
@@ -57,6 +65,11 @@ _ASCII_TOKEN = re.compile("[a-z0-9]+")
 """A word of a case-folded ASCII text."""
 RRF_K = 60
 """The constant of reciprocal rank fusion (Cormack et al., 2009): 1 / (60 + rank)."""
+
+
+FigureRow = tuple[str, int, str, str, str, int | None, str | None, bytes | Sequence[float] | np.ndarray | None]
+"""A copied sentence as a lexical index lists it for :class:`~langchain_expand.windows.figures.Figures`:
+``(doc_id, i, rev, text, gap, tokens, counter, vector)``; the vector as float32 bytes or numbers."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +120,7 @@ class BaseLexicalIndex(ABC):
     """What the window retriever asks of a lexical index: BM25 over its sentences and their local copies.
 
     :class:`LexicalIndex` keeps them in a SQLite file (one machine);
-    :class:`~langchain_expand.windows.pglexical.PostgresLexicalIndex` in PostgreSQL, shared by every
+    :class:`~langchain_expand.store.pglexical.PostgresLexicalIndex` in PostgreSQL, shared by every
     process that reaches the database. Both rank as :class:`~langchain_expand.windows.snapshot.Bm25` does.
     """
 

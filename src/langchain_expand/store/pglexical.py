@@ -1,13 +1,13 @@
 """The lexical index in PostgreSQL: BM25 and local copies that every process shares.
 
-:class:`~langchain_expand.windows.lexical.LexicalIndex` is a SQLite file, so with a Chroma server and
+:class:`~langchain_expand.store.lexical.LexicalIndex` is a SQLite file, so with a Chroma server and
 several indexing workers on other machines only one machine would see it. A
 :class:`PostgresLexicalIndex` keeps the same rows in a PostgreSQL database (the one that holds
 the parents' :class:`~langchain_expand.store.docstore.SQLDocStore`, say), so every worker writes it
 and every reader ranks it.
 
 It ranks as FTS5's ``bm25()`` does, in SQL: each sentence's words
-(:func:`~langchain_expand.windows.lexical.words`) are kept with their counts, and a query sums, over
+(:func:`~langchain_expand.store.lexical.words`) are kept with their counts, and a query sums, over
 its words, ``idf x tf x (k1 + 1) / (tf + k1 x (1 - b + b x length / average length))`` with
 k1 = 1.2, b = 0.75 and ``idf = log((N - n + 0.5) / (n + 0.5))`` (1e-6 where not positive).
 A query's words are summed in the order FTS5 sums them, so even tied sentences come in the same
@@ -29,12 +29,12 @@ import numpy as np
 import sqlalchemy as sa
 
 from langchain_expand.store.docstore import engine_for, forget_connections_after_fork
-from langchain_expand.windows.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row, words
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row, words
 
 __all__ = ["PostgresLexicalIndex"]
 
 _COPY_COLUMNS = 'i, text, start, "end", gap, tokens, counter, vector, joined'
-"""A local copy's columns, in :class:`~langchain_expand.windows.lexical.LocalSentence`'s order."""
+"""A local copy's columns, in :class:`~langchain_expand.store.lexical.LocalSentence`'s order."""
 _CREATE_LOCK = 0x6C6578  # one advisory lock for every table's creation: workers that start at once wait in turn
 
 
@@ -71,7 +71,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             table: The name the three tables start with, so several indexes can share a database.
 
         Raises:
-            ValueError: When the URL is not PostgreSQL's (use :class:`~langchain_expand.windows.lexical.LexicalIndex`
+            ValueError: When the URL is not PostgreSQL's (use :class:`~langchain_expand.store.lexical.LexicalIndex`
                 for a SQLite file) or ``table`` is not a plain identifier.
         """
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", table):
