@@ -114,7 +114,7 @@ def window_records(retriever: SentenceWindowRetriever) -> dict[str, tuple[str, d
     return {i: (text, meta) for i, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True)}
 
 
-def lexical_rows(retriever: SentenceWindowRetriever) -> list[tuple]:
+def lexical_rows(retriever: SentenceWindowRetriever | BudgetedParentDocumentRetriever) -> list[tuple]:
     lexical = retriever.lexical
     assert lexical is not None
     ranked = lexical._db.execute(f"SELECT doc_id, i, rev, text FROM {lexical.table}").fetchall()
@@ -207,21 +207,24 @@ def parents(folder: Path, minilm: Embeddings, killer: Killer) -> BudgetedParentD
         vectorstore=chroma_store(f"crash-parents-{n}", embeddings=minilm),
         docstore=SQLDocStore(f"sqlite:///{folder}/docstore-{n}.sqlite"),
         parent_splitter=MarkdownSectionSplitter(max_level=1),
+        lexical=LexicalIndex(folder / f"lexical-parents-{n}.sqlite"),
         batch_size=2,
     )
     # The adapter: every child passes it, also those written with their context's vector (Chroma's upsert).
     killer.arm(retriever._vectors, "add_documents", "delete")
     killer.arm(retriever.docstore, "mset", "mdelete")
+    killer.arm(retriever.lexical, "replace", "delete")
     return retriever
 
 
-def parent_records(retriever: BudgetedParentDocumentRetriever) -> tuple[dict, dict]:
+def parent_records(retriever: BudgetedParentDocumentRetriever) -> tuple[dict, dict, list[tuple]]:
     children = retriever.vectorstore._collection.get(include=["documents", "metadatas"])  # type: ignore[attr-defined]
     keys = sorted(retriever.docstore.yield_keys())
     stored = retriever.docstore.mget(keys)
     return (
         {i: (t, m) for i, t, m in zip(children["ids"], children["documents"], children["metadatas"], strict=True)},
         {k: (d.page_content, d.metadata) for k, d in zip(keys, stored, strict=True) if d is not None},
+        lexical_rows(retriever) if retriever.lexical is not None else [],
     )
 
 

@@ -671,3 +671,61 @@ def test_a_stock_index_is_named_in_the_warning_and_migrated_in_place(
     assert answer
     assert not caplog.text  # no warning once migrated
     assert {d.metadata["source"] for d in answer} <= {d.metadata["source"] for d in docs}
+
+
+# -- hybrid: BM25 over the children, fused with the dense ranking ----------------------------------
+
+
+def test_parents_ranked_with_the_lexical_index_hold_more_of_the_evidence(make_parents: Make, tmp_path: Path) -> None:
+    # issue #52, finding 9: "What are the three ownership rules?" put the section that names
+    # them 4th; the windows, which fuse BM25, put its sentence first
+    from langchain_expand import LexicalIndex
+
+    rows = load_docs("friendsqa")
+    sources = {r["doc_id"]: r["text"] for r in rows}
+    hybrid = make_parents(
+        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=2000),
+        child_splitter=RecursiveCharacterTextSplitter(chunk_size=400),
+        lexical=LexicalIndex(tmp_path / "lexical.sqlite"),
+    )
+    hybrid.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
+    dense = hybrid.model_copy(update={"lexical": None})
+    queries = load_queries("friendsqa")[::3]
+
+    def recall(retriever: BudgetedParentDocumentRetriever) -> float:
+        total = 0.0
+        for q in queries:
+            parents = retriever.invoke(q["query"], max_tokens=1000)
+            assert sum(COUNTER(p.page_content) for p in parents) <= 1000
+            got = []
+            for p in parents:
+                m = p.metadata
+                assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == p.page_content
+                if m["doc_id"] == q["doc_id"]:
+                    got.append((m["start_index"], m["end_index"]))
+            covered = sum(max(0, min(e, b) - max(s, a)) for s, e in q["gold_spans"] for a, b in got)
+            total += min(1.0, covered / sum(e - s for s, e in q["gold_spans"]))
+        return total / len(queries)
+
+    dense_recall, hybrid_recall = recall(dense), recall(hybrid)
+    assert hybrid_recall > 1.1 * dense_recall, (dense_recall, hybrid_recall)
+
+
+def test_the_parents_lexical_rows_follow_every_add_delete_and_a_later_index(make_parents: Make, tmp_path: Path) -> None:
+    from langchain_expand import LexicalIndex
+
+    retriever = make_parents()  # built without a lexical index: its rows come with the next add
+    retriever.add_documents(manual())
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    retriever.lexical = lexical
+    retriever.add_documents(manual())  # unchanged: nothing embedded, BM25's rows written
+    keys = sorted(retriever.docstore.yield_keys())
+    assert lexical.documents() == set(keys)
+    hit = lexical.search("Wireless PowerShare", 1)[0]
+    assert retriever.vectorstore.get_by_ids([f"{hit.doc_id}::{hit.index}"])  # a child's id
+    first = manual()[0]
+    retriever.add_documents([Document(first.page_content[:3000], id=first.id)])  # fewer parents
+    assert lexical.documents() == set(retriever.docstore.yield_keys())  # the rows of those gone went with them
+    assert len(lexical.documents()) < len(keys)
+    retriever.delete([d.id for d in manual()])
+    assert lexical.count() == 0

@@ -17,9 +17,8 @@ from langchain_core.stores import BaseStore
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.commit import Prepared, Stored
-from langchain_expand.store.records import (
-    unit_id,
-)
+from langchain_expand.store.lexical import BaseLexicalIndex
+from langchain_expand.store.records import unit_id, unit_owner
 from langchain_expand.text.sentences import Span
 from langchain_expand.units import (
     N_CHILDREN,
@@ -94,12 +93,14 @@ class ParentLayout:
         head_id: Callable[[str], str],
         batch_size: int,
         add_kwargs: dict[str, Any],
+        lexical: BaseLexicalIndex | None = None,
     ) -> None:
         self.vectors = vectors
         self.docstore = docstore
         self.head_id = head_id
         self.batch_size = batch_size
         self.add_kwargs = add_kwargs
+        self.lexical = lexical
         self._heads: dict[str, Document] = {}
 
     def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
@@ -220,9 +221,17 @@ class ParentLayout:
                 embedded=[t for _, _, t in chunk],
                 **self.add_kwargs,
             )
+        if self.lexical is not None:  # BM25's rows before the heads, as every unit
+            self.lexical.replace(self.lexical_rows(todo))
         body = [(i, parent) for p in todo for i, parent in p.payload[0][1:]]
         if body:
             self.docstore.mset(body)
+
+    def lexical_rows(self, todo: list[Prepared]) -> Iterator[tuple[str, str, Iterator[str]]]:
+        """Each parent's children as the lexical index ranks them: rows keyed by parent, as child ids are."""
+        for p in todo:
+            for kids in p.payload[1]:
+                yield kids.parent_id, str(p.version), (kids.text[s:e] for s, e in kids.chunks)
 
     def write_heads(self, todo: list[Prepared]) -> None:
         """The heads, last: each commits its document's new version."""
@@ -235,6 +244,8 @@ class ParentLayout:
         parents = [key for s in units for key in s.docstore_keys]
         if children:
             self.vectors.delete(children)
+        if self.lexical is not None:  # every parent that has rows has children, or a key in the docstore
+            self.lexical.delete(dict.fromkeys([*parents, *map(unit_owner, children)]))
         if parents:
             self.docstore.mdelete(parents)
 

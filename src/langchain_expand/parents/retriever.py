@@ -36,6 +36,7 @@ from langchain_expand.parents.assembly import (
     parent_out,
     servable,
 )
+from langchain_expand.parents.hybrid import HybridChildren
 from langchain_expand.parents.layout import Children, ParentLayout, parent_key
 from langchain_expand.parents.migration import Migrated, migrate_stock_index
 from langchain_expand.policy import BudgetPolicy
@@ -44,6 +45,7 @@ from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.indexing import DocumentIndexed
+from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.store.records import (
     check_text,
     document_ids,
@@ -181,6 +183,15 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     alone, as the stock class does. Changing it re-embeds a document when it is next added."""
     batch_size: int = 4096
     """Children embedded and written per call to the vector store."""
+    lexical: BaseLexicalIndex | None = None
+    """A BM25 ranking over the same children, fused with the dense one (reciprocal rank fusion):
+    a question that names what a section holds (a rule's name, a part number, an error code)
+    finds it word for word where the dense ranking puts paraphrases first. Parents then come in
+    the fused order of their best child (``aggregate`` orders them without it). A
+    :class:`~langchain_expand.store.lexical.LexicalIndex` (a SQLite file) or a
+    :class:`~langchain_expand.store.pglexical.PostgresLexicalIndex`, written by ``add_documents``
+    under the same commit protocol; a call with a ``filter``, or ``search_type="mmr"``, ranks by
+    the store alone."""
     budget_policy: BudgetPolicy = Field(default_factory=BudgetPolicy)
     """How far a budget reaches: how much is gathered before the exact fit, and when gathering
     stops (:class:`~langchain_expand.policy.BudgetPolicy`; each default measured)."""
@@ -338,7 +349,13 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         """:meth:`add_documents`, saying which documents were written and which were unchanged."""
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
-        return commit.index(self._layout(kwargs), prepared)
+        layout = self._layout(kwargs)
+        done = commit.index(layout, prepared)
+        if self.lexical is not None:  # rows missing or at another revision: the index came later
+            held = self.lexical.revisions([kids.parent_id for p in prepared for kids in p.payload[1]])
+            behind = [p for p in prepared if any(held.get(k.parent_id) != {p.version} for k in p.payload[1])]
+            self.lexical.replace(layout.lexical_rows(behind))
+        return done
 
     def _delete_documents(self, ids: list[str]) -> list[str]:
         """Remove the source documents ``ids`` (:meth:`delete`): their parents and all their children."""
@@ -370,7 +387,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         return found
 
     def _layout(self, add_kwargs: dict[str, Any]) -> ParentLayout:
-        return ParentLayout(self._vectors, self.docstore, self._head_id, self.batch_size, add_kwargs)
+        return ParentLayout(self._vectors, self.docstore, self._head_id, self.batch_size, add_kwargs, self.lexical)
 
     def _head_id(self, doc_id: str) -> str:
         """The first parent of a document, whose metadata counts its parents (``n_parents``)."""
@@ -397,6 +414,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
             raise ValueError(msg)
         check_text(doc.page_content, doc_id)
+        if self.lexical is not None:
+            self.lexical.check_text(doc.page_content, doc_id)
         served = SERVED_BY_PARENTS
         if isinstance(self.parent_splitter, StructureSplitter):
             served |= {TITLE, HEADINGS}
@@ -492,12 +511,12 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             else score_threshold
         )
         search = self._search(query, filter)
-        mmr = self._search_type == "mmr"
+        in_order = isinstance(search, HybridChildren | Diversified)  # parents in their best child's order
         ranked: list[Parent] = []
         stored: Sequence[Document | None] = []
         first = k or DEFAULT_K
         for scored in overfetch(search, first, first):
-            ranked = self._rank(scored, floor, keep_order=mmr)
+            ranked = self._rank(scored, floor, keep_order=in_order)
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
             if k is None and expand:  # the budget decides: enough parents to hold it
                 assert max_tokens is not None
@@ -518,15 +537,18 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     def _search(
         self, query: str, metadata_filter: dict[str, Any] | None
     ) -> Callable[[int], list[tuple[Document, float]]]:
-        """The children's ranking for ``search_type``: by similarity, or diversified by MMR.
+        """The children's ranking for ``search_type``: by similarity (fused with BM25's, with ``lexical``), or by MMR.
 
         MMR (LangChain's ``maximal_marginal_relevance``, on the stored vectors) reorders the
         best ``max(n, fetch_k)`` children so each next one is relevant and unlike those before
         it; each keeps its relevance score, and parents come in the order of their first child.
         """
-        dense = VectorSearch(self._vectors, query, self._search_kwargs(metadata_filter))
+        kwargs = self._search_kwargs(metadata_filter)
+        dense = VectorSearch(self._vectors, query, kwargs)
         if self._search_type != "mmr":
-            return dense
+            if self.lexical is None or "filter" in kwargs:  # BM25 cannot apply a store's filter
+                return dense
+            return HybridChildren(dense, self.lexical, self._vectors, self.id_key)
         fetch_k = int(self.search_kwargs.get("fetch_k", MMR_FETCH_K))
         return Diversified(dense, fetch_k, float(self.search_kwargs.get("lambda_mult", 0.5)))
 

@@ -1,0 +1,66 @@
+"""Children ranked by the store's search and BM25 together, for parents.
+
+A question that names what a section is about ("the three ownership rules", a part number, an
+error code) is matched word for word by BM25 where the dense ranking may put paraphrases
+first. :class:`HybridChildren` fuses the two rankings of the children (reciprocal rank fusion,
+as the window retriever fuses its sentences'), and parents then come in the fused order of
+their best child. A child only BM25 found keeps the relevance of its stored vector to the
+query, so a relevance floor treats it as it treats a dense hit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from langchain_core.documents import Document
+
+from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.adapters.base import Matches, matched, relevance
+from langchain_expand.store.lexical import BaseLexicalIndex, fuse
+from langchain_expand.store.records import unit_id
+from langchain_expand.store.search import VectorSearch
+from langchain_expand.units import STORED_INDEX
+
+__all__ = ["HybridChildren"]
+
+
+@dataclass(frozen=True)
+class HybridChildren:
+    """The children's dense ranking fused with BM25's: a search ``k -> [(child, relevance)]``, best first.
+
+    Each call asks both rankings for ``k`` and returns the fused list of up to ``2k`` children.
+    Lexical rows are keyed by parent and child position, as children's ids are.
+    """
+
+    dense: VectorSearch
+    lexical: BaseLexicalIndex
+    vectors: StoreAdapter
+    id_key: str
+    """The metadata key that names a child's parent."""
+
+    def __call__(self, k: int) -> list[tuple[Document, float]]:
+        """Both rankings' best ``k``, fused: up to ``2k`` children, best first."""
+        scored = self.dense(k)
+        found = self.lexical.search(self.dense.query, k)
+        by_key = {(str(d.metadata[self.id_key]), int(d.metadata[STORED_INDEX])): (d, s) for d, s in scored}
+        extra = [unit_id(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
+        for child, score in self._scored(extra):
+            by_key[(str(child.metadata[self.id_key]), int(child.metadata[STORED_INDEX]))] = (child, score)
+        order = fuse(
+            [(str(d.metadata[self.id_key]), int(d.metadata[STORED_INDEX])) for d, _ in scored],
+            [(h.doc_id, h.index) for h in found],
+        )
+        fused = [by_key[key] for key in order if key in by_key]
+        return Matches(fused, matched=max(len(fused), matched(scored)))  # the store's count: over-fetch goes on
+
+    def _scored(self, ids: list[str]) -> list[tuple[Document, float]]:
+        """The children ``ids`` still stored, each with its vector's relevance to the query (a cosine)."""
+        read = self.vectors.with_vectors(ids)
+        query = self.dense.vector()
+        if not read or query is None:
+            return []
+        matrix = np.asarray([v for _, v in read], dtype=np.float32)
+        q = np.asarray(query, dtype=np.float32)
+        cosines = matrix @ q / np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(q), 1e-12)
+        return [(doc, relevance(float(c))) for (doc, _), c in zip(read, cosines, strict=True)]
