@@ -23,6 +23,7 @@ from langchain_expand import (
     default_embeddings,
 )
 from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.adapters.base import tie_ordered
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
@@ -255,21 +256,20 @@ def test_past_the_snapshot_limit_windows_are_built_and_counted_from_the_local_co
 # -- the snapshot -------------------------------------------------------------------------------
 
 
-def exact_search(retriever: SentenceWindowRetriever, written: list[str]) -> SentenceWindowRetriever:
+def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
     """``retriever`` with its store searched exactly: every vector the store holds scored by cosine.
 
-    Ties (to 6 decimals) go to the sentence ``written`` first, the snapshot's rule.
+    Ties (to 6 decimals) go by document id, then position: every path's rule (``tie_ordered``).
     """
     got = retriever.vectorstore._collection.get(include=["embeddings"])  # type: ignore[attr-defined]
     ids, matrix = got["ids"], np.asarray(got["embeddings"], dtype=np.float64)
     norms = np.linalg.norm(matrix, axis=1)
-    order = np.asarray([written.index(i) for i in ids])
 
     def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
         q = np.asarray(vector, dtype=np.float64)
         similarity = matrix @ q / (norms * np.linalg.norm(q))
-        best = np.lexsort((order, np.round(1.0 - similarity, 6)))[:k]
-        return [(ids[j], retriever._vectors.relevance(1.0 - similarity[j])) for j in best]
+        scored = [(i, retriever._vectors.relevance(1.0 - s)) for i, s in zip(ids, similarity.tolist(), strict=True)]
+        return tie_ordered(scored, str)[:k]
 
     object.__setattr__(retriever._vectors, "search_ids", search_ids)
     return retriever
@@ -317,7 +317,7 @@ def test_the_snapshot_finds_the_exact_nearest_sentences_and_bm25s_ranking(reader
     retriever = reader(lexical=True)
     snapshot = snapshot_of(retriever)
     assert len(snapshot) == retriever.vectorstore._collection.count()  # type: ignore[attr-defined]
-    exact = exact_search(reader(), snapshot.ids)._vectors
+    exact = exact_search(reader())._vectors
     for query in [q["query"] for q in load_queries("qmsum")]:
         vector = minilm.embed_query(query)
         found = snapshot.scores(vector).nearest(30)
@@ -344,7 +344,7 @@ def test_answers_from_the_snapshot_equal_answers_from_the_store_searched_exactly
     """
     monkeypatch.setattr(guided, "GROWTH_ROUNDS", 10_000)
     snapshot = reader(lexical=True, cache_size=0)
-    store = exact_search(reader(lexical=True, cache_size=0, in_memory=False), snapshot_of(snapshot).ids)
+    store = exact_search(reader(lexical=True, cache_size=0, in_memory=False))
     log = ReadLog(snapshot._vectors)
     for query in [q["query"] for q in load_queries("qmsum")[:4]]:
         for call in (
@@ -1198,3 +1198,35 @@ def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keep
     assert shown(nothing.invoke(query, max_tokens=1000)) == shown(first)
     assert nothing._views.snapshot is None
     assert submit.waiting == []  # no build started
+
+
+MODES: dict[str, dict[str, Any]] = {
+    "in memory": {},
+    "past the limit": {"snapshot_limit": 0},
+    "nothing in memory": {"in_memory": False},
+    "no cache": {"cache_size": 0},
+}
+"""Every memory setting a retriever has: each changes what a query reads, never its answer."""
+
+
+def test_every_memory_mode_answers_alike_where_the_store_searches_exactly(tmp_path: Path, minilm: Embeddings) -> None:
+    # issue #51, finding 7, and #49: one query's answer differed by mode with the same dense
+    # top 100. A repeated line ("Housekeeper: The Waltham Residence .") has one vector: the
+    # snapshot gave its tie to the copy written first, Chroma's index in an order of its own,
+    # and the windows differed. Every path now breaks ties by document id, then position.
+    store = chroma_store("friends", persist_directory=tmp_path / "chroma", embeddings=minilm, ef_search=4096)
+    path = tmp_path / "lexical.sqlite"  # 1,513 sentences: a beam past their count searches exactly
+    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path)).add_documents(
+        as_documents(load_docs("friendsqa"))
+    )
+    modes = {m: SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), **kw) for m, kw in MODES.items()}
+    queries = ["What does the Janitor claim they forgot ?"] + [q["query"] for q in load_queries("friendsqa")[::12]]
+    for query in queries:
+        for call in ({"max_tokens": 2000}, {"max_tokens": 300}, {"k": 4}):
+            answers = {m: unscored(r.invoke(query, **call)) for m, r in modes.items()}
+            for mode, answer in answers.items():
+                assert answer == answers["in memory"], (mode, query, call, spans(answer), spans(answers["in memory"]))
+
+
+def spans(units: list[tuple[str, dict]]) -> list[tuple[str, list[int], list[int]]]:
+    return [(m["doc_id"], m["span"], m["hits"]) for _, m in units]

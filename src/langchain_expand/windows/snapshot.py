@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from langchain_core.documents import Document
 
+from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.sentences import Marks, marks
@@ -199,18 +200,20 @@ class Scores:
     def nearest(self, k: int) -> list[tuple[tuple[str, int], float]]:
         """The ``k`` sentences nearest the query (document, index), exactly, with the store's relevance, best first.
 
-        Ties (equal to 6 decimals: a repeated sentence's copies differ in the last bits of a
-        float32 sum) go to the sentence written first, so a query always gets the same hits.
+        Ties (equal to ``TIES`` decimals: a repeated sentence's copies differ in the last bits of
+        a float32 sum) go by document id, then position, as the store's results do
+        (:func:`~langchain_expand.store.adapters.base.nearest`): a query gets the same hits
+        from the snapshot as from the store.
         """
         k = min(k, len(self.distances))
         if k < 1:
             return []
-        rounded = np.round(self.distances, 6)
+        rounded = np.round(self.distances, TIES)
         cut = rounded[np.argpartition(rounded, k - 1)[k - 1]]
-        pool = np.flatnonzero(rounded <= cut)
-        top = pool[np.lexsort((pool, rounded[pool]))][:k]
+        pool = np.flatnonzero(rounded <= cut).tolist()
         relevance, position = self.snapshot.relevance, self.snapshot.position
-        return [(position(j), relevance(d)) for j, d in zip(top.tolist(), self.distances[top].tolist(), strict=True)]
+        top = sorted(pool, key=lambda j: (rounded[j], position(j)))[:k]
+        return [(position(j), relevance(d)) for j, d in zip(top, self.distances[top].tolist(), strict=True)]
 
     def held(self, position: tuple[str, int]) -> tuple[LocalSentence, float, Marks] | None:
         """The sentence at ``position`` (document, index), its similarity to the query, its marks; None if absent."""

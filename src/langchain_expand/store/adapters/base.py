@@ -8,14 +8,14 @@ can do better; any other store runs on this base.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.store.records import decode_metadata
+from langchain_expand.store.records import decode_metadata, unit_position
 from langchain_expand.units import DOC_ID, STORED_DOC, STORED_REV
 
 __all__ = [
@@ -58,6 +58,46 @@ def matched(found: Sized) -> int:
 MAX_SEARCH = 100_000
 """The most matches one search asks a store for, whatever the budget (a budget of 10**12 tokens
 asked Chroma for more results than its integer type holds)."""
+
+
+TIES = 6
+"""Decimals to which two distances (or relevances) are equal: a repeated sentence's copies differ
+in the last bits of a float32 sum, and each path (the store's index, the snapshot's exact
+search) computes them its own way."""
+
+F = TypeVar("F")
+
+
+def nearest(
+    fetch: Callable[[int], Sequence[tuple[F, float]]], k: int, id_of: Callable[[F], str | None]
+) -> list[tuple[F, float]]:
+    """The ``k`` nearest of what ``fetch(n)`` finds (each with its distance: lower is nearer), ties in units' order.
+
+    A store's index hands results equal in distance (to ``TIES`` decimals) back in an order of
+    its own, and where such a tie straddles the ``k``-th it keeps whichever it met first; an
+    exact search cannot know either. So one more than ``k`` is asked, and more while the last
+    still ties the ``k``-th, and ties go by document id, then position (:func:`tie_key`): the
+    snapshot's rule, so a repeated sentence brings the same hit whichever path answers.
+    """
+    asked = min(k + 1, MAX_SEARCH)
+    while True:
+        found = sorted(fetch(asked), key=lambda pair: (round(pair[1], TIES), tie_key(id_of(pair[0]))))
+        if k < 1 or len(found) < asked or asked >= MAX_SEARCH:
+            return found[:k]
+        if round(found[-1][1], TIES) > round(found[k - 1][1], TIES):
+            return found[:k]
+        asked = min(2 * asked, MAX_SEARCH)
+
+
+def tie_ordered(found: Sequence[tuple[F, float]], id_of: Callable[[F], str | None]) -> list[tuple[F, float]]:
+    """``found`` best first by relevance, results equal to ``TIES`` decimals in their units' order (:func:`tie_key`)."""
+    return sorted(found, key=lambda pair: (-round(pair[1], TIES), tie_key(id_of(pair[0]))))
+
+
+def tie_key(unit: str | None) -> tuple[str, int]:
+    """Where a unit id stands among equal results: its document's id, then its position."""
+    position = unit_position(unit or "")
+    return position if position is not None else (unit or "", -1)
 
 
 def relevance(similarity: float) -> float:
@@ -276,11 +316,15 @@ class StoreAdapter:
             found = self.store.similarity_search_with_score(query, k=k, **kwargs)
         else:
             found = by_vector(vector, k=k, **kwargs)
-        return [(self._found(doc), self.relevance(raw)) for doc, raw in found]
+        return tie_ordered([(self._found(doc), self.relevance(raw)) for doc, raw in found], _doc_id)
 
     def _found(self, doc: Document) -> Document:
         """A search result as the retrievers read it."""
         return doc
+
+
+def _doc_id(doc: Document) -> str | None:
+    return doc.id
 
 
 def renamed_filter(where: Any) -> Any:

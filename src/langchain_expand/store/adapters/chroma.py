@@ -14,7 +14,15 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.store.adapters.base import MAX_SEARCH, Matches, Scored, StoreAdapter, Vector, clamped
+from langchain_expand.store.adapters.base import (
+    MAX_SEARCH,
+    Matches,
+    Scored,
+    StoreAdapter,
+    Vector,
+    clamped,
+    nearest,
+)
 
 __all__ = ["ChromaAdapter", "chroma_space", "embedded", "refuse_after_fork"]
 
@@ -372,16 +380,21 @@ class ChromaAdapter(StoreAdapter):
         """
         if vector is None or set(kwargs) - {"filter", "where_document"}:
             return super().search(query, vector, k, **kwargs)
-        got = self._query(vector, k, kwargs, ["documents", "metadatas", "distances"])
-        ids, texts, metas, distances = (
-            got[key][0] if got[key] else [] for key in ("ids", "documents", "metadatas", "distances")
-        )
+
+        def fetch(n: int) -> list[tuple[tuple[str, Any, Any], float]]:
+            got = self._query(vector, n, kwargs, ["documents", "metadatas", "distances"])
+            ids, texts, metas, distances = (
+                got[key][0] if got[key] else [] for key in ("ids", "documents", "metadatas", "distances")
+            )
+            return [((i, t, m), d) for i, t, m, d in zip(ids, texts, metas, distances, strict=True)]
+
+        near = nearest(fetch, min(k, MAX_SEARCH), lambda row: row[0])
         found = [
             (Document(text, metadata=dict(meta), id=i), self.relevance(d))
-            for i, text, meta, d in zip(ids, texts, metas, distances, strict=True)
+            for (i, text, meta), d in near
             if meta is not None and text is not None
         ]
-        return Matches(found, matched=len(ids))
+        return Matches(found, matched=len(near))
 
     def search_ids(self, vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]] | None:
         """The ids of the ``k`` nearest records, with relevance; their metadata is not read.
@@ -392,9 +405,13 @@ class ChromaAdapter(StoreAdapter):
         """
         if set(kwargs) - {"filter", "where_document"}:
             return None
-        got = self._query(vector, k, kwargs, ["distances"])
-        distances = got["distances"][0] if got["distances"] else []
-        return [(i, self.relevance(d)) for i, d in zip(got["ids"][0], distances, strict=True)]
+
+        def fetch(n: int) -> list[tuple[str, float]]:
+            got = self._query(vector, n, kwargs, ["distances"])
+            distances = got["distances"][0] if got["distances"] else []
+            return list(zip(got["ids"][0], distances, strict=True))
+
+        return [(i, self.relevance(d)) for i, d in nearest(fetch, min(k, MAX_SEARCH), str)]
 
     def _query(self, vector: Sequence[float], k: int, kwargs: dict[str, Any], include: list[str]) -> Any:
         """Chroma's nearest ``k`` to ``vector`` (at most ``MAX_SEARCH``), filtered as ``kwargs`` say.
