@@ -7,6 +7,7 @@ can do better; any other store runs on this base.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, TypeAlias, TypeVar
 
@@ -81,10 +82,12 @@ def nearest(
     """
     asked = min(k + 1, MAX_SEARCH)
     while True:
-        found = sorted(fetch(asked), key=lambda pair: (round(pair[1], TIES), tie_key(id_of(pair[0]))))
-        if k < 1 or len(found) < asked or asked >= MAX_SEARCH:
-            return found[:k]
-        if round(found[-1][1], TIES) > round(found[k - 1][1], TIES):
+        found = list(fetch(asked))
+        rounded = [round(distance, TIES) for _, distance in found]
+        if any(a >= b for a, b in itertools.pairwise(rounded)):  # most searches have no tie: nothing to sort
+            found.sort(key=lambda pair: (round(pair[1], TIES), tie_key(id_of(pair[0]))))
+            rounded.sort()
+        if k < 1 or len(found) < asked or asked >= MAX_SEARCH or rounded[-1] > rounded[k - 1]:
             return found[:k]
         asked = min(2 * asked, MAX_SEARCH)
 
