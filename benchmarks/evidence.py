@@ -20,6 +20,8 @@ Systems:
 - ``ours: parents, budgeted``: ``BudgetedParentDocumentRetriever.invoke(q, max_tokens=B)`` on the
   stock retriever's parents and children (2,000 and 400 chars): parents until the budget is
   full, the last ones cut around their best child.
+- ``ours: parents, budgeted, hybrid (lexical)``: the same with a ``LexicalIndex`` over the children
+  (BM25 fused with the dense ranking; parents in their best child's fused order).
 - ``stock ParentDocumentRetriever``: LangChain's, set up as its documentation shows (2,000-char
   parents, 400-char children), parents in the order of their best child.
 - ``chunks 200/400/800``: stock LangChain chunks (``RecursiveCharacterTextSplitter`` on tiktoken
@@ -72,8 +74,19 @@ ALONE = "ours: hybrid, guided, sentences embedded alone"
 PAST = "ours: hybrid, guided, past the snapshot's limit"
 """The default with ``snapshot_limit=0`` on the same index: the store's own (HNSW) search, BM25 and
 growth's figures in memory, as a store of more than ``snapshot_limit`` sentences is queried."""
+FLOORS = (0.3, 0.4, 0.5)
+"""Relevance floors (``score_threshold``) measured on the default: what each keeps out, and what it costs."""
+
+
+def floor_name(threshold: float) -> str:
+    return f"ours: hybrid, guided, score_threshold {threshold}"
+
+
 PARENTS = "ours: parents, budgeted"
+HYBRID_PARENTS = "ours: parents, budgeted, hybrid (lexical)"
 STOCK_PARENTS = "stock ParentDocumentRetriever"
+ORACLE = "oracle: the gold spans alone"
+"""The ceiling: each query's gold spans, smallest first, packed whole while they fit, the next cut to fit."""
 PEERS = ("LlamaIndex", "Haystack")
 
 Unit = tuple[str, int, int, str]  # doc_id, start, end, text
@@ -137,6 +150,12 @@ def build_ours(
     def guided_past(q: str, budget: int) -> list[Unit]:
         return as_units(past.invoke(q, max_tokens=budget))
 
+    def floored(threshold: float) -> Budgeted:
+        def guided_floored(q: str, budget: int) -> list[Unit]:
+            return as_units(hybrid.invoke(q, max_tokens=budget, score_threshold=threshold))
+
+        return guided_floored
+
     def fixed_hybrid(q: str, budget: int) -> list[Unit]:
         return as_units(hybrid.invoke(q, max_tokens=budget, window="fixed"))
 
@@ -161,6 +180,7 @@ def build_ours(
         "ours: dense, guided": guided_dense,
         "ours: dense, fixed windows": fixed_dense,
         "ours: k=16 fixed": fixed,
+        **{floor_name(x): floored(x) for x in FLOORS},
     }
 
     def snapshot_build_ms() -> float:
@@ -180,23 +200,29 @@ def build_ours(
     return systems, raw, clear, snapshot_build_ms
 
 
-def build_our_parents(docs: list[dict]) -> Budgeted:
-    """``BudgetedParentDocumentRetriever`` on the stock retriever's splitters, the budget deciding."""
+def build_our_parents(docs: list[dict]) -> dict[str, Budgeted]:
+    """``BudgetedParentDocumentRetriever`` on the stock retriever's splitters, the budget deciding.
+
+    Dense alone (``PARENTS``), and with BM25 over the children fused in (``HYBRID_PARENTS``),
+    on one index.
+    """
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     path = tempfile.mkdtemp()
-    retriever = BudgetedParentDocumentRetriever(
+    hybrid = BudgetedParentDocumentRetriever(
         vectorstore=chroma_store("our-parents", persist_directory=path),
         docstore=SQLDocStore(f"sqlite:///{path}/parents.sqlite"),
         child_splitter=RecursiveCharacterTextSplitter(chunk_size=400),
         parent_splitter=RecursiveCharacterTextSplitter(chunk_size=2000),
+        lexical=LexicalIndex(Path(path) / "lexical.sqlite"),
     )
-    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    dense = hybrid.model_copy(update={"lexical": None})
 
-    def budgeted(q: str, budget: int) -> list[Unit]:
-        return as_units(retriever.invoke(q, max_tokens=budget))
+    def budgeted(retriever: BudgetedParentDocumentRetriever) -> Budgeted:
+        return lambda q, budget: as_units(retriever.invoke(q, max_tokens=budget))
 
-    return budgeted
+    return {PARENTS: budgeted(dense), HYBRID_PARENTS: budgeted(hybrid)}
 
 
 def build_stock_parents(docs: list[dict], pool: int) -> Ranked:
@@ -224,6 +250,36 @@ def build_stock_parents(docs: list[dict], pool: int) -> Ranked:
         ]
 
     return ranked
+
+
+def build_oracle(docs: list[dict], queries: list[dict]) -> Budgeted:
+    """What a context of the budget could hold: the query's gold spans alone (:data:`ORACLE`)."""
+    texts = {d["doc_id"]: d["text"] for d in docs}
+    gold = {q["query"]: q for q in queries}
+
+    def packed(q: str, budget: int) -> list[Unit]:
+        query = gold[q]
+        text = texts[query["doc_id"]]
+        spans = sorted((tuple(span) for span in query["gold_spans"]), key=lambda span: span[1] - span[0])
+        kept: list[Unit] = []
+        for s, e in spans:
+            unit = (query["doc_id"], s, e, text[s:e])
+            if COUNTER("\n\n".join(u[3] for u in [*kept, unit])) <= budget:
+                kept.append(unit)
+                continue
+            low, high = s, e  # the longest start of this span that still fits
+            while low < high:
+                mid = (low + high + 1) // 2
+                if COUNTER("\n\n".join(u[3] for u in [*kept, (query["doc_id"], s, mid, text[s:mid])])) <= budget:
+                    low = mid
+                else:
+                    high = mid - 1
+            if low > s:
+                kept.append((query["doc_id"], s, low, text[s:low]))
+            break
+        return kept
+
+    return packed
 
 
 def build_chunks(docs: list[dict], size: int, pool: int) -> Ranked:
@@ -268,7 +324,19 @@ def score(units: list[Unit], query: dict, budget: int) -> dict[str, float]:
     spans = [(s, e) for doc_id, s, e, _ in units if doc_id == query["doc_id"]]
     recall = evidence_recall(query["gold_spans"], spans)
     tokens = COUNTER("\n\n".join(u[3] for u in units))
-    return {"recall": recall, "touched": float(recall > 0), "tokens": tokens, "over": float(tokens > budget)}
+    junk = sum(COUNTER(text) for doc_id, s, e, text in units if not holds_gold(query, doc_id, s, e))
+    return {
+        "recall": recall,
+        "touched": float(recall > 0),
+        "tokens": tokens,
+        "over": float(tokens > budget),
+        "junk": junk / tokens if tokens else 0.0,
+    }
+
+
+def holds_gold(query: dict, doc_id: str, start: int, end: int) -> bool:
+    """Whether the unit ``[start, end)`` of ``doc_id`` holds a character of the query's gold evidence."""
+    return doc_id == query["doc_id"] and any(s < end and start < e for s, e in query["gold_spans"])
 
 
 def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -280,6 +348,7 @@ def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
         "tokens_p95": round(pct(tokens, 95)),
         "tokens_max": max(tokens),
         "over_budget": round(statistics.fmean(r["over"] for r in rows), 4),
+        "junk_share": round(statistics.fmean(r["junk"] for r in rows), 3),
     }
 
 
@@ -289,7 +358,7 @@ def run_corpus(name: str, args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     only = set(args.only or ())
     budgeted: dict[str, Budgeted] = {}
-    if not only or only - {PARENTS} or args.latency_only:
+    if not only or only - {PARENTS, HYBRID_PARENTS, ORACLE} or args.latency_only:
         budgeted, raw, clear, rebuild = build_ours(docs, args.pool)
         if args.latency_only:
             return {
@@ -302,8 +371,10 @@ def run_corpus(name: str, args: argparse.Namespace) -> dict:
         ranked[STOCK_PARENTS] = build_stock_parents(docs, args.pool)
         if not args.no_peers:
             ranked.update(build_peers(docs, args.pool))
-    if not only or PARENTS in only:
-        budgeted[PARENTS] = build_our_parents(docs)
+    if not only or only & {PARENTS, HYBRID_PARENTS}:
+        budgeted.update(build_our_parents(docs))
+    if not only or ORACLE in only:
+        budgeted[ORACLE] = build_oracle(docs, queries)
     if only - set(budgeted):
         msg = f"--only runs our systems: {sorted(budgeted)}; got {sorted(only - set(budgeted))}"
         raise SystemExit(msg)
@@ -324,7 +395,7 @@ def run_corpus(name: str, args: argparse.Namespace) -> dict:
             results[system][b] = max(options, key=lambda s: s["recall"])
     data = {"documents": len(docs), "queries": len(queries), "build_seconds": round(built), "results": results}
     if not only:  # timed against the raw search on the default's index (--only keeps the last run's timing)
-        timed = {s: fn for s, fn in budgeted.items() if s != PARENTS}
+        timed = {s: fn for s, fn in budgeted.items() if s not in (PARENTS, HYBRID_PARENTS, ORACLE)}
         data["latency_p50_vs_raw_search_at_2000"] = latency(timed, raw, clear, queries)
         data["snapshot_build_ms"] = rebuild()
     return data
@@ -386,7 +457,7 @@ def table(name: str, data: dict) -> str:
         cells = [f"{data['results'][system][b]['recall']:.3f}" for b in BUDGETS]
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
     ours = data["results"][BEST]
-    others = [s for s in systems if not s.startswith("ours")]
+    others = [s for s in systems if not s.startswith("ours") and s != ORACLE]
     groups = {
         "best other": others,
         "best peer": [s for s in others if s in PEERS],
@@ -401,6 +472,10 @@ def table(name: str, data: dict) -> str:
             continue
         ratios = [ours[b]["recall"] / best(group, b) for b in BUDGETS]
         lines.append(f"| **ours / {label}** | " + " | ".join(f"**{r:.2f}x**" for r in ratios) + " |")
+    if ORACLE in data["results"]:
+        ceiling = [max(data["results"][ORACLE][b]["recall"], 1e-9) for b in BUDGETS]
+        ratios = [ours[b]["recall"] / c for b, c in zip(BUDGETS, ceiling, strict=True)]
+        lines.append("| ours / oracle | " + " | ".join(f"{r:.0%}" for r in ratios) + " |")
     if PARENTS in data["results"] and others:
         ratios = [data["results"][PARENTS][b]["recall"] / best(others, b) for b in BUDGETS]
         lines.append("| ours: parents / best other | " + " | ".join(f"{r:.2f}x" for r in ratios) + " |")
@@ -416,6 +491,14 @@ def table(name: str, data: dict) -> str:
         + ", ".join(f"{ours[b]['touched']:.0%}" for b in BUDGETS)
         + "."
     )
+    junked = [sys for sys in systems if "junk_share" in data["results"][sys][BUDGETS[0]]]
+    if junked:
+        lines += ["", "Share of the context's tokens in units that hold no gold evidence (lower is better):", ""]
+        lines.append("| system | " + " | ".join(str(b) for b in BUDGETS) + " |")
+        lines.append("| --- |" + " --- |" * len(BUDGETS))
+        for system in junked:
+            cells = [f"{data['results'][system][b]['junk_share']:.2f}" for b in BUDGETS]
+            lines.append(f"| {system} | " + " | ".join(cells) + " |")
     latency = data.get("latency_p50_vs_raw_search_at_2000", {})
     if latency:
         lines.append("")
