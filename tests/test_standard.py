@@ -93,28 +93,21 @@ def _minilm() -> Any:
     return EmbeddedOnce(default_embeddings())
 
 
-class TestSentenceWindowRetrieverAsDocumentIndex(DocumentIndexerTestSuite):
-    @pytest.fixture
-    def index(self) -> Any:
-        return _fresh(SentenceWindowRetriever)
+def _as_index(retriever: type[Any], suite: type[Any]) -> type[Any]:
+    """LangChain's ``suite`` on a fresh ``retriever`` each test."""
+
+    class AsIndex(suite):  # type: ignore[misc, valid-type]
+        @pytest.fixture
+        def index(self) -> Any:
+            return _fresh(retriever)
+
+    return AsIndex
 
 
-class TestSentenceWindowRetrieverAsAsyncDocumentIndex(AsyncDocumentIndexTestSuite):
-    @pytest.fixture
-    def index(self) -> Any:
-        return _fresh(SentenceWindowRetriever)
-
-
-class TestBudgetedParentDocumentRetrieverAsDocumentIndex(DocumentIndexerTestSuite):
-    @pytest.fixture
-    def index(self) -> Any:
-        return _fresh(BudgetedParentDocumentRetriever)
-
-
-class TestBudgetedParentDocumentRetrieverAsAsyncDocumentIndex(AsyncDocumentIndexTestSuite):
-    @pytest.fixture
-    def index(self) -> Any:
-        return _fresh(BudgetedParentDocumentRetriever)
+for _retriever in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
+    for _suite in (DocumentIndexerTestSuite, AsyncDocumentIndexTestSuite):
+        _name = f"Test{_retriever.__name__}As{_suite.__name__.removesuffix('TestSuite')}"
+        globals()[_name] = type(_name, (_as_index(_retriever, _suite),), {})
 
 
 @pytest.mark.parametrize("retriever", [SentenceWindowRetriever, BudgetedParentDocumentRetriever])
