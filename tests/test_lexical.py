@@ -418,6 +418,30 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
     assert words("Snake_case CAFÉ x-ray 3.50") == ["snake", "case", "cafe", "x", "ray", "3", "50"]
 
 
+def test_bm25_within_some_documents_ranks_as_fts5_does() -> None:
+    # issue #49: a filtered query's BM25 keeps the filter's documents, scored with the whole
+    # index's idf (as a store's filter narrows its search), in SQLite and in memory alike
+    docs = load_docs("emanual")[:1] + load_docs("friendsqa")[:2] + load_docs("tatqa")[:3]
+    index = LexicalIndex()
+    rows: list[tuple[str, int, str]] = []
+    for doc in docs:
+        sentences = [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
+        index.replace([(doc["doc_id"], "r", sentences)])
+        rows += [(doc["doc_id"], i, text) for i, text in enumerate(sentences)]
+    bm25 = Bm25.of([t for *_, t in rows], lambda row, rank: LexicalHit(rows[row][0], rows[row][1], "r", rank))
+    queries = [q["query"] for q in load_queries("emanual")[:5] + load_queries("friendsqa")[:5]]
+    queries += [q["query"] for q in load_queries("tatqa")[:5]] + ["the", "revenue 2019", ""]
+    ids = [d["doc_id"] for d in docs]
+    for within in ([ids[0]], ids[1:3], ids[3:], ids, []):
+        mask = np.array([doc_id in within for doc_id, _, _ in rows])
+        for query in queries:
+            for k in (1, 10, 40):
+                expected = index.search(query, k, within)
+                assert bm25.search(query, k, mask) == expected, (within, query, k)
+                assert {hit.doc_id for hit in expected} <= set(within)
+    assert index.search("revenue", 40, ids) == index.search("revenue", 40)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     texts=st.lists(st.lists(st.sampled_from(_ZIPF), min_size=0, max_size=12).map(" ".join), min_size=1, max_size=80),

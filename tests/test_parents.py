@@ -711,6 +711,36 @@ def test_parents_ranked_with_the_lexical_index_hold_more_of_the_evidence(make_pa
     assert hybrid_recall > 1.1 * dense_recall, (dense_recall, hybrid_recall)
 
 
+def test_a_filtered_parents_query_stays_hybrid(make_parents: Make, tmp_path: Path) -> None:
+    # issue #49: a filter dropped BM25. One that passes every document answers as no filter;
+    # one on a document keeps to it; one on a child's own key is the store's alone (dense).
+    from langchain_expand import LexicalIndex
+
+    rows = load_docs("friendsqa")
+    hybrid = make_parents(
+        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=2000),
+        child_splitter=RecursiveCharacterTextSplitter(chunk_size=400),
+        lexical=LexicalIndex(tmp_path / "lexical.sqlite"),
+    )
+    hybrid.add_documents([Document(r["text"], id=r["doc_id"], metadata={"show": "friends"}) for r in rows])
+    dense = hybrid.model_copy(update={"lexical": None})
+    differs = 0
+    for q in load_queries("friendsqa")[::4]:
+        plain = [(p.id, p.page_content) for p in hybrid.invoke(q["query"], max_tokens=1000)]
+        for every in ({"show": "friends"}, {"doc_id": {"$in": [r["doc_id"] for r in rows]}}):
+            assert [(p.id, p.page_content) for p in hybrid.invoke(q["query"], max_tokens=1000, filter=every)] == plain
+        differs += plain != [(p.id, p.page_content) for p in dense.invoke(q["query"], max_tokens=1000)]
+        scoped = hybrid.invoke(q["query"], max_tokens=1000, filter={"doc_id": q["doc_id"]})
+        assert scoped
+        assert {p.metadata["doc_id"] for p in scoped} == {q["doc_id"]}
+    assert differs  # BM25 changed the answers, and the filters kept it
+    per_child = {"$and": [{"show": "friends"}, {"lcx_i": {"$gte": 0}}]}
+    query = load_queries("friendsqa")[0]["query"]
+    assert hybrid.invoke(query, max_tokens=1000, filter=per_child) == dense.invoke(
+        query, max_tokens=1000, filter=per_child
+    )
+
+
 def test_the_parents_lexical_rows_follow_every_add_delete_and_a_later_index(make_parents: Make, tmp_path: Path) -> None:
     from langchain_expand import LexicalIndex
 

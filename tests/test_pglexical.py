@@ -64,6 +64,23 @@ def test_bm25_in_postgresql_ranks_every_query_as_fts5_and_the_snapshot_do(postgr
     assert index.search("cafe", 0) == []
 
 
+def test_bm25_in_postgresql_within_some_documents_ranks_as_fts5_does(postgres_url: str) -> None:
+    # issue #49: a filtered query's BM25, scored with the whole index's idf
+    docs = load_docs("emanual")[:1] + load_docs("friendsqa")[:2]
+    index, fts5 = fresh(postgres_url), LexicalIndex()
+    for doc in docs:
+        sentences = [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
+        index.replace([(doc["doc_id"], "r", sentences)])
+        fts5.replace([(doc["doc_id"], "r", sentences)])
+    ids = [d["doc_id"] for d in docs]
+    queries = [q["query"] for q in load_queries("emanual")[:5] + load_queries("friendsqa")[:5]] + ["the", ""]
+    for within in ([ids[0]], ids[1:], ids, []):
+        for query in queries:
+            found = index.search(query, 30, within)
+            assert found == fts5.search(query, 30, within), (within, query)
+            assert {hit.doc_id for hit in found} <= set(within)
+
+
 def test_rows_and_local_copies_are_replaced_whole_served_at_their_revision_and_deleted(postgres_url: str) -> None:
     index = fresh(postgres_url)
     kept = [LocalSentence(i, t, 10 * i, 10 * i + 5, " ", 3, "c", [0.25] * 4, 7) for i, t in enumerate(["One.", "Two."])]

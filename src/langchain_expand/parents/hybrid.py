@@ -11,18 +11,20 @@ query, so a relevance floor treats it as it treats a dense hit.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 
+from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import Matches, matched, relevance
-from langchain_expand.store.lexical import BaseLexicalIndex, fuse
+from langchain_expand.store.lexical import BaseLexicalIndex, Within, fuse
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.units import STORED_INDEX
 
-__all__ = ["HybridChildren"]
+__all__ = ["HybridChildren", "within_filter"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,7 @@ class HybridChildren:
     """
 
     dense: VectorSearch
-    lexical: BaseLexicalIndex
+    lexical: BaseLexicalIndex | Within
     vectors: StoreAdapter
     id_key: str
     """The metadata key that names a child's parent."""
@@ -64,3 +66,22 @@ class HybridChildren:
         q = np.asarray(query, dtype=np.float32)
         cosines = matrix @ q / np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(q), 1e-12)
         return [(doc, relevance(float(c))) for (doc, _), c in zip(read, cosines, strict=True)]
+
+
+def within_filter(vectors: StoreAdapter, lexical: BaseLexicalIndex, where: Any, id_key: str) -> Within | None:
+    """BM25 narrowed to the parents a filtered query can return; None where the store alone must apply ``where``.
+
+    A filter on what every child of a parent carries alike (the document's metadata, ``doc_id``)
+    picks whole parents: those whose first child passes it, listed by the store (one read). A
+    filter on a child's own keys (``lcx_...``), a store's own filter object, or a store that cannot
+    list records by metadata leaves BM25 out.
+    """
+    if not isinstance(where, dict):
+        return None
+    stored = vectors.unit_filter(where)
+    try:
+        filters.whole_documents(stored)
+    except filters.Unsupported:
+        return None
+    firsts = vectors.where({"$and": [stored, {STORED_INDEX: 0}]}, vectors=False)
+    return None if firsts is None else Within(lexical, frozenset(str(d.metadata[id_key]) for d, _ in firsts))

@@ -36,7 +36,7 @@ from langchain_expand.parents.assembly import (
     parent_out,
     servable,
 )
-from langchain_expand.parents.hybrid import HybridChildren
+from langchain_expand.parents.hybrid import HybridChildren, within_filter
 from langchain_expand.parents.layout import Children, ParentLayout, parent_key
 from langchain_expand.parents.migration import Migrated, migrate_stock_index
 from langchain_expand.policy import BudgetPolicy
@@ -190,8 +190,9 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     the fused order of their best child (``aggregate`` orders them without it). A
     :class:`~langchain_expand.store.lexical.LexicalIndex` (a SQLite file) or a
     :class:`~langchain_expand.store.pglexical.PostgresLexicalIndex`, written by ``add_documents``
-    under the same commit protocol; a call with a ``filter``, or ``search_type="mmr"``, ranks by
-    the store alone."""
+    under the same commit protocol. A ``filter`` on the documents' metadata (``doc_id`` included)
+    narrows BM25 to the parents it picks; one on a child's own keys, a store's own filter
+    object, or ``search_type="mmr"`` ranks by the store alone."""
     budget_policy: BudgetPolicy = Field(default_factory=BudgetPolicy)
     """How far a budget reaches: how much is gathered before the exact fit, and when gathering
     stops (:class:`~langchain_expand.policy.BudgetPolicy`; each default measured)."""
@@ -546,9 +547,12 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         kwargs = self._search_kwargs(metadata_filter)
         dense = VectorSearch(self._vectors, query, kwargs)
         if self._search_type != "mmr":
-            if self.lexical is None or "filter" in kwargs:  # BM25 cannot apply a store's filter
+            if self.lexical is None:
                 return dense
-            return HybridChildren(dense, self.lexical, self._vectors, self.id_key)
+            if "filter" not in kwargs:
+                return HybridChildren(dense, self.lexical, self._vectors, self.id_key)
+            within = within_filter(self._vectors, self.lexical, kwargs["filter"], self.id_key)
+            return dense if within is None else HybridChildren(dense, within, self._vectors, self.id_key)
         fetch_k = int(self.search_kwargs.get("fetch_k", MMR_FETCH_K))
         return Diversified(dense, fetch_k, float(self.search_kwargs.get("lambda_mult", 0.5)))
 

@@ -18,6 +18,7 @@ store would not give.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sqlite3
 import threading
@@ -38,6 +39,7 @@ __all__ = [
     "LexicalHit",
     "LexicalIndex",
     "LocalSentence",
+    "Within",
     "copy_of_row",
     "fuse",
     "words",
@@ -80,6 +82,18 @@ class LexicalHit:
     index: int
     rev: str
     rank: int
+
+
+@dataclass(frozen=True)
+class Within:
+    """A lexical index searched within some documents alone: a filtered query's (:meth:`BaseLexicalIndex.search`)."""
+
+    index: BaseLexicalIndex
+    doc_ids: frozenset[str]
+
+    def search(self, query: str, k: int) -> list[LexicalHit]:
+        """The ``k`` best of ``doc_ids``' sentences by BM25, best first."""
+        return self.index.search(query, k, self.doc_ids)
 
 
 class LocalSentence(NamedTuple):
@@ -187,11 +201,13 @@ class BaseLexicalIndex(ABC):
         return held
 
     @abstractmethod
-    def search(self, query: str, k: int) -> list[LexicalHit]:
+    def search(self, query: str, k: int, within: Collection[str] | None = None) -> list[LexicalHit]:
         """The ``k`` sentences that best match the query's words by BM25, best first.
 
         A sentence matches when it holds any of the query's words (:func:`words`); BM25 weighs
-        rare terms up.
+        rare terms up. With ``within`` (document ids: a filtered query's), only their sentences
+        are returned, scored as without it (the idf of the whole index), as a store's filter
+        narrows its search.
         """
 
     def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
@@ -480,7 +496,7 @@ class LexicalIndex(BaseLexicalIndex):
             rows += self._db.execute(f"{select} WHERE doc_id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
         return rows
 
-    def search(self, query: str, k: int) -> list[LexicalHit]:
+    def search(self, query: str, k: int, within: Collection[str] | None = None) -> list[LexicalHit]:
         """See :meth:`BaseLexicalIndex.search`.
 
         Every word of the query is a term, stored as :func:`fts_text` stores the sentences'
@@ -490,11 +506,13 @@ class LexicalIndex(BaseLexicalIndex):
         if not terms or k < 1:
             return []
         expression = " OR ".join(f'"{fts_text([term])}"' for term in terms)  # letters and digits, quoted
+        scoped = "" if within is None else " AND doc_id IN (SELECT value FROM json_each(?))"
+        arguments = (expression, k) if within is None else (expression, json.dumps(list(within)), k)
         with self._lock:
             rows = self._db.execute(
-                f"SELECT doc_id, i, rev FROM {self.table} WHERE {self.table} MATCH ? "
+                f"SELECT doc_id, i, rev FROM {self.table} WHERE {self.table} MATCH ?{scoped} "
                 f"ORDER BY bm25({self.table}) LIMIT ?",
-                (expression, k),
+                arguments,
             ).fetchall()
         return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
 

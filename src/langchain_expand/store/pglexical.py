@@ -254,7 +254,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 held.setdefault(doc_id, set()).add(rev)
         return held
 
-    def search(self, query: str, k: int) -> list[LexicalHit]:
+    def search(self, query: str, k: int, within: Collection[str] | None = None) -> list[LexicalHit]:
         """See :meth:`BaseLexicalIndex.search`. One statement: the counts, the idfs and the sums."""
         terms = sorted(set(words(query)))
         if not terms or k < 1:
@@ -266,7 +266,8 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             "idf AS (SELECT term, LN((MIN(stats.n) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w "
             "FROM hits CROSS JOIN stats GROUP BY term) "
             "SELECT h.doc_id, h.i, h.rev FROM hits AS h JOIN idf ON idf.term = h.term CROSS JOIN stats "
-            "GROUP BY h.doc_id, h.i, h.rev, h.seq "
+            + ("" if within is None else "WHERE h.doc_id = ANY(:within) ")
+            + "GROUP BY h.doc_id, h.i, h.rev, h.seq "
             "ORDER BY SUM(CASE WHEN idf.w > 0 THEN idf.w ELSE 1e-6 END * h.tf * (:k1 + 1.0) / (h.tf + :k1 * "
             "(1.0 - :b + :b * h.length / CASE WHEN stats.average > 0 THEN stats.average ELSE 1.0 END)) "
             # summed in the query's word order, as FTS5 and the snapshot sum: ties stay exact ties
@@ -274,5 +275,6 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             "LIMIT :k"
         )
         with self._engine.connect() as conn:
-            rows = conn.execute(statement, {"terms": terms, "k": k, "k1": self.K1, "b": self.B}).all()
+            arguments = {"terms": terms, "k": k, "k1": self.K1, "b": self.B}
+            rows = conn.execute(statement, {**arguments, **({} if within is None else {"within": list(within)})}).all()
         return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]

@@ -208,6 +208,8 @@ class Reads:
         self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
         self._key = counter_key(counter)
         self._scores: Scores | None = None
+        self.within: np.ndarray | None = None
+        """A filtered query's rows of the snapshot: the only ones its dense search finds."""
         self._figured: tuple[Sequence[float], Callable[[Position], Sentence | None]] | None = None
 
     def saw(self, docs: Iterable[Document]) -> None:
@@ -339,7 +341,7 @@ class Reads:
         if self.snapshot is None:
             return None
         if self._scores is None:
-            self._scores = self.snapshot.scores(vector)
+            self._scores = self.snapshot.scores(vector, self.within)
         return self._scores
 
     def tokens(self, docs: Sequence[Document]) -> list[int]:

@@ -13,11 +13,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
-from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, fuse
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within, fuse
 from langchain_expand.store.records import unit_id, unit_owner, unit_position
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import NO_MARKS, Marks
@@ -171,13 +172,22 @@ Ranking = DenseSearch | SnapshotSearch
 
 
 class SearchedAhead:
-    """A snapshot's BM25, its first search (for ``query`` and ``k``) maybe started beforehand."""
+    """A snapshot's BM25, its first search (for ``query`` and ``k``) maybe started beforehand; a filter's rows alone."""
 
-    def __init__(self, bm25: Bm25, query: str, k: int, started: Future[list[LexicalHit]] | None) -> None:
+    def __init__(
+        self,
+        bm25: Bm25,
+        query: str,
+        k: int,
+        started: Future[list[LexicalHit]] | None,
+        within: np.ndarray | None = None,
+    ) -> None:
+        """``started`` searched the whole index: it is not given with ``within`` (a filter's rows)."""
         self.bm25 = bm25
         self.query = query
         self.k = k
-        self.started = started
+        self.started = started if within is None else None
+        self.within = within
         self._last: tuple[tuple[str, int], list[LexicalHit]] | None = None
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
@@ -185,7 +195,7 @@ class SearchedAhead:
         if self.started is not None and (query, k) == (self.query, self.k):
             return self.started.result()
         if self._last is None or self._last[0] != (query, k):
-            self._last = ((query, k), self.bm25.search(query, k))
+            self._last = ((query, k), self.bm25.search(query, k, self.within))
         return self._last[1]
 
 
@@ -201,7 +211,7 @@ class HybridSearch:
 
     ranking: Ranking
     dense: VectorSearch
-    lexical: BaseLexicalIndex | SearchedAhead
+    lexical: BaseLexicalIndex | SearchedAhead | Within
     reads: Reads
     beside: Beside
     """Runs the lexical index's search beside the dense one."""

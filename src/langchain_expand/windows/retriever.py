@@ -35,7 +35,7 @@ from langchain_expand.store.adapters.base import matched
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.indexing import DocumentIndexed
-from langchain_expand.store.lexical import BaseLexicalIndex
+from langchain_expand.store.lexical import BaseLexicalIndex, Within
 from langchain_expand.store.records import decode_metadata, document_ids, unit_id
 from langchain_expand.store.search import VectorSearch, overfetch
 from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
@@ -51,6 +51,7 @@ from langchain_expand.units import (
     STORED_INDEX,
     STORED_START,
 )
+from langchain_expand.windows import scope
 from langchain_expand.windows.assembly import (
     assemble,
     by_sections,
@@ -452,13 +453,22 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         )
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
-        lexical = self.lexical if where is None else None  # neither it nor a snapshot applies a store's filter
+        lexical: BaseLexicalIndex | Within | None = self.lexical
+        if where is not None and lexical is not None and not scope.whole_documents(self._vectors, where):
+            lexical = None  # the store alone applies this filter
         ahead = plan.shape == "guided"  # DenseSearch asks for ids first
-        current = None if lexical is None else self._current_snapshot(lexical, dense, plan.first_fetch(), ahead)
+        k = plan.first_fetch()
+        current = None
+        if self.lexical is not None and lexical is not None:
+            current = self._current_snapshot(self.lexical, dense, k, ahead, whole=where is None)
+        rows = None
+        if where is not None and self.lexical is not None and lexical is not None:
+            current, lexical, rows = scope.narrowed(self._vectors, self.lexical, where, current, query, k)
         held, ranked, marked, figures = (None, None, None, None) if current is None else current
         reads = Reads(
             self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, held, marked, figures
         )
+        reads.within = rows
         stored = DenseSearch(dense, reads, ids_first=ahead)
         search: Search = stored
         seeds: Hits | None = None
@@ -486,11 +496,13 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         self._views.forget_heads()
 
     def _current_snapshot(
-        self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int, ids_ahead: bool = False
+        self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int, ids_ahead: bool = False, *, whole: bool = True
     ) -> Current | None:
-        """What queries keep of the store, at its current mark (:meth:`StoreViews.current`)."""
+        """What queries keep of the store, at its current mark (:meth:`StoreViews.current`); ``whole``: unfiltered."""
         limit = self.snapshot_limit if self.in_memory else None
-        return self._views.current(self._vectors, lexical, dense, k, limit, self.cache_size, ids_ahead=ids_ahead)
+        return self._views.current(
+            self._vectors, lexical, dense, k, limit, self.cache_size, ids_ahead=ids_ahead, searches_ahead=whole
+        )
 
     def _answer(
         self, plan: Plan, search: Search, dense: VectorSearch, reads: Reads, seeds: Hits | None = None

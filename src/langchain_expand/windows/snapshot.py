@@ -32,12 +32,13 @@ import math
 import os
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from langchain_core.documents import Document
 
+from langchain_expand.store import filters
 from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, words
 from langchain_expand.store.records import unit_id
@@ -128,8 +129,23 @@ class Snapshot:
     def __len__(self) -> int:
         return len(self.ids)
 
-    def scores(self, vector: Sequence[float]) -> Scores:
-        """Every sentence scored against the query ``vector``: one pass over the matrix a query."""
+    def within(self, where: Mapping[str, Any]) -> np.ndarray:
+        """The rows of the documents whose head passes ``where`` (as stored), as the store's filter would pick them.
+
+        Raises :class:`~langchain_expand.store.filters.Unsupported` for a filter not evaluated in memory.
+        """
+        filters.whole_documents(where)
+        rows = np.zeros(len(self.ids), dtype=bool)
+        for doc_id, (start, end) in self._span.items():
+            if filters.matches(where, self._heads[doc_id].metadata):
+                rows[start:end] = True
+        return rows
+
+    def scores(self, vector: Sequence[float], within: np.ndarray | None = None) -> Scores:
+        """Every sentence scored against the query ``vector``: one pass over the matrix a query.
+
+        ``within`` (rows, from :meth:`within`) are the only ones :meth:`Scores.nearest` returns.
+        """
         query = np.asarray(vector, dtype=np.float32)
         if not self.ids:
             return Scores(self, np.zeros(0), np.zeros(0))
@@ -142,7 +158,7 @@ class Snapshot:
             distances = 1.0 - dots
         else:  # squared L2, as Chroma reports it
             distances = self._squares - 2.0 * dots + float(query @ query)
-        return Scores(self, cosines, distances)
+        return Scores(self, cosines, distances, within)
 
     def _hit(self, row: int, rank: int) -> LexicalHit:
         doc_id, i = self.position(row)
@@ -192,10 +208,14 @@ class Snapshot:
 class Scores:
     """One query's scores of every sentence of a snapshot: its nearest, and each sentence's similarity."""
 
-    def __init__(self, snapshot: Snapshot, cosines: np.ndarray, distances: np.ndarray) -> None:
+    def __init__(
+        self, snapshot: Snapshot, cosines: np.ndarray, distances: np.ndarray, within: np.ndarray | None = None
+    ) -> None:
         self.snapshot = snapshot
         self.cosines = cosines
         self.distances = distances
+        self.within = within
+        """The rows a filtered query may find (None: all)."""
 
     def nearest(self, k: int) -> list[tuple[tuple[str, int], float]]:
         """The ``k`` sentences nearest the query (document, index), exactly, with the store's relevance, best first.
@@ -205,10 +225,12 @@ class Scores:
         (:func:`~langchain_expand.store.adapters.base.nearest`): a query gets the same hits
         from the snapshot as from the store.
         """
-        k = min(k, len(self.distances))
+        rounded = np.round(self.distances, TIES)
+        if self.within is not None:
+            rounded[~self.within] = np.inf
+        k = min(k, len(rounded) if self.within is None else int(self.within.sum()))
         if k < 1:
             return []
-        rounded = np.round(self.distances, TIES)
         cut = rounded[np.argpartition(rounded, k - 1)[k - 1]]
         pool = np.flatnonzero(rounded <= cut).tolist()
         relevance, position = self.snapshot.relevance, self.snapshot.position
@@ -288,8 +310,12 @@ class Bm25:
         terms: dict[str, int] = {}
         return cls([_term_numbers(t, terms) for t in texts], terms, hit)
 
-    def search(self, query: str, k: int) -> list[LexicalHit]:
-        """The ``k`` sentences that best match the query's words by BM25, best first."""
+    def search(self, query: str, k: int, within: np.ndarray | None = None) -> list[LexicalHit]:
+        """The ``k`` sentences that best match the query's words by BM25, best first; only ``within`` rows where given.
+
+        A filter scores as the lexical index's SQL does (the idf of the whole index), then keeps
+        the rows it passes.
+        """
         if k < 1:
             return []
         n = self._n
@@ -302,7 +328,10 @@ class Bm25:
             a, b = int(self._offsets[at]), int(self._offsets[at + 1])
             np.add.at(scores, self._rows[a:b], self._gains[a:b])  # a row once a term: as `+=`, in half the time
             postings.append((a, b))
-        rows = np.flatnonzero(scores >= self._floor(scores, postings, k))
+        if within is None:
+            rows = np.flatnonzero(scores >= self._floor(scores, postings, k))
+        else:  # a filter's rows: the floor's rarest terms may lie outside them
+            rows = np.flatnonzero((scores > 0) & within)
         found = scores[rows]
         if len(rows) > k:  # only those scored at least the k-th best can be among the k best (ties included)
             kept = found >= -np.partition(-found, k - 1)[k - 1]

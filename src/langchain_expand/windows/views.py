@@ -87,6 +87,7 @@ class StoreViews:
         cache_size: int,
         *,
         ids_ahead: bool = False,
+        searches_ahead: bool = True,
     ) -> Current | None:
         """The views at the store's current mark (the snapshot built when the mark has moved), and BM25's ``k`` best.
 
@@ -107,7 +108,8 @@ class StoreViews:
         done meanwhile (a real model, a smaller store) the hand-over cost 0.3-0.7 ms and saved
         nothing: the query searches itself. Both start once the mark is read: BM25 and the
         store's search each take the interpreter's lock in bits, and the read, started with
-        them, waited for most of BM25 (:func:`_after`).
+        them, waited for most of BM25 (:func:`_after`). Neither starts without ``searches_ahead``
+        (a filtered query: :mod:`langchain_expand.windows.scope` narrows BM25 to its documents).
         """
         in_memory = limit is not None
         if not vectors.keeps_marks or not (in_memory or cache_size):
@@ -116,7 +118,9 @@ class StoreViews:
         earlier = self._ranking.latest(lexical) if last is None and in_memory else None  # past the limit
         reading = self.beside(vectors.marked)
         bm25 = last.bm25 if last is not None else earlier
-        ahead = None if bm25 is None else self.beside(_after, reading, bm25.search, dense.query, k)
+        ahead = None
+        if bm25 is not None and searches_ahead:
+            ahead = self.beside(_after, reading, bm25.search, dense.query, k)
         vector = dense.vector()
         past = not limit or (self._snapshot is not None and self._snapshot[1] is None)
         if ids_ahead and past and ahead is not None and not ahead.done():

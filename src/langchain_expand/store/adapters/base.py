@@ -17,7 +17,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from langchain_expand.store.records import decode_metadata, unit_position
-from langchain_expand.units import DOC_ID, STORED_DOC, STORED_REV
+from langchain_expand.units import DOC_ID, STORED_DOC, STORED_INDEX, STORED_REV
 
 __all__ = [
     "Matches",
@@ -284,6 +284,15 @@ class StoreAdapter:
         None where the store cannot list records by metadata.
         """
         return None
+
+    def documents_where(self, where: Any) -> frozenset[str] | None:
+        """The documents whose head record passes ``where``, a filter on the units' metadata (:meth:`unit_filter`).
+
+        Every record of a document carries its metadata, so a filter on it picks whole documents:
+        what a filtered query's BM25 searches within. None where the store cannot list records.
+        """
+        heads = self.where({"$and": [self.unit_filter(where), {STORED_INDEX: 0}]}, vectors=False)
+        return None if heads is None else frozenset(str(d.metadata[STORED_DOC]) for d, _ in heads)
 
     def pages(self, size: int) -> Iterator[list[Document]] | None:
         """Every record, ``size`` at a time, without vectors; None where the store cannot list them."""

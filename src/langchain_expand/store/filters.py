@@ -1,0 +1,122 @@
+"""A metadata filter evaluated in memory, as Chroma evaluates it on each record.
+
+A window query over the snapshot (or BM25) must answer a ``filter`` as the store would, or a
+filtered query leaves hybrid search and goes to the store alone. The filters a retriever is
+given name the units' metadata: the document's own keys and ``doc_id``
+(:meth:`~langchain_expand.store.adapters.StoreAdapter.unit_filter` renames it ``lcx_doc``). Every
+record of a document carries those alike, so such a filter picks whole documents, and is
+evaluated once on each document's head record.
+
+Chroma's syntax: ``{key: value}`` or ``{key: {op: value}}`` with one operator among ``$eq``,
+``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, and ``{"$and": [...]}`` /
+``{"$or": [...]}`` of two or more. Its semantics, as measured on Chroma 1.5
+(``tests/test_filters.py`` checks each against it): an int and a float compare by value, a bool
+only equals a bool, ``$ne`` and ``$nin`` also match a record without the key, and ``$gt``-style
+operators compare numbers only. Anything else (another operator, a key a record sets for itself
+such as ``lcx_i``, a filter Chroma would refuse) is :class:`Unsupported`: the caller asks the
+store, whose answer (or error) stands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from langchain_expand.units import PREFIX, STORED_DOC
+
+__all__ = ["Unsupported", "matches", "whole_documents"]
+
+_SCALARS = (str, int, float, bool)
+_ORDER: dict[str, Callable[[float, float], bool]] = {
+    "$gt": lambda a, b: a > b,
+    "$gte": lambda a, b: a >= b,
+    "$lt": lambda a, b: a < b,
+    "$lte": lambda a, b: a <= b,
+}
+
+
+class Unsupported(ValueError):
+    """A filter this module does not evaluate as the store would: ask the store."""
+
+
+def whole_documents(where: Mapping[str, Any]) -> None:
+    """Raise :class:`Unsupported` unless ``where`` (as stored) reads only keys all of a document's records share.
+
+    Also checks the syntax, so a filter that passes is one :func:`matches` evaluates.
+    """
+    for key in _keys(where):
+        if key.startswith(PREFIX) and key != STORED_DOC:
+            msg = f"the filter reads {key!r}, which each record sets for itself"
+            raise Unsupported(msg)
+
+
+def matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """Whether a record with ``metadata`` (as stored) passes ``where``, as Chroma decides it."""
+    if not isinstance(where, Mapping) or len(where) != 1:
+        msg = f"a filter is one key or one of $and / $or, got {where!r}"
+        raise Unsupported(msg)
+    ((key, value),) = where.items()
+    if key in ("$and", "$or"):
+        if not isinstance(value, list) or len(value) < 2:
+            msg = f"{key} takes a list of two or more filters, got {value!r}"
+            raise Unsupported(msg)
+        results = [matches(part, metadata) for part in value]  # every part checked, as the store checks them
+        return all(results) if key == "$and" else any(results)
+    if key.startswith("$"):
+        msg = f"unknown logical operator {key!r}"
+        raise Unsupported(msg)
+    op, operand = _operator(value)
+    present = key in metadata
+    held = metadata.get(key)
+    if op == "$eq":
+        return present and _equal(held, operand)
+    if op == "$ne":
+        return not (present and _equal(held, operand))
+    if op in ("$in", "$nin"):
+        found = present and any(_equal(held, x) for x in operand)
+        return found if op == "$in" else not found
+    if not isinstance(held, int | float) or isinstance(held, bool):  # absent, or not a number
+        return False
+    return _ORDER[op](held, operand)
+
+
+def _operator(value: Any) -> tuple[str, Any]:
+    """A key's condition as ``(operator, operand)``, checked as Chroma checks it."""
+    if isinstance(value, _SCALARS):
+        return "$eq", value
+    if not isinstance(value, Mapping) or len(value) != 1:
+        msg = f"a key's condition is a str, int, float, bool or one operator, got {value!r}"
+        raise Unsupported(msg)
+    ((op, operand),) = value.items()
+    if op in ("$eq", "$ne") and isinstance(operand, _SCALARS):
+        return op, operand
+    if op in _ORDER and isinstance(operand, int | float) and not isinstance(operand, bool):
+        return op, operand
+    if op in ("$in", "$nin") and isinstance(operand, list) and operand and _one_kind(operand):
+        return op, operand
+    msg = f"unsupported condition {value!r}"
+    raise Unsupported(msg)
+
+
+def _one_kind(values: list[Any]) -> bool:
+    """Whether a list operand is all str, all bool or all numbers (Chroma refuses a mix)."""
+    kinds = {"bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else type(v) for v in values}
+    return len(kinds) == 1 and kinds <= {"bool", "number", str}
+
+
+def _equal(held: Any, operand: Any) -> bool:
+    """Chroma's equality: an int and a float by value, a bool only to a bool, a str only to a str."""
+    if isinstance(held, bool) or isinstance(operand, bool):
+        return isinstance(held, bool) and isinstance(operand, bool) and held == operand
+    if isinstance(held, str) or isinstance(operand, str):
+        return isinstance(held, str) and isinstance(operand, str) and held == operand
+    return bool(held == operand)
+
+
+def _keys(where: Any) -> list[str]:
+    """Every metadata key ``where`` reads; :class:`Unsupported` where its syntax is not Chroma's."""
+    matches(where, {})  # the syntax, checked on an empty record
+    ((key, value),) = where.items()
+    if key in ("$and", "$or"):
+        return [k for part in value for k in _keys(part)]
+    return [key]

@@ -1,0 +1,84 @@
+"""A filtered query, kept hybrid: the snapshot and BM25 narrowed to the documents the filter picks.
+
+A ``filter`` names the units' metadata (the document's own keys and ``doc_id``), which every
+record of a document carries alike: it picks whole documents. With a snapshot, the filter is
+evaluated in memory on each document's head (:mod:`langchain_expand.store.filters`, Chroma's
+semantics) and the exact dense search and BM25 keep those rows alone. Without one (past the
+limit, or nothing held in memory), the store lists the documents whose head passes (one read)
+and the lexical index searches within them, beside the store's own filtered search. A filter
+this cannot narrow BM25 by (a store's own filter object, a key each record sets for itself, a
+syntax other than Chroma's, a store that cannot list records) is searched by the store alone,
+dense only, as before, and logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from langchain_expand.store import filters
+from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.lexical import BaseLexicalIndex, Within
+from langchain_expand.windows.hits import SearchedAhead
+from langchain_expand.windows.views import Current
+
+__all__ = ["Scoped", "narrowed", "whole_documents"]
+
+logger = logging.getLogger(__name__)
+_SAID: set[str] = set()
+
+
+def _once(message: str, *args: object) -> None:
+    """Log ``message`` at INFO the first time this process meets it."""
+    line = message % args
+    if line not in _SAID:
+        _SAID.add(line)
+        logger.info(line)
+
+
+def whole_documents(vectors: StoreAdapter, where: Any) -> bool:
+    """Whether ``where`` picks whole documents in a syntax evaluated here: the query can stay hybrid."""
+    if not isinstance(where, dict):
+        _once("filter %r: the store's own filter object; searched by it alone, dense only", where)
+        return False
+    try:
+        filters.whole_documents(vectors.unit_filter(where))
+    except filters.Unsupported as exc:
+        _once("filter %r: searched by the store alone, dense only (%s)", where, exc)
+        return False
+    return True
+
+
+class Scoped(NamedTuple):
+    """What a filtered query searches: the views narrowed, the lexical index's, the snapshot's rows."""
+
+    current: Current | None
+    lexical: BaseLexicalIndex | Within | None
+    rows: np.ndarray | None
+    """The snapshot's rows the filter picks; None without a snapshot."""
+
+
+def narrowed(
+    vectors: StoreAdapter,
+    lexical: BaseLexicalIndex,
+    where: dict[str, Any],
+    current: Current | None,
+    query: str,
+    k: int,
+) -> Scoped:
+    """The query's views and lexical search, narrowed to the documents ``where`` picks (see the module).
+
+    ``where`` has passed :func:`whole_documents`.
+    """
+    held = None if current is None else current.snapshot
+    if held is not None:
+        rows = held.within(vectors.unit_filter(where))
+        return Scoped(Current(held, SearchedAhead(held.bm25, query, k, None, rows), None), lexical, rows)
+    doc_ids = vectors.documents_where(where)
+    if doc_ids is None:
+        _once("filter on %s: the store lists no records by metadata; searched by it alone, dense only", vectors)
+        return Scoped(current, None, None)
+    heads = None if current is None else current.heads  # BM25 in memory and growth's figures rank the whole store
+    return Scoped(None if heads is None else Current(None, None, heads), Within(lexical, doc_ids), None)

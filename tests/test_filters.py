@@ -1,0 +1,113 @@
+"""The in-memory filter (``store/filters.py``) against Chroma's own, record for record."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any
+
+import chromadb
+import pytest
+
+from langchain_expand.store import filters
+
+RECORDS: list[dict[str, Any]] = [
+    {"a": 1},
+    {"a": 1.0},
+    {"a": True},
+    {"a": "1"},
+    {"b": 2},
+    {"a": 2, "b": 3},
+    {"a": 0.5, "b": "x"},
+    {"a": False},
+    {"a": 0},
+    {"a": "z", "lcx_doc": "d1"},
+    {"lcx_doc": "d2", "b": 3},
+    {},
+]
+CONDITIONS: list[Any] = [
+    1,
+    1.0,
+    True,
+    "1",
+    0,
+    {"$eq": 2},
+    {"$ne": 1},
+    {"$ne": "x"},
+    {"$ne": False},
+    {"$gt": 0.5},
+    {"$gte": 0},
+    {"$lt": 2},
+    {"$lte": 1},
+    {"$in": [1, 2]},
+    {"$in": ["1", "z"]},
+    {"$in": [True]},
+    {"$nin": [1]},
+    {"$nin": ["x", "y"]},
+]
+FILTERS: list[dict[str, Any]] = [
+    *({key: c} for key in ("a", "b", "lcx_doc") for c in CONDITIONS),
+    {"$and": [{"a": {"$gte": 1}}, {"b": 3}]},
+    {"$or": [{"a": 2}, {"b": 2}, {"lcx_doc": "d1"}]},
+    {"$and": [{"$or": [{"a": 1}, {"b": 3}]}, {"a": {"$ne": 2}}]},
+]
+REFUSED: list[Any] = [
+    {"a": 1, "b": 3},  # two keys in one dict
+    {"$and": [{"a": 2}]},  # one part
+    {"a": {"$in": []}},
+    {"a": {"$in": [1, "1"]}},  # mixed kinds
+    {"a": {"$gt": "0"}},
+    {"a": {"$eq": 1, "$ne": 2}},
+    {"a": [1]},
+]
+UNEVALUATED: list[Any] = [{"a": {"$contains": "x"}}, {"$not": {"a": 1}}]
+"""What this module leaves to the store although the store may take it (it answers, or refuses, itself)."""
+
+
+@pytest.fixture(scope="module")
+def collection() -> Any:
+    made = chromadb.EphemeralClient().create_collection(f"filters-{uuid.uuid4().hex[:8]}")
+    made.add(
+        ids=[str(i) for i in range(len(RECORDS))],
+        metadatas=[r or None for r in RECORDS],  # type: ignore[misc]
+        embeddings=[[1.0, float(i)] for i in range(len(RECORDS))],
+    )
+    return made
+
+
+@pytest.mark.parametrize("where", FILTERS, ids=str)
+def test_a_filter_picks_the_records_chroma_picks(collection: Any, where: dict[str, Any]) -> None:
+    expected = sorted(int(i) for i in collection.get(where=where)["ids"])
+    assert [i for i, r in enumerate(RECORDS) if filters.matches(where, r)] == expected
+
+
+@pytest.mark.parametrize("where", REFUSED, ids=str)
+def test_a_filter_chroma_refuses_is_left_to_it(collection: Any, where: Any) -> None:
+    with pytest.raises(filters.Unsupported):
+        filters.matches(where, {"a": 1})
+    with pytest.raises(Exception):  # noqa: B017, PT011  (Chroma's own error: ValueError or its own)
+        collection.get(where=where)
+
+
+@pytest.mark.parametrize("where", UNEVALUATED, ids=str)
+def test_an_operator_not_evaluated_here_is_left_to_the_store(where: Any) -> None:
+    with pytest.raises(filters.Unsupported):
+        filters.matches(where, {"a": 1})
+
+
+def test_only_keys_every_record_of_a_document_shares_are_evaluated_in_memory() -> None:
+    filters.whole_documents({"$or": [{"lcx_doc": "d"}, {"source": {"$in": ["a", "b"]}}]})
+    for per_record in ({"lcx_i": 0}, {"$and": [{"source": "a"}, {"lcx_start": {"$gt": 10}}]}):
+        with pytest.raises(filters.Unsupported, match="lcx_"):
+            filters.whole_documents(per_record)
+    with pytest.raises(filters.Unsupported):
+        filters.whole_documents({"a": 1, "b": 2})
+
+
+def test_filters_cover_every_operator_on_every_kind() -> None:
+    # the table above is the contract: each operator meets a str, an int, a float, a bool and a missing key
+    operators = {next(iter(c)) if isinstance(c, dict) else "$eq" for c in CONDITIONS}
+    assert operators == {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"}
+    kinds = {type(r.get("a")).__name__ for r in RECORDS}
+    assert kinds >= {"int", "float", "bool", "str", "NoneType"}
+    assert len(list(itertools.product(FILTERS, RECORDS))) > 600
