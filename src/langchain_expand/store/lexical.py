@@ -511,7 +511,7 @@ class LexicalIndex(BaseLexicalIndex):
         with self._lock:
             rows = self._db.execute(
                 f"SELECT doc_id, i, rev FROM {self.table} WHERE {self.table} MATCH ?{scoped} "
-                f"ORDER BY bm25({self.table}) LIMIT ?",
+                f"ORDER BY bm25({self.table}), rowid LIMIT ?",  # ties in the order written, as in memory
                 arguments,
             ).fetchall()
         return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]

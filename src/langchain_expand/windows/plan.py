@@ -15,6 +15,7 @@ from langchain_core.documents import Document
 
 from langchain_expand import calls
 from langchain_expand.policy import BudgetPolicy
+from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.ranges import largest_fitting, window_bounds
 from langchain_expand.units import DOC_ID, SPAN
@@ -105,7 +106,7 @@ class Plan:
             keep = joined[0]  # the best-ranked unit absorbs the others
             keep.first = min([first] + [u.first for u in joined])
             keep.last = max([last] + [u.last for u in joined])
-            keep.hits = sorted([*keep.hits, *(h for u in joined[1:] for h in u.hits), hit], key=lambda h: -h.score)
+            keep.hits = by_score([*keep.hits, *(h for u in joined[1:] for h in u.hits), hit])
             if len(joined) > 1:
                 gone.update(id(u) for u in joined[1:])
                 same[:] = [u for u in same if id(u) not in gone]
@@ -153,6 +154,10 @@ def covers(windows: list[Document], others: list[Document]) -> bool:
     )
 
 
+_TIE = 10.0**-TIES
+"""Two scores closer than this are one score computed two ways (:data:`~langchain_expand.store.adapters.base.TIES`)."""
+
+
 def absorb(units: list[Unit], hits: list[Hit]) -> None:
     """List in each unit every hit inside it, also those another hit's growth reached first."""
     by_doc: dict[str, list[Hit]] = {}
@@ -161,7 +166,26 @@ def absorb(units: list[Unit], hits: list[Hit]) -> None:
     for unit in units:
         inside = [h for h in by_doc.get(unit.doc_id, ()) if unit.first <= h.index < unit.last]
         listed = {h.index for h in unit.hits}
-        unit.hits = sorted([*unit.hits, *(h for h in inside if h.index not in listed)], key=lambda h: -h.score)
+        unit.hits = by_score([*unit.hits, *(h for h in inside if h.index not in listed)])
+
+
+def by_score(hits: list[Hit]) -> list[Hit]:
+    """One unit's hits, best score first; scores within ``10**-TIES`` of the next (a run of them) by position.
+
+    A repeated line embedded alike ("What do you see ?" after its speaker's line) scores as its
+    twin up to the last bits of the sum each path computes (the store's distance, the snapshot's
+    cosine): 0.37901455 and 0.37901449 round apart, so ties are runs of near scores, not bins.
+    The order they were found in differs by path, their positions do not.
+    """
+    ranked = sorted(hits, key=lambda h: -h.score)
+    ordered: list[Hit] = []
+    run: list[Hit] = []
+    for hit in ranked:
+        if run and run[-1].score - hit.score > _TIE:
+            ordered += sorted(run, key=lambda h: h.index)
+            run = []
+        run.append(hit)
+    return ordered + sorted(run, key=lambda h: h.index)
 
 
 def seeds_of(hits: list[Hit]) -> dict[Seed, Hit]:
