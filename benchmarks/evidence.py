@@ -588,7 +588,11 @@ def _by_mode(latency: dict) -> bool:
 
 
 def plot(name: str, data: dict, path: Path) -> None:
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the peers' environment has no plots: `--plots-only` redraws them with ours
+        print(f"no matplotlib here: {path.name} not drawn (run --plots-only with the project's Python)")
+        return
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -664,8 +668,8 @@ def main() -> None:
                 data.setdefault(key, {}).update(with_int_budgets({key: kept})[key])
             data["peers_from_earlier_run"] = sorted(s for s in earlier.get("results", {}) if s in PEERS)
         print(tables(name, data), flush=True)
+        path.write_text(json.dumps(report, indent=2))  # before the plot: a run's figures are never lost to it
         plot(name, data, args.out / f"evidence-{name}.png")
-        path.write_text(json.dumps(report, indent=2))
 
 
 SCOPES = ("results", "scoped")
