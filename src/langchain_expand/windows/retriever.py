@@ -35,7 +35,7 @@ from langchain_expand.store.adapters.base import matched
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.indexing import DocumentIndexed
-from langchain_expand.store.lexical import BaseLexicalIndex, Within
+from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.store.records import decode_metadata, document_ids, unit_id
 from langchain_expand.store.search import VectorSearch, overfetch
 from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
@@ -453,17 +453,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         )
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
-        lexical: BaseLexicalIndex | Within | None = self.lexical
-        if where is not None and lexical is not None and not scope.whole_documents(self._vectors, where):
-            lexical = None  # the store alone applies this filter
         ahead = plan.shape == "guided"  # DenseSearch asks for ids first
-        k = plan.first_fetch()
-        current = None
-        if self.lexical is not None and lexical is not None:
-            current = self._current_snapshot(self.lexical, dense, k, ahead, whole=where is None)
-        rows = None
-        if where is not None and self.lexical is not None and lexical is not None:
-            current, lexical, rows = scope.narrowed(self._vectors, self.lexical, where, current, query, k)
+        current, lexical, rows = self._searched(where, dense, plan.first_fetch(), ahead)
         held, ranked, marked, figures = (None, None, None, None) if current is None else current
         reads = Reads(
             self._vectors, self._cache, self.cache_size, self.token_counter, self.lexical, held, marked, figures
@@ -494,6 +485,19 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """
         self._cache.clear()
         self._views.forget_heads()
+
+    def _searched(self, where: Any, dense: VectorSearch, k: int, ahead: bool) -> scope.Scoped:
+        """Besides the store, what the query searches: the views at its mark, the lexical index; narrowed by a filter.
+
+        Nothing besides the store without a lexical index, or for a filter only the store applies
+        (:func:`~langchain_expand.windows.scope.whole_documents`).
+        """
+        if self.lexical is None or (where is not None and not scope.whole_documents(self._vectors, where)):
+            return scope.Scoped(None, None, None)
+        current = self._current_snapshot(self.lexical, dense, k, ahead, whole=where is None)
+        if where is None:
+            return scope.Scoped(current, self.lexical, None)
+        return scope.narrowed(self._vectors, self.lexical, where, current, dense.query, k)
 
     def _current_snapshot(
         self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int, ids_ahead: bool = False, *, whole: bool = True
