@@ -537,6 +537,14 @@ def table(name: str, data: dict, key: str = "results") -> str:
                 for b, c in zip(BUDGETS, ceiling, strict=True)
             ]
             lines.append("| gap from best other to oracle closed | " + " | ".join(f"{r:.0%}" for r in closed) + " |")
+    # where the default loses: contexts that hold no gold (ranking), and what it holds where it hit (expansion)
+    missed = [f"{1 - ours[b]['touched']:.0%}" for b in BUDGETS]
+    lines.append("| ours: contexts holding no gold | " + " | ".join(missed) + " |")
+    lines.append(
+        "| ours: recall where it holds some | "
+        + " | ".join(f"{ours[b]['recall'] / max(ours[b]['touched'], 1e-9):.3f}" for b in BUDGETS)
+        + " |"
+    )
     if PARENTS in data["results"] and others:
         ratios = [data["results"][PARENTS][b]["recall"] / best(others, b) for b in BUDGETS]
         lines.append("| ours: parents / best other | " + " | ".join(f"{r:.2f}x" for r in ratios) + " |")
