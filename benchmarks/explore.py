@@ -123,6 +123,35 @@ def latency(name: str) -> None:
         print(name, label, f"p50 {p50 * 1000:.0f} ms, {p50 / raw:.2f}x raw", flush=True)
 
 
+def seeds(name: str) -> None:
+    """Fewer hits a budget, each window grown further (``tokens_per_sentence``), and how alike neighbours are.
+
+    Where a corpus's evidence is a long run (meetings), a budget spread over many hits holds a
+    little of each region; the neighbour coherence (mean cosine of each sentence with the next)
+    is what the corpus says of its runs, measured without gold.
+    """
+    import numpy as np
+
+    from langchain_expand.policy import BudgetPolicy
+
+    docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
+    hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
+    hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    hybrid.invoke("warm up", max_tokens=300)
+    held = hybrid._views.snapshot
+    if held is not None and held[1] is not None:
+        snap = held[1]
+        m = snap._matrix / np.linalg.norm(snap._matrix, axis=1, keepdims=True)
+        same = np.array(snap._doc_of[1:]) == np.array(snap._doc_of[:-1])
+        near = np.einsum("ij,ij->i", m[1:], m[:-1])[same]
+        far = np.einsum("ij,ij->i", m[1:], np.roll(m, 17, axis=0)[1:])[same]
+        print(name, "neighbour coherence", round(float(near.mean()), 3), "17 apart", round(float(far.mean()), 3))
+    for per in (15, 30, 60):
+        tried = hybrid.model_copy(update={"budget_policy": BudgetPolicy(tokens_per_sentence=per)})
+        cells = [recall(tried, queries, budget) for budget in (500, 2000, 8000)]
+        print(name, f"tokens_per_sentence={per}", cells, flush=True)
+
+
 def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "guided":
@@ -133,6 +162,8 @@ def main() -> None:
         heading(name)
     elif mode == "latency":
         latency(name)
+    elif mode == "seeds":
+        seeds(name)
     elif mode == "hybrid":
         docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
         hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
