@@ -594,6 +594,55 @@ def table(name: str, data: dict, key: str = "results") -> str:
     return "\n".join(lines)
 
 
+COMPACT = (
+    BEST,
+    floor_name(0.4),
+    DENSE_FLOOR,
+    PARENTS,
+    HYBRID_PARENTS,
+    "chunks 400",
+    STOCK_PARENTS,
+    *PEERS,
+    ORACLE,
+)
+"""The rows of benchmarks/README.md's tables (``--readme``); every row is in evidence.json."""
+
+
+def compact(name: str, data: dict) -> str:
+    """One table for benchmarks/README.md: recall whole corpus / scoped at each budget, and the junk share at 2,000."""
+    whole, scoped = data["results"], data.get("scoped", {})
+
+    def cell(system: str, b: int) -> str:
+        parts = [f"{rows[system][b]['recall']:.3f}" for rows in (whole, scoped) if system in rows]
+        return " / ".join(parts)
+
+    lines = ["| system | " + " | ".join(f"{b:,}" for b in BUDGETS) + " | junk at 2,000 |"]
+    lines.append("| --- |" + " --- |" * (len(BUDGETS) + 1))
+    for system in (s for s in COMPACT if s in whole):
+        junk = " / ".join(f"{rows[system][2000]['junk_share']:.2f}" for rows in (whole, scoped) if system in rows)
+        lines.append(f"| {system} | " + " | ".join(cell(system, b) for b in BUDGETS) + f" | {junk} |")
+    others = [s for s in whole if not s.startswith("ours") and s != ORACLE]
+    for label, fn in (("default / best other", _over_best), ("gap to the oracle closed", _gap_closed)):
+        cells = [" / ".join(fn(rows, others, b) for rows in (whole, scoped) if rows) for b in BUDGETS]
+        lines.append(f"| {label} | " + " | ".join(cells) + " | |")
+    touched = [" / ".join(f"{1 - rows[BEST][b]['touched']:.0%}" for rows in (whole, scoped) if rows) for b in BUDGETS]
+    lines.append("| default: contexts holding no gold | " + " | ".join(touched) + " | |")
+    return "\n".join(lines)
+
+
+def _best_other(rows: dict, others: list[str], b: int) -> float:
+    return max(rows[s][b]["recall"] for s in others if s in rows)
+
+
+def _over_best(rows: dict, others: list[str], b: int) -> str:
+    return f"{rows[BEST][b]['recall'] / max(_best_other(rows, others, b), 1e-9):.2f}x"
+
+
+def _gap_closed(rows: dict, others: list[str], b: int) -> str:
+    best = _best_other(rows, others, b)
+    return f"{(rows[BEST][b]['recall'] - best) / max(rows[ORACLE][b]['recall'] - best, 1e-9):.0%}"
+
+
 def _by_mode(latency: dict) -> bool:
     return any(isinstance(r, dict) for r in latency.values())
 
@@ -643,7 +692,13 @@ def main() -> None:
     parser.add_argument(
         "--plots-only", action="store_true", help="redraw the PNGs and print the tables from evidence.json"
     )
+    parser.add_argument("--readme", action="store_true", help="print benchmarks/README.md's tables from evidence.json")
     args = parser.parse_args()
+    if args.readme:
+        saved = json.loads((args.out / "evidence.json").read_text())
+        for name in args.corpora:
+            print(compact(name, with_int_budgets(saved[name])), end="\n\n")
+        return
     if args.plots_only:
         saved = json.loads((args.out / "evidence.json").read_text())
         for name in args.corpora:
