@@ -733,8 +733,8 @@ def main() -> None:
                 kept = {s: r for s, r in earlier.get(key, {}).items() if s in PEERS}
                 data.setdefault(key, {}).update(with_int_budgets({key: kept})[key])
             data["peers_from_earlier_run"] = sorted(s for s in earlier.get("results", {}) if s in PEERS)
+        path.write_text(json.dumps(report, indent=2))  # first: a run's figures are never lost to a table or a plot
         print(tables(name, data), flush=True)
-        path.write_text(json.dumps(report, indent=2))  # before the plot: a run's figures are never lost to it
         plot(name, data, args.out / f"evidence-{name}.png")
 
 
@@ -753,7 +753,7 @@ def with_int_budgets(data: dict) -> dict:
 
 def tables(name: str, data: dict) -> str:
     """The corpus's tables: the whole corpus, then scoped where it was run."""
-    return "\n\n".join(table(name, data, key) for key in SCOPES if data.get(key))
+    return "\n\n".join(table(name, data, key) for key in SCOPES if BEST in data.get(key, {}))
 
 
 if __name__ == "__main__":
