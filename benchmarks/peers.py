@@ -410,7 +410,9 @@ def build_haystack_merging(docs: list[dict], pool: int, locators: dict[str, Loca
             while node is not None:
                 rank.setdefault(node, n)
                 node = parent_of.get(node)
-        merged = merger.run(documents=hits)["documents"]
+        leaves = [hit for hit in hits if hit.meta.get("__parent_id")]  # a document shorter than a block is its own leaf
+        merged = [hit for hit in hits if not hit.meta.get("__parent_id")]
+        merged += merger.run(documents=leaves)["documents"] if leaves else []
         out = []
         for unit in sorted(merged, key=lambda d: rank[d.id]):
             source, text = source_of[unit.id], unit.content or ""
