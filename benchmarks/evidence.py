@@ -619,7 +619,8 @@ def compact(name: str, data: dict) -> str:
     lines = ["| system | " + " | ".join(f"{b:,}" for b in BUDGETS) + " | junk at 2,000 |"]
     lines.append("| --- |" + " --- |" * (len(BUDGETS) + 1))
     for system in (s for s in COMPACT if s in whole):
-        junk = " / ".join(f"{rows[system][2000]['junk_share']:.2f}" for rows in (whole, scoped) if system in rows)
+        shares = [rows[system][2000].get("junk_share") for rows in (whole, scoped) if system in rows]
+        junk = " / ".join("-" if x is None else f"{x:.2f}" for x in shares)  # runs before the junk share: none
         lines.append(f"| {system} | " + " | ".join(cell(system, b) for b in BUDGETS) + f" | {junk} |")
     others = [s for s in whole if not s.startswith("ours") and s != ORACLE]
     for label, fn in (("default / best other", _over_best), ("gap to the oracle closed", _gap_closed)):
