@@ -111,3 +111,20 @@ def test_filters_cover_every_operator_on_every_kind() -> None:
     kinds = {type(r.get("a")).__name__ for r in RECORDS}
     assert kinds >= {"int", "float", "bool", "str", "NoneType"}
     assert len(list(itertools.product(FILTERS, RECORDS))) > 600
+
+
+def test_the_store_says_once_when_a_filter_leaves_hybrid_search(minilm: Any, caplog: pytest.LogCaptureFixture) -> None:
+    # One decision for both retrievers (StoreAdapter.whole_documents): in memory, or the store alone.
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    from langchain_expand.store.adapters import adapt
+
+    vectors = adapt(InMemoryVectorStore(minilm), "test")
+    assert vectors.whole_documents({"$or": [{"doc_id": "d"}, {"source": {"$in": ["a", "b"]}}]})
+    unseen = {"lcx_i": {"$gte": uuid.uuid4().int}}  # a line this process has not logged yet
+    with caplog.at_level("INFO", logger="langchain_expand.store.adapters.base"):
+        for where in (unseen, unseen, ["a store's own object"]):
+            assert not vectors.whole_documents(where)
+    said = [r.getMessage() for r in caplog.records]
+    assert sum(str(unseen["lcx_i"]["$gte"]) in line and "dense only" in line for line in said) == 1
+    assert any("own object" in line and "dense only" in line for line in said)

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
-from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import Matches, matched, relevance
 from langchain_expand.store.lexical import BaseLexicalIndex, Within, fuse
@@ -72,16 +71,11 @@ def within_filter(vectors: StoreAdapter, lexical: BaseLexicalIndex, where: Any, 
     """BM25 narrowed to the parents a filtered query can return; None where the store alone must apply ``where``.
 
     A filter on what every child of a parent carries alike (the document's metadata, ``doc_id``)
-    picks whole parents: those whose first child passes it, listed by the store (one read). A
-    filter on a child's own keys (``lcx_...``), a store's own filter object, or a store that cannot
-    list records by metadata leaves BM25 out.
+    picks whole parents: those whose first child passes it, listed by the store (one read,
+    :meth:`StoreAdapter.documents_where`). A filter on a child's own keys (``lcx_...``), a store's
+    own filter object, or a store that cannot list records by metadata leaves BM25 out.
     """
-    if not isinstance(where, dict):
+    if not vectors.whole_documents(where):
         return None
-    stored = vectors.unit_filter(where)
-    try:
-        filters.whole_documents(stored)
-    except filters.Unsupported:
-        return None
-    firsts = vectors.where({"$and": [stored, {STORED_INDEX: 0}]}, vectors=False)
-    return None if firsts is None else Within(lexical, frozenset(str(d.metadata[id_key]) for d, _ in firsts))
+    parents = vectors.documents_where(where, id_key)
+    return None if parents is None else Within(lexical, parents)

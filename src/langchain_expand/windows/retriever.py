@@ -490,9 +490,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """Besides the store, what the query searches: the views at its mark, the lexical index; narrowed by a filter.
 
         Nothing besides the store without a lexical index, or for a filter only the store applies
-        (:func:`~langchain_expand.windows.scope.whole_documents`).
+        (:meth:`StoreAdapter.whole_documents`).
         """
-        if self.lexical is None or (where is not None and not scope.whole_documents(self._vectors, where)):
+        if self.lexical is None or (where is not None and not self._vectors.whole_documents(where)):
             return scope.Scoped(None, None, None)
         current = self._current_snapshot(self.lexical, dense, k, ahead, whole=where is None)
         if where is None:

@@ -13,42 +13,16 @@ dense only, as before, and logged once.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex, Within
 from langchain_expand.windows.hits import SearchedAhead
 from langchain_expand.windows.views import Current
 
-__all__ = ["Scoped", "narrowed", "whole_documents"]
-
-logger = logging.getLogger(__name__)
-_SAID: set[str] = set()
-
-
-def _once(message: str, *args: object) -> None:
-    """Log ``message`` at INFO the first time this process meets it."""
-    line = message % args
-    if line not in _SAID:
-        _SAID.add(line)
-        logger.info(line)
-
-
-def whole_documents(vectors: StoreAdapter, where: Any) -> bool:
-    """Whether ``where`` picks whole documents in a syntax evaluated here: the query can stay hybrid."""
-    if not isinstance(where, dict):
-        _once("filter %r: the store's own filter object; searched by it alone, dense only", where)
-        return False
-    try:
-        filters.whole_documents(vectors.unit_filter(where))
-    except filters.Unsupported as exc:
-        _once("filter %r: searched by the store alone, dense only (%s)", where, exc)
-        return False
-    return True
+__all__ = ["Scoped", "narrowed"]
 
 
 class Scoped(NamedTuple):
@@ -70,7 +44,7 @@ def narrowed(
 ) -> Scoped:
     """The query's views and lexical search, narrowed to the documents ``where`` picks (see the module).
 
-    ``where`` has passed :func:`whole_documents`.
+    ``where`` has passed :meth:`StoreAdapter.whole_documents`.
     """
     held = None if current is None else current.snapshot
     if held is not None:
@@ -78,7 +52,6 @@ def narrowed(
         return Scoped(Current(held, SearchedAhead(held.bm25, query, k, None, rows), None), lexical, rows)
     doc_ids = vectors.documents_where(where)
     if doc_ids is None:
-        _once("filter on %s: the store lists no records by metadata; searched by it alone, dense only", vectors)
         return Scoped(current, None, None)
     heads = None if current is None else current.heads  # BM25 in memory and growth's figures rank the whole store
     return Scoped(None if heads is None else Current(None, None, heads), Within(lexical, doc_ids), None)

@@ -8,6 +8,7 @@ can do better; any other store runs on this base.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, TypeAlias, TypeVar
 
@@ -16,6 +17,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
+from langchain_expand.store import filters
 from langchain_expand.store.records import decode_metadata, unit_position
 from langchain_expand.units import DOC_ID, STORED_DOC, STORED_INDEX, STORED_REV
 
@@ -35,6 +37,17 @@ Vector: TypeAlias = "Sequence[float] | np.ndarray"
 """A stored vector: a list, or a NumPy row as the store gives it."""
 Scored = list[tuple[Document, float]]
 """Records with their relevance, best first."""
+
+logger = logging.getLogger(__name__)
+_SAID: set[str] = set()
+
+
+def _once(message: str, *args: object) -> None:
+    """Log ``message`` at INFO the first time this process meets it."""
+    line = message % args
+    if line not in _SAID:
+        _SAID.add(line)
+        logger.info(line)
 
 
 class Matches(list):  # type: ignore[type-arg]
@@ -285,14 +298,37 @@ class StoreAdapter:
         """
         return None
 
-    def documents_where(self, where: Any) -> frozenset[str] | None:
+    def whole_documents(self, where: Any) -> bool:
+        """Whether ``where`` (on the units' metadata) picks whole documents in a syntax evaluated in memory.
+
+        Such a filter keeps a query hybrid: BM25 searches within the documents it picks
+        (:meth:`documents_where`, or the snapshot's rows). Where it does not (a store's own filter
+        object, a key each record sets for itself, a syntax other than Chroma's), the store alone
+        applies it, dense only, and a line says so once (INFO).
+        """
+        if not isinstance(where, dict):
+            _once("filter %r: the store's own filter object; searched by it alone, dense only", where)
+            return False
+        try:
+            filters.whole_documents(self.unit_filter(where))
+        except filters.Unsupported as exc:
+            _once("filter %r: searched by the store alone, dense only (%s)", where, exc)
+            return False
+        return True
+
+    def documents_where(self, where: Any, key: str = STORED_DOC) -> frozenset[str] | None:
         """The documents whose head record passes ``where``, a filter on the units' metadata (:meth:`unit_filter`).
 
         Every record of a document carries its metadata, so a filter on it picks whole documents:
-        what a filtered query's BM25 searches within. None where the store cannot list records.
+        what a filtered query's BM25 searches within. Each is named by its head's ``key`` (a
+        parent's children name it by the retriever's ``id_key``). None where the store cannot list
+        records, logged once.
         """
         heads = self.where({"$and": [self.unit_filter(where), {STORED_INDEX: 0}]}, vectors=False)
-        return None if heads is None else frozenset(str(d.metadata[STORED_DOC]) for d, _ in heads)
+        if heads is None:
+            _once("filter on %s: the store lists no records by metadata; searched by it alone, dense only", self)
+            return None
+        return frozenset(str(d.metadata[key]) for d, _ in heads)
 
     def pages(self, size: int) -> Iterator[list[Document]] | None:
         """Every record, ``size`` at a time, without vectors; None where the store cannot list them."""
