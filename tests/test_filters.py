@@ -122,7 +122,7 @@ def test_the_store_says_once_when_a_filter_leaves_hybrid_search(minilm: Any, cap
     vectors = adapt(InMemoryVectorStore(minilm), "test")
     assert vectors.whole_documents({"$or": [{"doc_id": "d"}, {"source": {"$in": ["a", "b"]}}]})
     unseen = {"lcx_i": {"$gte": uuid.uuid4().int}}  # a line this process has not logged yet
-    with caplog.at_level("INFO", logger="langchain_expand.store.adapters.base"):
+    with caplog.at_level("INFO", logger="langchain_expand.store.filters"):
         for where in (unseen, unseen, ["a store's own object"]):
             assert not vectors.whole_documents(where)
     said = [r.getMessage() for r in caplog.records]

@@ -138,21 +138,26 @@ def fit_to_budget(
         raise ValueError(msg)
     counter = token_counter or TokenCounter()
     context = _Context(render(separator, formatter), measure or counter, max_tokens - reserve)
-    if not context.fits([]):
-        msg = (
-            f"The prompt without any context is already {context.size(context.render([]))} tokens, over the "
-            f"budget of {context.limit}. Raise `max_tokens` or shorten the prompt, history or question."
-        )
-        raise ValueError(msg)
+    context.check_room()
     splitter = SentenceSplitter(token_counter=counter)
     if formatter is None and measure is None:
         kept = _pack_plain(documents, context, counter, separator, splitter, counts, counts_exact)
     else:
         kept = _pack_exactly(documents, context.fits, context.fits_after, counter, splitter)
+    return _in_order(documents, kept, context, order, printed=formatter is not None)
+
+
+def _in_order(
+    documents: Sequence[Document], kept: list[tuple[int, Document]], context: _Context, order: Order, *, printed: bool
+) -> tuple[list[Document], BudgetReport]:
+    """The units ``kept`` (each with its rank in ``documents``) put in ``order``, still fitting, and the report.
+
+    Reordering can move a token boundary where units meet: the lowest-ranked go until it fits.
+    """
     truncated = sum(d.page_content != documents[rank].page_content for rank, d in kept)
     ordered = _ordered(kept, order)
     dropped = len(documents) - len(kept)
-    while ordered and not context.fits([d for _, d in ordered]):  # reordering moved a token boundary
+    while ordered and not context.fits([d for _, d in ordered]):
         ordered.remove(max(ordered, key=lambda item: item[0]))
         dropped += 1
     if documents and not ordered:
@@ -162,7 +167,7 @@ def fit_to_budget(
             len(documents),
             context.limit,
         )
-    return _reported(ordered, context, truncated, dropped, printed=formatter is not None)
+    return _reported(ordered, context, truncated, dropped, printed=printed)
 
 
 class _Context:
@@ -185,6 +190,15 @@ class _Context:
 
     def fits(self, units: Sequence[Document]) -> bool:
         return self.size(self.render(units)) <= self.limit
+
+    def check_room(self) -> None:
+        """Raise where the prompt around the context is already over the limit."""
+        if not self.fits([]):
+            msg = (
+                f"The prompt without any context is already {self.size(self.render([]))} tokens, over the "
+                f"budget of {self.limit}. Raise `max_tokens` or shorten the prompt, history or question."
+            )
+            raise ValueError(msg)
 
     def fits_after(self, prefix: list[Document], unit: Document) -> bool:
         return self.fits([*prefix, unit])

@@ -8,7 +8,7 @@ unit covering the union, text in document order, each character once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -63,26 +63,9 @@ def merge_overlaps(
     if gap < 0:
         msg = f"`gap` must be >= 0, got {gap}."
         raise ValueError(msg)
-    groups: dict[str, list[int]] = {}
-    for rank, doc in enumerate(documents):
-        if located(doc.metadata):
-            groups.setdefault(doc.metadata[DOC_ID], []).append(rank)
     placed: dict[int, Document] = {}
     absorbed: set[int] = set()
-    for ranks in groups.values():
-        ordered = sorted(ranks, key=lambda r: (documents[r].metadata[START], r))
-        component = [ordered[0]]
-        reach = documents[ordered[0]]
-        for r in ordered[1:]:
-            doc = documents[r]
-            touching = doc.metadata[START] <= reach.metadata[END]
-            if touching or (gap > 0 and _distance(reach, doc) <= gap):
-                component.append(r)
-                if doc.metadata[END] > reach.metadata[END]:
-                    reach = doc
-            else:
-                _place(documents, component, placed, absorbed, source)
-                component, reach = [r], doc
+    for component in _components(documents, gap):
         _place(documents, component, placed, absorbed, source)
     counter = token_counter
     out = []
@@ -95,6 +78,29 @@ def merge_overlaps(
             merged.metadata[TOKENS] = counter(merged.page_content)
         out.append(merged)
     return out
+
+
+def _components(documents: Sequence[Document], gap: int) -> Iterator[list[int]]:
+    """The ranks of each run of located units of one document that overlap, touch or lie within ``gap``."""
+    groups: dict[str, list[int]] = {}
+    for rank, doc in enumerate(documents):
+        if located(doc.metadata):
+            groups.setdefault(doc.metadata[DOC_ID], []).append(rank)
+    for ranks in groups.values():
+        ordered = sorted(ranks, key=lambda r: (documents[r].metadata[START], r))
+        component = [ordered[0]]
+        reach = documents[ordered[0]]  # the member that ends last
+        for r in ordered[1:]:
+            doc = documents[r]
+            touching = doc.metadata[START] <= reach.metadata[END]
+            if touching or (gap > 0 and _distance(reach, doc) <= gap):
+                component.append(r)
+                if doc.metadata[END] > reach.metadata[END]:
+                    reach = doc
+            else:
+                yield component
+                component, reach = [r], doc
+        yield component
 
 
 def _place(

@@ -19,12 +19,16 @@ store, whose answer (or error) stands.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from langchain_expand.units import PREFIX, STORED_DOC
 
-__all__ = ["Unsupported", "matches", "whole_documents"]
+__all__ = ["Unsupported", "matches", "said_once", "whole_documents"]
+
+logger = logging.getLogger(__name__)
+_SAID: set[str] = set()
 
 _SCALARS = (str, int, float, bool)
 _ORDER: dict[str, Callable[[float, float], bool]] = {
@@ -33,6 +37,14 @@ _ORDER: dict[str, Callable[[float, float], bool]] = {
     "$lt": lambda a, b: a < b,
     "$lte": lambda a, b: a <= b,
 }
+
+
+def said_once(message: str, *args: object) -> None:
+    """Log ``message`` at INFO the first time this process meets it: why a filter leaves hybrid search."""
+    line = message % args
+    if line not in _SAID:
+        _SAID.add(line)
+        logger.info(line)
 
 
 class Unsupported(ValueError):

@@ -204,8 +204,7 @@ def grow(
             to growing the regions already taken.
         max_radius: A region reaches at most this far from its seed, on each side.
         decay: The closeness prior's factor per sentence of distance; ``decay_for(target)`` if None.
-        similarity_weight: The weight of a neighbour's own similarity in its priority;
-            ``SIMILARITY_WEIGHT`` if None.
+        similarity_weight: A neighbour's own similarity's weight in its priority; ``SIMILARITY_WEIGHT`` if None.
         unknown_tokens: The size assumed for a sentence not known yet.
         taken: Regions already taken, ``[first, last)`` by seed number (their seeds' hits
             inside): growth goes on from their ends. Other seeds inside them are passed over.
@@ -222,7 +221,29 @@ def grow(
         heap, used = regions.heap(), spent
     else:
         regions, heap, used = resume.restart(sentences.get)
-    known_get, owner, docs = sentences.get, regions.owner, regions.docs
+    used, paused = _spend(regions, heap, used, target, sentences.get, unknown_tokens)
+    return Growth(
+        regions=[Region(seeds[n], regions.firsts[n], regions.lasts[n]) for n in sorted(regions.firsts)],
+        wanted=regions.wanted,
+        exhausted=not heap and used < full * target,
+        paused=paused,
+    )
+
+
+def _spend(
+    regions: _Regions,
+    heap: list[Entry],
+    used: int,
+    target: int,
+    known_get: Callable[[Position], Sentence | None],
+    unknown_tokens: int,
+) -> tuple[int, Paused | None]:
+    """Take ``heap``'s best entries while ``used`` is under ``target``: the tokens used then, and where it paused.
+
+    An entry's sentence already owned is passed over, as is one whose piece does not fit the
+    room left. Growth pauses (:class:`Paused`) at the first step that weighs a sentence not known.
+    """
+    owner, docs = regions.owner, regions.docs
     push, pop = heapq.heappush, heapq.heappop
     paused: Paused | None = None
     sure = not regions.wanted  # no step so far weighed a sentence not known
@@ -247,12 +268,7 @@ def grow(
         used += cost
         for entry in entries:
             push(heap, entry)
-    return Growth(
-        regions=[Region(seeds[n], regions.firsts[n], regions.lasts[n]) for n in sorted(regions.firsts)],
-        wanted=regions.wanted,
-        exhausted=not heap and used < full * target,
-        paused=paused,
-    )
+    return used, paused
 
 
 Entry = tuple[float, int, int, int, int, float]

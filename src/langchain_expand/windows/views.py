@@ -17,13 +17,13 @@ from concurrent.futures import Future, wait
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from langchain_expand.store.adapters import StoreAdapter
-from langchain_expand.store.lexical import BaseLexicalIndex
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import snapshot
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.hits import Beside, SearchedAhead
-from langchain_expand.windows.snapshot import Snapshot
+from langchain_expand.windows.snapshot import Bm25, Snapshot
 
 __all__ = ["Current", "StoreViews"]
 
@@ -130,27 +130,46 @@ class StoreViews:
             return None
         if limit is None:
             return Current(None, None, self._heads_at(mark, cache_size))
-        current = None
-        if limit:
-            with self._lock:
-                if self._snapshot is None or self._snapshot[0] != mark:
-                    previous = None if self._snapshot is None else self._snapshot[1]
-                    self._snapshot = (mark, snapshot.build(vectors, lexical, mark, limit, previous))
-                current = self._snapshot[1]
+        current = self._snapshot_at(vectors, lexical, mark, limit) if limit else None
         if current is None:
-            ranking = self._ranking.current(mark, lexical)
-            heads = self._heads_at(mark, cache_size)
-            figures = self._ranking.figures(lexical)
-            if ranking is not None and figures is not None and heads.claim_fill():  # built at this mark
-                # every head read ahead, once; the documents from the figures in memory (the index's own
-                # list would hold its lock, which the queries' reads wait on, for 80-100 ms at 1M)
-                held = figures
-                self._ranking.submit(lambda: heads.fill(vectors, held.documents(), vectors.marked))
-            if ranking is None:
-                return Current(None, None, heads, figures)
-            searched = SearchedAhead(ranking, dense.query, k, ahead if ranking is earlier else None)
-            return Current(None, searched, heads, figures)
+            return self._past_limit(vectors, lexical, dense, k, mark, cache_size, (earlier, ahead))
         return Current(current, SearchedAhead(current.bm25, dense.query, k, ahead if current is last else None), None)
+
+    def _snapshot_at(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int) -> Snapshot | None:
+        """The snapshot at ``mark``, built on the last where the mark has moved; None past ``limit``."""
+        with self._lock:
+            if self._snapshot is None or self._snapshot[0] != mark:
+                previous = None if self._snapshot is None else self._snapshot[1]
+                self._snapshot = (mark, snapshot.build(vectors, lexical, mark, limit, previous))
+            return self._snapshot[1]
+
+    def _past_limit(
+        self,
+        vectors: StoreAdapter,
+        lexical: BaseLexicalIndex,
+        dense: VectorSearch,
+        k: int,
+        mark: str,
+        cache_size: int,
+        ahead: tuple[Bm25 | None, Future[list[LexicalHit]] | None],
+    ) -> Current:
+        """Past the snapshot's limit: BM25 in memory where current at ``mark``, growth's figures, the heads at ``mark``.
+
+        ``ahead`` is the ranking the query searched beside its embedding, and that search: used
+        where that ranking is the current one.
+        """
+        ranking = self._ranking.current(mark, lexical)
+        heads = self._heads_at(mark, cache_size)
+        figures = self._ranking.figures(lexical)
+        if ranking is not None and figures is not None and heads.claim_fill():  # built at this mark
+            # every head read ahead, once; the documents from the figures in memory (the index's own
+            # list would hold its lock, which the queries' reads wait on, for 80-100 ms at 1M)
+            held = figures
+            self._ranking.submit(lambda: heads.fill(vectors, held.documents(), vectors.marked))
+        if ranking is None:
+            return Current(None, None, heads, figures)
+        searched = SearchedAhead(ranking, dense.query, k, ahead[1] if ranking is ahead[0] else None)
+        return Current(None, searched, heads, figures)
 
     def forget_heads(self) -> None:
         """Drop the heads read at the last mark; the next query reads them from the store again."""

@@ -8,7 +8,6 @@ can do better; any other store runs on this base.
 from __future__ import annotations
 
 import itertools
-import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, TypeAlias, TypeVar
 
@@ -37,17 +36,6 @@ Vector: TypeAlias = "Sequence[float] | np.ndarray"
 """A stored vector: a list, or a NumPy row as the store gives it."""
 Scored = list[tuple[Document, float]]
 """Records with their relevance, best first."""
-
-logger = logging.getLogger(__name__)
-_SAID: set[str] = set()
-
-
-def _once(message: str, *args: object) -> None:
-    """Log ``message`` at INFO the first time this process meets it."""
-    line = message % args
-    if line not in _SAID:
-        _SAID.add(line)
-        logger.info(line)
 
 
 class Matches(list):  # type: ignore[type-arg]
@@ -307,12 +295,12 @@ class StoreAdapter:
         applies it, dense only, and a line says so once (INFO).
         """
         if not isinstance(where, dict):
-            _once("filter %r: the store's own filter object; searched by it alone, dense only", where)
+            filters.said_once("filter %r: the store's own filter object; searched by it alone, dense only", where)
             return False
         try:
             filters.whole_documents(self.unit_filter(where))
         except filters.Unsupported as exc:
-            _once("filter %r: searched by the store alone, dense only (%s)", where, exc)
+            filters.said_once("filter %r: searched by the store alone, dense only (%s)", where, exc)
             return False
         return True
 
@@ -326,7 +314,9 @@ class StoreAdapter:
         """
         heads = self.where({"$and": [self.unit_filter(where), {STORED_INDEX: 0}]}, vectors=False)
         if heads is None:
-            _once("filter on %s: the store lists no records by metadata; searched by it alone, dense only", self)
+            filters.said_once(
+                "filter on %s: the store lists no records by metadata; searched by it alone, dense only", self
+            )
             return None
         return frozenset(str(d.metadata[key]) for d, _ in heads)
 

@@ -16,7 +16,7 @@ import bisect
 import random
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from langchain_core.documents import Document
@@ -105,38 +105,57 @@ def budget_report(
     room = budget - reserve
     retriever, documents, spans, cap, index_seconds = _source(documents, index, embeddings, counter, cap, k, progress)
     texts = {str(d.id): d.page_content for d in documents}
-
     # 1. Sentences, with and without the cap.
     sizes = [n for doc_id, text in texts.items() for n in counter.count_many([text[s:e] for s, e in spans[doc_id]])]
     sentences = _sentence_table(texts, sizes, cap, counter, table_rows=getattr(retriever.splitter, "table_rows", False))
-
     # 2. One index for every window configuration.
     started = time.perf_counter()
     asked, hits_per_query = _asked(retriever, queries, texts, spans, sizes, 4 * k, pseudo_queries, seed, progress)
     rows, samples = _window_rows(retriever, hits_per_query, windows, k, counter, _median(sizes), room)
-    sweep_seconds = time.perf_counter() - started
-
+    swept = _Swept(sentences, rows, samples, len(asked), time.perf_counter() - started, index_seconds)
     # 3. Parents: the sections enclosing the same hits.
     parents_from, designs = _designs(rows, documents, hits_per_query, texts, k, counter, room, samples)
+    settings = {"corpus": corpus_name, "documents": len(documents), "k": k, "budget": budget, "reserve": reserve}
+    return _corpus_report(settings, swept, parents_from, designs, pseudo=not queries, read=index is not None)
+
+
+class _Swept(NamedTuple):
+    """What the window sweep measured."""
+
+    sentences: SentenceTable
+    rows: list[WindowRow]
+    samples: dict[str, dict[str, list[float]]]
+    queries: int
+    seconds: float
+    index_seconds: float
+
+
+def _corpus_report(
+    settings: dict[str, Any],
+    swept: _Swept,
+    parents_from: str | None,
+    designs: list[DesignRow],
+    *,
+    pseudo: bool,
+    read: bool,
+) -> CorpusReport:
+    """The report of one run: its ``settings`` (corpus, documents, k, budget, reserve), the sweep and the parents."""
+    room = settings["budget"] - settings["reserve"]
     return CorpusReport(
-        corpus=corpus_name,
-        documents=len(documents),
-        queries=len(asked),
-        pseudo_queries=not queries,
-        k=k,
-        budget=budget,
-        reserve=reserve,
-        sentences=sentences,
-        windows=rows,
-        index_seconds=round(index_seconds, 2),
-        read_from_index=index is not None,
-        sweep_seconds=round(sweep_seconds, 2),
-        reindex_seconds_saved=0.0 if index is not None else round(index_seconds * (len(rows) - 1), 2),
+        **settings,
+        queries=swept.queries,
+        pseudo_queries=pseudo,
+        sentences=swept.sentences,
+        windows=swept.rows,
+        index_seconds=round(swept.index_seconds, 2),
+        read_from_index=read,
+        sweep_seconds=round(swept.seconds, 2),
+        reindex_seconds_saved=0.0 if read else round(swept.index_seconds * (len(swept.rows) - 1), 2),
         parents_from=parents_from,
         designs=designs,
-        verdicts=_verdicts(rows, designs, room),
-        recommendation=_recommend(sentences, rows, designs, room),
-        samples=samples,
+        verdicts=_verdicts(swept.rows, designs, room),
+        recommendation=_recommend(swept.sentences, swept.rows, designs, room),
+        samples=swept.samples,
     )
 
 

@@ -164,25 +164,7 @@ class CorpusReport:
             ["with the cap", f"{s.count:,}", *_sizes(s.tokens), f"{s.capped_share:.1%}"],
             ["without a cap", "", *_sizes(s.uncapped), ""],
         ]
-        window_units = [
-            [
-                f"{w.before}:{w.after}",
-                str(w.sentences),
-                *map(_n, (w.unit.median, w.unit.p99, w.unit.max)),
-                f"{w.predicted:,.0f}",
-                f"{w.prediction_error:+.0%}",
-            ]
-            for w in self.windows
-        ]
-        window_prompts = [
-            [
-                f"{w.before}:{w.after}",
-                *map(_n, (w.prompt.median, w.prompt.p99, w.prompt_merged.median, w.prompt_merged.p99)),
-                f"{w.over_budget:.1%}",
-                f"{w.over_budget_merged:.1%}",
-            ]
-            for w in self.windows
-        ]
+        window_units, window_prompts = _window_cells(self.windows)
         designs = [
             [d.design, _n(d.unit.median), _n(d.unit.max), _n(d.prompt.median), _n(d.prompt.p99), f"{d.over_budget:.1%}"]
             for d in self.designs
@@ -219,6 +201,30 @@ class CorpusReport:
                 verdicts,
             ),
         ]
+
+
+def _window_cells(windows: list[WindowRow]) -> tuple[list[list[str]], list[list[str]]]:
+    """The cells of the window sizes' table and of the prompt sizes' table, a row per window."""
+    units = [
+        [
+            f"{w.before}:{w.after}",
+            str(w.sentences),
+            *map(_n, (w.unit.median, w.unit.p99, w.unit.max)),
+            f"{w.predicted:,.0f}",
+            f"{w.prediction_error:+.0%}",
+        ]
+        for w in windows
+    ]
+    prompts = [
+        [
+            f"{w.before}:{w.after}",
+            *map(_n, (w.prompt.median, w.prompt.p99, w.prompt_merged.median, w.prompt_merged.p99)),
+            f"{w.over_budget:.1%}",
+            f"{w.over_budget_merged:.1%}",
+        ]
+        for w in windows
+    ]
+    return units, prompts
 
 
 def _n(value: float) -> str:
