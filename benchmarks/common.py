@@ -188,3 +188,27 @@ def ranked_in_memory(retriever: Any, warmup: Sequence[str], budget: int) -> floa
     if heads is not None and heads.size:  # none read ahead where the heads are not kept (cache_size 0)
         heads.filled.wait()
     return round(time.perf_counter() - started, 1)
+
+
+def exact_search(retriever: Any) -> Any:
+    """``retriever`` (a ``SentenceWindowRetriever`` on Chroma) with its store searched exactly, every vector scored.
+
+    What the store's approximate search (HNSW) decides is then decided exactly, so two memory
+    modes that differ with it and agree with this differ by the store's misses alone. Ties go
+    by document id, then position, as on every path of the retriever (``tie_ordered``).
+    """
+    from langchain_expand.store.adapters.base import tie_ordered
+
+    got = retriever.vectorstore._collection.get(include=["embeddings"])
+    ids, matrix = got["ids"], np.asarray(got["embeddings"], dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1)
+    adapter = retriever._vectors
+
+    def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
+        q = np.asarray(vector, dtype=np.float64)
+        similarity = matrix @ q / (norms * np.linalg.norm(q))
+        scored = [(i, adapter.relevance(1.0 - s)) for i, s in zip(ids, similarity.tolist(), strict=True)]
+        return tie_ordered(scored, str)[:k]
+
+    object.__setattr__(adapter, "search_ids", search_ids)
+    return retriever

@@ -12,7 +12,7 @@ Systems:
   ranking), windows grown toward the evidence, merged where they touch.
 - ``ours: hybrid, fixed windows``: the same with ``window="fixed"`` (2 sentences each side).
 - ``ours: hybrid, guided, past the snapshot's limit``: the default on the same index with
-  ``snapshot_limit=0``, the path of a store past the limit: Chroma's HNSW search instead of the
+  ``Performance(snapshot_limit=0)``, the path of a store past the limit: Chroma's HNSW search instead of the
   snapshot's exact one, BM25 and growth's figures in memory. What that path costs in recall.
 - ``ours: dense, guided`` / ``ours: dense, fixed windows``: the dense ranking only.
 - ``ours: k=16 fixed``: 16 windows of 2 sentences each side | ``MergeOverlaps`` | ``FitToBudget``,
@@ -69,6 +69,7 @@ from langchain_expand import (
     FitToBudget,
     LexicalIndex,
     MergeOverlaps,
+    Performance,
     SentenceWindowRetriever,
     SQLDocStore,
     TokenCounter,
@@ -83,7 +84,7 @@ BEST = "ours: hybrid, guided (default)"
 ALONE = "ours: hybrid, guided, sentences embedded alone"
 """The default but with ``sentence_prefix=None``: what embedding each sentence's context adds."""
 PAST = "ours: hybrid, guided, past the snapshot's limit"
-"""The default with ``snapshot_limit=0`` on the same index: the store's own (HNSW) search, BM25 and
+"""The default with ``Performance(snapshot_limit=0)`` on the same index: the store's own (HNSW) search, BM25 and
 growth's figures in memory, as a store of more than ``snapshot_limit`` sentences is queried."""
 FLOORS = (0.3, 0.4, 0.5)
 """Relevance floors (``score_threshold``) measured on the default: what each keeps out, and what it costs."""
@@ -150,7 +151,9 @@ def build_ours(
     )
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
     retriever = hybrid.model_copy(update={"lexical": None})  # the same index, dense ranking only
-    past = SentenceWindowRetriever(vectorstore=store, k=None, merge=True, lexical=hybrid.lexical, snapshot_limit=0)
+    past = SentenceWindowRetriever(
+        vectorstore=store, k=None, merge=True, lexical=hybrid.lexical, performance=Performance(snapshot_limit=0)
+    )
     merge = MergeOverlaps()
     apart = tempfile.mkdtemp()  # a second index: each sentence embedded alone, without its context
     alone = SentenceWindowRetriever(
@@ -195,7 +198,7 @@ def build_ours(
         times = []
         for _ in range(3):
             t = time.perf_counter()
-            snapshot.build(hybrid._vectors, hybrid.lexical, "timed", hybrid.snapshot_limit)
+            snapshot.build(hybrid._vectors, hybrid.lexical, "timed", hybrid.performance.snapshot_limit)
             times.append(time.perf_counter() - t)
         return round(statistics.median(times) * 1000, 1)
 

@@ -222,7 +222,7 @@ def main() -> None:
             held += len(sentences)
         row: dict = {
             "sentences": held,
-            "snapshot": held <= retriever.snapshot_limit,
+            "snapshot": held <= retriever.performance.snapshot_limit,
             "index_ms_per_sentence": round(ours_s / added * 1000, 3),
             "floor_ms_per_sentence": round(floor_s / added * 1000, 3),
             "index_vs_floor": round(ours_s / floor_s, 2),

@@ -85,7 +85,7 @@ def main() -> None:
         )
         for mode, settings in MODES.items():
             ours = SentenceWindowRetriever(vectorstore=store, lexical=lexical, **settings)
-            if ours.in_memory:
+            if ours.performance.in_memory:
                 ranked_in_memory(ours, warmup, BUDGET)
             for q in warmup:
                 ours.invoke(q, max_tokens=BUDGET)

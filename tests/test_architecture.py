@@ -94,13 +94,11 @@ FUNCTION_LINES = 60
 """The most lines a function of the package may take, its signature and docstring included."""
 MODULE_LINES = 400
 OVER = {
-    "windows/retriever.py": 667,
     "parents/retriever.py": 665,
     "store/lexical.py": 619,
     "budget.py": 601,
     "windows/cache.py": 596,
     "windows/snapshot.py": 537,
-    "tools/cli.py": 529,
     "tools/report/measure.py": 511,
     "text/sentences.py": 492,
     "store/adapters/chroma.py": 441,

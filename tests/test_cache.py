@@ -17,6 +17,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_expand import (
     LexicalIndex,
+    Performance,
     SentenceWindowRetriever,
     TokenCounter,
     chroma_store,
@@ -120,7 +121,12 @@ def test_a_repeated_guided_query_reads_only_the_heads_again(reader: Make) -> Non
 @pytest.mark.parametrize(
     "settings",
     # a snapshot; past its limit (BM25 and figures built in the query); no snapshot; none of it (heads kept)
-    [{}, {"snapshot_limit": 1}, {"snapshot_limit": 0}, {"in_memory": False}],
+    [
+        {},
+        {"performance": Performance(snapshot_limit=1)},
+        {"performance": Performance(snapshot_limit=0)},
+        {"performance": Performance(in_memory=False)},
+    ],
 )
 @pytest.mark.parametrize("writer_lexical", ["shared", "none"])
 def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_from_memory(
@@ -158,8 +164,8 @@ def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_fr
 
 
 def test_the_cache_changes_no_answer_and_keeps_at_most_cache_size_records(reader: Make) -> None:
-    cached = reader(cache_size=300)
-    uncached = reader(cache_size=0)
+    cached = reader(performance=Performance(cache_size=300))
+    uncached = reader(performance=Performance(cache_size=0))
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
     for budget in (300, 2000):
         for query in queries + queries:  # each asked twice: the second time from memory
@@ -168,7 +174,7 @@ def test_the_cache_changes_no_answer_and_keeps_at_most_cache_size_records(reader
 
 
 def test_without_a_cache_every_query_reads_its_records_again(reader: Make) -> None:
-    retriever = reader(cache_size=0)
+    retriever = reader(performance=Performance(cache_size=0))
     log = ReadLog(retriever._vectors)
     retriever.invoke("the budget of the remote", max_tokens=800)
     first = log.taken()
@@ -178,8 +184,8 @@ def test_without_a_cache_every_query_reads_its_records_again(reader: Make) -> No
 
 
 def test_guided_answers_are_the_same_whether_the_search_returns_ids_or_records(reader: Make) -> None:
-    by_ids = reader(cache_size=0)
-    by_records = reader(cache_size=0)
+    by_ids = reader(performance=Performance(cache_size=0))
+    by_records = reader(performance=Performance(cache_size=0))
     object.__setattr__(by_records._vectors, "search_ids", lambda *args, **kwargs: None)  # as on any other store
     for query in [q["query"] for q in load_queries("qmsum")[:4]]:
         for budget in (300, 2000):
@@ -196,8 +202,12 @@ def test_the_local_copies_change_no_answer_and_spare_the_store_its_reads(
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
     for encoding in ("cl100k_base", "o200k_base"):
         count = TokenCounter(encoding)
-        copied = reader(lexical=True, cache_size=0, token_counter=count, in_memory=False)  # copies read from SQLite
-        from_store = reader(cache_size=0, token_counter=count, in_memory=False).model_copy(update={"lexical": bare})
+        copied = reader(
+            lexical=True, performance=Performance(cache_size=0, in_memory=False), token_counter=count
+        )  # copies read from SQLite
+        from_store = reader(performance=Performance(cache_size=0, in_memory=False), token_counter=count).model_copy(
+            update={"lexical": bare}
+        )
         log = ReadLog(copied._vectors)
         for query in queries:
             for call in ({"max_tokens": 300}, {"max_tokens": 2000}, {"k": 3, "before": 1, "after": 2}):
@@ -236,7 +246,7 @@ def test_past_the_snapshot_limit_windows_are_built_and_counted_from_the_local_co
     (A window cut to fit the budget is counted as cut.)
     """
     counter = LoggedCounter()
-    retriever = reader(lexical=True, token_counter=counter, snapshot_limit=snapshot_limit)
+    retriever = reader(lexical=True, token_counter=counter, performance=Performance(snapshot_limit=snapshot_limit))
     log = ReadLog(retriever._vectors)
     chained = 0
     for query in [q["query"] for q in load_queries("qmsum")[:3]]:
@@ -296,8 +306,8 @@ def test_on_a_snapshot_or_its_figures_growth_knows_every_sentence_it_weighs_and_
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
     for settings, expected in (
         ({}, "once"),
-        ({"snapshot_limit": 0}, "once"),  # past the limit: growth's figures
-        ({"in_memory": False}, "in rounds"),
+        ({"performance": Performance(snapshot_limit=0)}, "once"),  # past the limit: growth's figures
+        ({"performance": Performance(in_memory=False)}, "in rounds"),
     ):
         retriever = reader(lexical=True, **settings)
         retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
@@ -343,8 +353,8 @@ def test_answers_from_the_snapshot_equal_answers_from_the_store_searched_exactly
     which is the growth that knows every sentence: the same windows.
     """
     monkeypatch.setattr(guided, "GROWTH_ROUNDS", 10_000)
-    snapshot = reader(lexical=True, cache_size=0)
-    store = exact_search(reader(lexical=True, cache_size=0, in_memory=False))
+    snapshot = reader(lexical=True, performance=Performance(cache_size=0))
+    store = exact_search(reader(lexical=True, performance=Performance(cache_size=0, in_memory=False)))
     log = ReadLog(snapshot._vectors)
     for query in [q["query"] for q in load_queries("qmsum")[:4]]:
         for call in (
@@ -435,13 +445,13 @@ def test_bm25_ranked_while_the_query_is_embedded_counts_only_where_its_snapshot_
 
 
 def test_over_its_limit_the_snapshot_is_not_built_and_the_store_answers(reader: Make) -> None:
-    limited = reader(lexical=True, snapshot_limit=10)
+    limited = reader(lexical=True, performance=Performance(snapshot_limit=10))
     found = limited.invoke("who will design the remote control", max_tokens=500)
     assert found
     assert limited._views.snapshot is not None
     assert limited._views.snapshot[1] is None
     with pytest.raises(ValueError, match="snapshot_limit"):
-        reader(lexical=True, snapshot_limit=-1)
+        reader(lexical=True, performance=Performance(snapshot_limit=-1))
 
 
 def test_a_snapshot_built_on_the_last_one_equals_a_snapshot_built_whole(
@@ -528,7 +538,7 @@ class Unranked(LexicalIndex):
 
 def past_the_limit(reader: Make, submit: Deferred, **kwargs: Any) -> SentenceWindowRetriever:
     """A retriever over the test meetings whose snapshot limit they are past, its builds held by ``submit``."""
-    retriever = reader(lexical=True, snapshot_limit=10, **kwargs)
+    retriever = reader(lexical=True, performance=Performance(snapshot_limit=10), **kwargs)
     retriever._views = StoreViews(LexicalRanking(submit))
     return retriever
 
@@ -578,7 +588,9 @@ def test_past_the_snapshot_limit_the_stores_search_runs_beside_bm25_while_it_ran
     answers: dict[str, list[list[Document]]] = {}
     embedded = VectorSearch.vector
     for setting in ("ranking", "ranked", "snapshot"):
-        retriever = reader(lexical=True, **({} if setting == "snapshot" else {"snapshot_limit": 0}))
+        retriever = reader(
+            lexical=True, **({} if setting == "snapshot" else {"performance": Performance(snapshot_limit=0)})
+        )
         retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
         retriever.invoke(queries[0], max_tokens=100)  # past the limit, the build runs now
         threads: list[str] = []
@@ -660,7 +672,7 @@ def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: P
     submit = Deferred()
     store = chroma_store("past-limit", persist_directory=tmp_path / "chroma", embeddings=minilm)
     lexical = LexicalIndex(tmp_path / "lexical.sqlite")
-    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical, snapshot_limit=2)
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical, performance=Performance(snapshot_limit=2))
     retriever._views = StoreViews(LexicalRanking(submit))
     retriever.add_documents(as_documents(load_docs("emanual")[:1]))
     retriever.invoke("How do I reset the remote?", max_tokens=300)
@@ -701,12 +713,12 @@ def test_a_ranking_or_figures_that_cannot_be_built_leave_the_index_answering(
     broken_index = type("Broken", (LexicalIndex,), {broken: fails})
     store = chroma_store("broken", persist_directory=tmp_path / "chroma", embeddings=minilm)
     retriever = SentenceWindowRetriever(
-        vectorstore=store, lexical=broken_index(tmp_path / "lexical.sqlite"), snapshot_limit=2
+        vectorstore=store, lexical=broken_index(tmp_path / "lexical.sqlite"), performance=Performance(snapshot_limit=2)
     )
     retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))  # built at once, in the query
     retriever.add_documents(as_documents(load_docs("emanual")[:1]))
     reads = SentenceWindowRetriever(
-        vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), in_memory=False
+        vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), performance=Performance(in_memory=False)
     )
     answer = retriever.invoke("How do I reset the remote?", max_tokens=300)
     assert answer
@@ -743,7 +755,9 @@ def test_past_the_snapshot_limit_every_head_is_read_ahead_once_the_ranking_is_bu
             if not ahead:
                 patch.setattr(HeadsAtMark, "claim_fill", lambda self: False)
             submit = Deferred()
-            retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), snapshot_limit=10)
+            retriever = SentenceWindowRetriever(
+                vectorstore=store, lexical=LexicalIndex(path), performance=Performance(snapshot_limit=10)
+            )
             retriever._views = StoreViews(LexicalRanking(submit))
             assert retriever.lexical is not None
             heads = {unit_id(d, 0) for d in retriever.lexical.documents()}
@@ -808,7 +822,7 @@ def test_with_the_snapshot_off_heads_are_read_once_a_change_mark_where_the_cache
     # in_memory=False turns the snapshot, BM25 and growth's figures in memory off; the heads
     # read at the store's change mark stay, as the sentence cache does (a query over TAT-QA's
     # 60 documents read every head again: 2.4 ms).
-    retriever = reader(lexical=True, in_memory=False, cache_size=cache_size)
+    retriever = reader(lexical=True, performance=Performance(in_memory=False, cache_size=cache_size))
     log = ReadLog(retriever._vectors)
     query = load_queries("qmsum")[0]["query"]
     first = retriever.invoke(query, max_tokens=1000)
@@ -867,7 +881,9 @@ def test_past_the_snapshot_limit_local_copies_are_read_once_while_cached(
     class Counted(CountedCopies):
         read = 0
 
-    retriever = reader(snapshot_limit=10, cache_size=cache_size).model_copy(update={"lexical": Counted(indexed[1])})
+    retriever = reader(performance=Performance(snapshot_limit=10, cache_size=cache_size)).model_copy(
+        update={"lexical": Counted(indexed[1])}
+    )
     retriever._views = StoreViews(LexicalRanking(Deferred()))
     query = load_queries("qmsum")[1]["query"]
     first = retriever.invoke(query, max_tokens=1000)
@@ -888,7 +904,7 @@ def test_past_the_snapshot_limit_a_rewritten_document_is_served_new_at_the_next_
 ) -> None:
     store = chroma_store("rewritten", persist_directory=tmp_path / "chroma", embeddings=minilm)
     retriever = SentenceWindowRetriever(
-        vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), snapshot_limit=2
+        vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), performance=Performance(snapshot_limit=2)
     )
     retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
     old = "The warranty lasts two years. Keep the receipt. Call the service line."
@@ -1022,7 +1038,7 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
         with monkeypatch.context() as patch:
             if mode == "records":
                 patch.setattr(windows_retriever, "FiguresHits", lambda dense, lexical, reads, records: records)
-            retriever = reader(lexical=True, snapshot_limit=0)
+            retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now
             seeds = seeded[mode] = []
@@ -1065,7 +1081,7 @@ def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
             if not figures:
                 patch.setattr(Figures, "tokens", lambda self, position, rev, counter: None)
                 patch.setattr(QueryFigures, "sentence", lambda self, *args, **kwargs: None)
-            retriever = reader(lexical=True, snapshot_limit=0)
+            retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now
             counted: list[str] = []
@@ -1105,9 +1121,13 @@ def test_past_the_snapshot_limit_growth_reads_nothing_once_its_figures_are_built
     submit = Deferred()
     lexical, other = PositionsRead(indexed[1]), PositionsRead(indexed[1])
     lexical.name, other.name = "figures", "reads"
-    retriever = reader(snapshot_limit=10, cache_size=cache_size).model_copy(update={"lexical": lexical})
+    retriever = reader(performance=Performance(snapshot_limit=10, cache_size=cache_size)).model_copy(
+        update={"lexical": lexical}
+    )
     retriever._views = StoreViews(LexicalRanking(submit))
-    without = reader(snapshot_limit=10, cache_size=cache_size).model_copy(update={"lexical": other})
+    without = reader(performance=Performance(snapshot_limit=10, cache_size=cache_size)).model_copy(
+        update={"lexical": other}
+    )
     without._views = StoreViews(LexicalRanking(Deferred()))  # never built: growth reads, round by round
     queries = [q["query"] for q in load_queries("qmsum")]
     retriever.invoke(queries[0], max_tokens=1000)
@@ -1161,7 +1181,9 @@ def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_w
     store = chroma_store("refigured", persist_directory=tmp_path / "chroma", embeddings=minilm)
     lexical = tmp_path / "lexical.sqlite"
     submit = Deferred()
-    reader = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical), snapshot_limit=2)
+    reader = SentenceWindowRetriever(
+        vectorstore=store, lexical=LexicalIndex(lexical), performance=Performance(snapshot_limit=2)
+    )
     reader._views = StoreViews(LexicalRanking(submit))
     writer = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical))
     words = ["lamp", "chair", "desk", "shelf", "rug", "clock", "vase", "mirror", "sofa", "stool"]
@@ -1174,7 +1196,9 @@ def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_w
     assert any("red" in d.page_content for d in reader.invoke(query, max_tokens=120))
     writer.add_documents([Document(new, id="rooms")])
     assert reader._views.ranking.figures(reader.lexical) is not None  # not built again yet: the old ones
-    fresh = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical), snapshot_limit=2)
+    fresh = SentenceWindowRetriever(
+        vectorstore=store, lexical=LexicalIndex(lexical), performance=Performance(snapshot_limit=2)
+    )
     fresh._views = StoreViews(LexicalRanking(Deferred()))
     found = reader.invoke(query, max_tokens=120)
     assert shown(found) == shown(fresh.invoke(query, max_tokens=120))
@@ -1185,7 +1209,7 @@ def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_w
 
 def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keeps_nothing(reader: Make) -> None:
     query = load_queries("qmsum")[0]["query"]
-    no_snapshot = reader(lexical=True, snapshot_limit=0)
+    no_snapshot = reader(lexical=True, performance=Performance(snapshot_limit=0))
     no_snapshot._views = StoreViews(LexicalRanking(lambda fn: fn()))
     first = no_snapshot.invoke(query, max_tokens=1000)  # starts the build, which runs at once here
     assert no_snapshot.invoke(query, max_tokens=1000) == first
@@ -1193,7 +1217,7 @@ def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keep
     assert held is None or held[1] is None  # no snapshot, even of a few sentences
     assert no_snapshot._views.ranking.figures(no_snapshot.lexical) is not None  # BM25 and growth's figures
     submit = Deferred()
-    nothing = reader(lexical=True, in_memory=False)
+    nothing = reader(lexical=True, performance=Performance(in_memory=False))
     nothing._views = StoreViews(LexicalRanking(submit))
     assert shown(nothing.invoke(query, max_tokens=1000)) == shown(first)
     assert nothing._views.snapshot is None
@@ -1202,9 +1226,9 @@ def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keep
 
 MODES: dict[str, dict[str, Any]] = {
     "in memory": {},
-    "past the limit": {"snapshot_limit": 0},
-    "nothing in memory": {"in_memory": False},
-    "no cache": {"cache_size": 0},
+    "past the limit": {"performance": Performance(snapshot_limit=0)},
+    "nothing in memory": {"performance": Performance(in_memory=False)},
+    "no cache": {"performance": Performance(cache_size=0)},
 }
 """Every memory setting a retriever has: each changes what a query reads, never its answer."""
 

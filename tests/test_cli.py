@@ -491,7 +491,7 @@ def test_a_signal_stops_a_large_file_at_the_next_step_and_the_rerun_resumes_from
 ) -> None:
     # issue #52, finding 1: Ctrl-C on one large file waited for the whole document (hours), a
     # second one exited and the rerun started at 0; SIGTERM (`timeout`) exited 124 saying nothing
-    from langchain_expand.tools import cli as cli_module
+    from langchain_expand.tools import indexing
 
     big = tmp_path / "big.md"
     big.write_text(
@@ -501,16 +501,16 @@ def test_a_signal_stops_a_large_file_at_the_next_step_and_the_rerun_resumes_from
     argv = ["--home", str(home), "index", str(big), "--write-batch", "50"]
 
     stopping = SignalsAt(minilm, sent, at=3)
-    monkeypatch.setattr(cli_module, "_embeddings", lambda args: stopping)
+    monkeypatch.setattr(indexing, "embeddings_of", lambda args: stopping)
     assert main(argv) == 128 + sent
     err = capsys.readouterr().err
     assert f"{sent.name}: stopping at the next step" in err
     assert "interrupted. What was written is kept: run the same command again to resume." in err
     assert stopping.embedded == 150  # the batch under way when the signal came is written, no other begun
-    assert signal.getsignal(sent) is not cli_module._Stop._first  # the handlers are put back
+    assert signal.getsignal(sent) is not indexing._Stop._first  # the handlers are put back
 
     resumed = SignalsAt(minilm, sent, at=0)
-    monkeypatch.setattr(cli_module, "_embeddings", lambda args: resumed)
+    monkeypatch.setattr(indexing, "embeddings_of", lambda args: resumed)
     assert main(argv) == 0
     assert "indexed 1 document" in capsys.readouterr().out
     assert resumed.embedded == 420 - 150  # 420 sentences (20 headings, 400 tasks): the rest alone

@@ -19,7 +19,12 @@ from langchain_core.stores import InMemoryStore
 from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from langchain_expand import BudgetedParentDocumentRetriever, MarkdownSectionSplitter, SentenceWindowRetriever
+from langchain_expand import (
+    BudgetedParentDocumentRetriever,
+    MarkdownSectionSplitter,
+    Performance,
+    SentenceWindowRetriever,
+)
 from langchain_expand.calls import check_non_negative, check_optional_positive, check_positive, check_query
 from langchain_expand.store.search import overfetch
 from langchain_expand.units import STORED_COUNT, STORED_START
@@ -49,7 +54,7 @@ SHORT = "One sentence here. Two sentences now."
 
 
 def windows(store: RecordingStore) -> SentenceWindowRetriever:
-    return SentenceWindowRetriever(vectorstore=store, batch_size=2)
+    return SentenceWindowRetriever(vectorstore=store, performance=Performance(batch_size=2))
 
 
 def test_window_indexing_writes_every_head_last() -> None:
@@ -261,7 +266,7 @@ def test_a_large_document_is_built_into_records_one_batch_at_a_time(retriever_of
     text = "# Part\n" + " ".join(f"Sentence number {i} is here." for i in range(3000))
     store = RecordingStore()
     if retriever_of == "windows":
-        retriever: Any = SentenceWindowRetriever(vectorstore=store, batch_size=50)
+        retriever: Any = SentenceWindowRetriever(vectorstore=store, performance=Performance(batch_size=50))
     else:
         retriever = BudgetedParentDocumentRetriever(
             vectorstore=store,

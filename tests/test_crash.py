@@ -35,6 +35,7 @@ from langchain_expand import (
     BudgetedParentDocumentRetriever,
     LexicalIndex,
     MarkdownSectionSplitter,
+    Performance,
     SentenceWindowRetriever,
     SQLDocStore,
     chroma_store,
@@ -100,7 +101,7 @@ def windows(folder: Path, minilm: Embeddings, killer: Killer) -> SentenceWindowR
     retriever = SentenceWindowRetriever(
         vectorstore=chroma_store(f"crash-{n}", embeddings=minilm),
         lexical=LexicalIndex(folder / f"lexical-{n}.sqlite"),
-        batch_size=2,
+        performance=Performance(batch_size=2),
     )
     # the adapter: sentences embedded with their context are written past the store's add_documents
     killer.arm(retriever._vectors, "add_documents", "delete")
@@ -253,7 +254,11 @@ def test_long_lived_readers_in_every_mode_serve_the_committed_text_after_a_write
     # old text, and a deleted document, until another writer finished
     store = chroma_store("died-before-mark", embeddings=minilm)
     lexical = tmp_path / "lexical.sqlite"
-    modes: list[dict[str, Any]] = [{}, {"snapshot_limit": 0}, {"in_memory": False}]
+    modes: list[dict[str, Any]] = [
+        {},
+        {"performance": Performance(snapshot_limit=0)},
+        {"performance": Performance(in_memory=False)},
+    ]
     readers = [SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical), **mode) for mode in modes]
     writer = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical))
     writer.add_documents(documents(V1))
@@ -297,7 +302,9 @@ def test_a_long_document_stopped_between_batches_embeds_only_the_rest_when_added
         retriever: Any
         if kind == "windows":
             retriever = SentenceWindowRetriever(
-                vectorstore=store, lexical=LexicalIndex(tmp_path / f"{name}.sqlite"), batch_size=10
+                vectorstore=store,
+                lexical=LexicalIndex(tmp_path / f"{name}.sqlite"),
+                performance=Performance(batch_size=10),
             )
         else:
             retriever = BudgetedParentDocumentRetriever(

@@ -13,6 +13,7 @@ def test_public_names_are_pinned() -> None:
         "LexicalIndex",
         "MarkdownSectionSplitter",
         "MergeOverlaps",
+        "Performance",
         "PostgresLexicalIndex",
         "RerankThenExpand",
         "SQLDocStore",

@@ -25,7 +25,14 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from langchain_core.vectorstores import InMemoryVectorStore
 
-from langchain_expand import LexicalIndex, SentenceSplitter, SentenceWindowRetriever, TokenCounter, chroma_store
+from langchain_expand import (
+    LexicalIndex,
+    Performance,
+    SentenceSplitter,
+    SentenceWindowRetriever,
+    TokenCounter,
+    chroma_store,
+)
 from langchain_expand.store import lexical
 from langchain_expand.store.adapters.chroma import ChromaAdapter
 from langchain_expand.store.lexical import LexicalHit, LocalSentence, fuse, words
@@ -156,7 +163,7 @@ TEXT = "One sentence here. Two sentences now. Three of them. Four and more. Five
 def test_the_retriever_keeps_the_lexical_index_in_step_without_orphans(tmp_path: Path) -> None:
     store = RecordingStore()
     lexical = LexicalIndex(tmp_path / "lexical.sqlite")
-    retriever = SentenceWindowRetriever(vectorstore=store, batch_size=2, lexical=lexical)
+    retriever = SentenceWindowRetriever(vectorstore=store, performance=Performance(batch_size=2), lexical=lexical)
     retriever.add_documents([Document(TEXT, id="a"), Document("Only one.", id="b")])
     assert lexical.documents() == {"a", "b"}
     found = sorted((h.doc_id, h.index) for h in lexical.search("one two three four five", 99))
@@ -185,7 +192,9 @@ def test_local_copies_hold_what_the_store_holds_and_the_counters_counts(tmp_path
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))  # hands its vectors back, as Chroma does
     lexical = LexicalIndex(tmp_path / "lexical.sqlite")
     counter = TokenCounter()
-    retriever = SentenceWindowRetriever(vectorstore=store, batch_size=2, lexical=lexical, token_counter=counter)
+    retriever = SentenceWindowRetriever(
+        vectorstore=store, performance=Performance(batch_size=2), lexical=lexical, token_counter=counter
+    )
     retriever.add_documents([Document(TEXT, id="a", metadata={"source": "x"}), Document("Only one.", id="b")])
     head = store.get_by_ids(["a::0"])[0]
     rev = head.metadata["lcx_rev"]
@@ -249,7 +258,7 @@ def test_on_chroma_the_copies_keep_the_vectors_written_without_reading_them_back
     monkeypatch.setattr(ChromaAdapter, "vectors", lambda self, ids: reads.append(len(ids)) or read(self, ids))
     monkeypatch.setattr(layout, "_HELD", 3)
     lexical = LexicalIndex()
-    retriever = make_retriever(lexical=lexical, batch_size=2)
+    retriever = make_retriever(lexical=lexical, performance=Performance(batch_size=2))
     short = "One two. Three four. Five six."
     docs = [Document(short, id="a"), Document("Only one.", id="b"), Document(short.replace("One", "Six"), id="c")]
     retriever.add_documents(docs)
@@ -295,7 +304,7 @@ def test_a_custom_counters_counts_are_not_kept() -> None:
 def test_an_interrupted_run_leaves_lexical_rows_that_readers_reject_until_the_rerun() -> None:
     store = RecordingStore()
     lexical = LexicalIndex()
-    retriever = SentenceWindowRetriever(vectorstore=store, batch_size=50, lexical=lexical)
+    retriever = SentenceWindowRetriever(vectorstore=store, performance=Performance(batch_size=50), lexical=lexical)
     retriever.add_documents([Document("Old text. Old end.", id="a")])
     (old,) = {h.rev for h in lexical.search("old", 9)}
     store.fail_on_write = len(store.writes) + 1  # body written, head not
@@ -320,7 +329,9 @@ def test_a_run_killed_between_parts_leaves_each_document_served_at_its_committed
     monkeypatch.setattr(layout, "_HELD", 3)
     store = RecordingStore()
     lexical = LexicalIndex()
-    retriever = SentenceWindowRetriever(vectorstore=store, batch_size=50, lexical=lexical, k=2, before=4, after=4)
+    retriever = SentenceWindowRetriever(
+        vectorstore=store, performance=Performance(batch_size=50), lexical=lexical, k=2, before=4, after=4
+    )
     old = [Document(TEXT, id="a"), Document(TEXT.replace("One", "Uno"), id="b")]
     new = [Document(d.page_content.replace("sentence", "line"), id=d.id) for d in old]
     retriever.add_documents(old)
@@ -642,7 +653,7 @@ def test_a_query_in_any_script_finds_its_document_alike_in_every_memory_mode(tmp
         [Document(text, id=name) for name, (text, _) in SCRIPTS.items()]
     )
     answers: dict[str, list[list[tuple[str, list[int]]]]] = {}
-    for mode in ({}, {"snapshot_limit": 0}, {"in_memory": False}):
+    for mode in ({}, {"performance": Performance(snapshot_limit=0)}, {"performance": Performance(in_memory=False)}):
         retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical_path), k=4, **mode)
         for run in range(2):  # before and after the rankings in memory are built
             found = [retriever.invoke(query, expand=False) for _, query in SCRIPTS.values()]

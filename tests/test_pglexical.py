@@ -16,6 +16,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_expand import (
     LexicalIndex,
+    Performance,
     PostgresLexicalIndex,
     SentenceSplitter,
     SentenceWindowRetriever,
@@ -111,7 +112,9 @@ def test_rows_and_local_copies_are_replaced_whole_served_at_their_revision_and_d
 def test_the_retriever_keeps_it_in_step_and_another_process_reads_what_one_wrote(postgres_url: str) -> None:
     store, table = RecordingStore(), f"lexical_{next(_tables)}"
     writer = SentenceWindowRetriever(
-        vectorstore=store, batch_size=2, lexical=PostgresLexicalIndex(postgres_url, table=table)
+        vectorstore=store,
+        performance=Performance(batch_size=2),
+        lexical=PostgresLexicalIndex(postgres_url, table=table),
     )
     text = "One sentence here. Two sentences now. Three of them. Four and more. Five at last."
     writer.add_documents([Document(text, id="a"), Document("Only one.", id="b")])
@@ -154,12 +157,14 @@ def test_hybrid_answers_from_postgresql_equal_those_from_the_sqlite_index(
     in_sqlite = in_postgres.model_copy(update={"lexical": LexicalIndex(tmp_path / "lexical.sqlite")})
     in_sqlite.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])  # embeds nothing: the copies only
     for q in load_queries("emanual")[:8]:
-        for call in ({"max_tokens": 400}, {"max_tokens": 1500, "in_memory": False}, {"k": 4, "window": "fixed"}):
-            in_memory = call.get("in_memory", True)
-            pg = in_postgres.model_copy(update={"in_memory": in_memory})
-            lite = in_sqlite.model_copy(update={"in_memory": in_memory})
-            args = {k: v for k, v in call.items() if k != "in_memory"}
-            assert pg.invoke(q["query"], **args) == lite.invoke(q["query"], **args), (q["query"], call)
+        for call, in_memory in (
+            ({"max_tokens": 400}, True),
+            ({"max_tokens": 1500}, False),
+            ({"k": 4, "window": "fixed"}, True),
+        ):
+            pg = in_postgres.model_copy(update={"performance": Performance(in_memory=in_memory)})
+            lite = in_sqlite.model_copy(update={"performance": Performance(in_memory=in_memory)})
+            assert pg.invoke(q["query"], **call) == lite.invoke(q["query"], **call), (q["query"], call)
 
 
 def test_a_url_that_is_not_postgresqls_is_refused_naming_the_fix(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_expand import (
     FitToBudget,
+    Performance,
     SentenceSplitter,
     SentenceWindowRetriever,
     TokenCounter,
@@ -39,12 +40,13 @@ _WORKER = """
 import json, sys
 import chromadb, sentence_transformers  # the slow imports, done before the word to start
 from langchain_core.documents import Document
-from langchain_expand import SentenceWindowRetriever, chroma_store
+from langchain_expand import Performance, SentenceWindowRetriever, chroma_store
 path, corpus = sys.argv[1], sys.argv[2]
 print("ready", flush=True)
 sys.stdin.readline()
 rows = [json.loads(line) for line in open(corpus)]
-retriever = SentenceWindowRetriever(vectorstore=chroma_store("crash", persist_directory=path), batch_size=40)
+store = chroma_store("crash", persist_directory=path)
+retriever = SentenceWindowRetriever(vectorstore=store, performance=Performance(batch_size=40))
 print("start", flush=True)
 retriever.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
 print("done", flush=True)
@@ -116,7 +118,8 @@ def test_a_kill_in_the_middle_of_indexing_never_serves_a_half_document(tmp_path:
     edited = [{**r, "text": r["text"].replace("remote", "clicker").replace(" .", " !")} for r in rows]
     store_path = tmp_path / "chroma"
     retriever = SentenceWindowRetriever(
-        vectorstore=chroma_store("crash", persist_directory=store_path, embeddings=minilm), batch_size=40
+        vectorstore=chroma_store("crash", persist_directory=store_path, embeddings=minilm),
+        performance=Performance(batch_size=40),
     )
     retriever.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])  # v1, in this process
     either = {r["doc_id"]: {r["text"], e["text"]} for r, e in zip(rows, edited, strict=True)}
@@ -301,7 +304,7 @@ def test_an_embedded_chroma_another_process_wrote_is_opened_again_and_reads_what
     store = chroma_store(
         "shared", persist_directory=tmp_path / "chroma", embeddings=DeterministicFakeEmbedding(size=16)
     )
-    modes = ({}, {"snapshot_limit": 0}, {"in_memory": False})
+    modes = ({}, {"performance": Performance(snapshot_limit=0)}, {"performance": Performance(in_memory=False)})
     retrievers = [
         SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), **mode)
         for mode in modes

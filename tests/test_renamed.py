@@ -116,3 +116,28 @@ def test_without_k_the_retrievers_policy_says_how_many_reranked_matches_are_expa
     assert len(pipeline.invoke(QUERY, merge=False)) == 2
     hits = [d.metadata["hit"] for d in pipeline.invoke(QUERY, merge=False, max_tokens=100_000, before=0, after=0)]
     assert len(hits) == 10  # a budget that holds them all: every match fetched, in reranked order
+
+
+def test_the_memory_settings_moved_into_performance_and_the_old_names_still_work(make_retriever: Any) -> None:
+    # issue #49: snapshot_limit, in_memory, cache_size and batch_size change speed only, and sit apart
+    from langchain_expand import Performance
+
+    with pytest.warns(ExpandDeprecationWarning, match=r"snapshot_limit=0, cache_size=5\) is now performance="):
+        retriever: SentenceWindowRetriever = make_retriever(snapshot_limit=0, cache_size=5)
+    assert retriever.performance == Performance(snapshot_limit=0, cache_size=5)
+    with pytest.warns(ExpandDeprecationWarning, match=r"\.in_memory = \.\.\. is now performance="):
+        retriever.in_memory = False
+    assert retriever.performance == Performance(snapshot_limit=0, in_memory=False, cache_size=5)
+    with pytest.warns(ExpandDeprecationWarning, match=r"\.batch_size is now SentenceWindowRetriever\.performance"):
+        assert retriever.batch_size == 4096
+    with pytest.raises(ValueError, match="pass `performance=Performance"):
+        make_retriever(cache_size=0, performance=Performance())
+    with pytest.raises(ValueError, match="`cache_size` must be an integer >= 0"):
+        retriever.performance = Performance(cache_size=-1)
+    with pytest.raises(ValueError, match="`in_memory` must be True or False"):
+        Performance(in_memory=0)  # type: ignore[arg-type]
+    assert retriever.performance.limit is None  # nothing in memory: no snapshot at any size
+    retriever.performance = Performance(batch_size=2)
+    text = "The first is about apples and pears. The second is about boats on a river. The third is about trains."
+    retriever.add_documents([Document(text, id="d")])  # two sentences a write
+    assert [d.metadata["hit"] for d in retriever.invoke("trains", k=1)] == [2]

@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.runnables import ConfigurableField
 
-from langchain_expand import BudgetPolicy, SentenceSplitter, SentenceWindowRetriever, TokenCounter, window_bounds
+from langchain_expand import (
+    BudgetPolicy,
+    Performance,
+    SentenceSplitter,
+    SentenceWindowRetriever,
+    TokenCounter,
+    window_bounds,
+)
 from langchain_expand.store.records import sentence_span
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_START
 
@@ -264,8 +271,8 @@ def test_window_size_follows_the_formula_on_punctuated_text(make_retriever: Make
         ({"k": -2}, "`k` must be a positive integer or None \\(no limit\\), got -2"),
         ({"before": -1}, "`before` must be an integer >= 0, got -1"),
         ({"after": -3}, "`after` must be an integer >= 0, got -3"),
-        ({"batch_size": 0}, "`batch_size` must be a positive integer, got 0"),
-        ({"cache_size": -1}, "`cache_size` must be an integer >= 0, got -1"),
+        ({"performance": {"batch_size": 0}}, "`batch_size` must be a positive integer, got 0"),
+        ({"performance": {"cache_size": -1}}, "`cache_size` must be an integer >= 0, got -1"),
         ({"max_tokens": 0}, "`max_tokens` must be a positive integer or None \\(no limit\\), got 0"),
         ({"befor": 3}, "got an unknown argument `befor`. Did you mean `before`\\?"),
         ({"search_kwargs": {"fetch_k": 20}}, "search_kwargs key `fetch_k` has no meaning here"),
@@ -361,7 +368,7 @@ async def test_async_add_query_and_delete(make_retriever: Make) -> None:
 def test_small_write_batches_store_the_same_windows(make_retriever: Make) -> None:
     rows = load_docs("qmsum")[:2]
     one_batch = make_retriever(k=5)
-    many_batches = make_retriever(k=5, batch_size=37)
+    many_batches = make_retriever(k=5, performance=Performance(batch_size=37))
     one_batch.add_documents(as_documents(rows))
     many_batches.add_documents(as_documents(rows))
     query = "the remote should be easy to use"
@@ -615,7 +622,7 @@ def test_a_table_row_is_matched_alone_and_sent_with_its_whole_table(
         (hit,) = table_rows.invoke(units[2], k=1, expand=False)
         if hit.metadata["hit"] != 2 or hit.metadata["doc_id"] != doc_id:
             continue  # the row's own text found another sentence first
-        for retriever in (table_rows, table_rows.model_copy(update={"in_memory": False})):
+        for retriever in (table_rows, table_rows.model_copy(update={"performance": Performance(in_memory=False)})):
             retriever.clear_cache()
             given.clear()
             (window,) = retriever.invoke(units[2], k=1, max_tokens=1000)  # one window: the row's
@@ -641,7 +648,7 @@ def test_hybrid_windows_stay_in_budget_with_exact_offsets(
     table_rows: SentenceWindowRetriever, query: str, budget: int, window: str, merge: bool, snapshot: bool
 ) -> None:
     """The budget and the offsets hold with BM25 fused in, tables matched row by row, on the snapshot and off it."""
-    retriever = table_rows if snapshot else table_rows.model_copy(update={"in_memory": False})
+    retriever = table_rows if snapshot else table_rows.model_copy(update={"performance": Performance(in_memory=False)})
     docs = retriever.invoke(query, k=None, max_tokens=budget, merge=merge, window=window)
     assert joined_tokens(docs) <= budget
     sources = {r["doc_id"]: r["text"] for r in load_docs("tatqa")[:TABLE_PASSAGES]}
@@ -677,7 +684,7 @@ def test_a_window_does_not_grow_up_past_its_sections_heading(make_retriever: Mak
         (hit,) = retriever.invoke(units[h + 1], k=1, expand=False)
         if hit.metadata["hit"] != h + 1:
             continue  # its first sentence's own text found another sentence first
-        for copy in (retriever, retriever.model_copy(update={"in_memory": False})):
+        for copy in (retriever, retriever.model_copy(update={"performance": Performance(in_memory=False)})):
             copy.clear_cache()
             (window,) = copy.invoke(units[h + 1], k=1, max_tokens=300)
             first, last = window.metadata["span"]
@@ -754,7 +761,7 @@ def test_the_lexical_ranking_finds_more_evidence_of_names_and_exact_words(tmp_pa
 def test_hits_skipped_for_a_half_written_document_are_refilled_from_the_others(make_retriever: Make) -> None:
     """Issue 15, finding 9: a query during a write returned far fewer than k windows."""
     rows = load_docs("qmsum")
-    retriever = make_retriever(k=6, before=1, after=1, batch_size=50)
+    retriever = make_retriever(k=6, before=1, after=1, performance=Performance(batch_size=50))
     retriever.add_documents(as_documents(rows))
     edited = [Document(rows[0]["text"].replace(" the ", " THE "), id=rows[0]["doc_id"])]
     store = retriever._vectors  # every write of the retriever's records goes through its adapter
@@ -782,7 +789,7 @@ def test_records_written_with_their_end_serve_the_same_windows_and_lose_it_when_
     make_retriever: Make,
 ) -> None:
     # Sentence records keep no lcx_end (it is the start plus the text); records written before do.
-    retriever = make_retriever(k=3, in_memory=False)
+    retriever = make_retriever(k=3, performance=Performance(in_memory=False))
     docs = as_documents(load_docs("qmsum")[:2])
     retriever.add_documents(docs)
     collection = retriever.vectorstore._collection  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplit
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.version import VERSION
+from langchain_expand.windows.performance import Performance
 from langchain_expand.windows.retriever import SentenceWindowRetriever
 
 __version__ = VERSION
@@ -41,6 +42,7 @@ __all__ = [
     "LexicalIndex",
     "MarkdownSectionSplitter",
     "MergeOverlaps",
+    "Performance",
     "PostgresLexicalIndex",
     "RerankThenExpand",
     "SQLDocStore",

@@ -10,42 +10,38 @@ from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import json
 import signal
 import sys
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 
 from langchain_expand.calls import check_query
 from langchain_expand.tools.arguments import parser
 from langchain_expand.tools.corpus import read_corpus
+from langchain_expand.tools.indexing import Stopped, for_windows, index
+from langchain_expand.tools.opening import (
+    counted,
+    embeddings_of,
+    indexed_ids,
+    parents_retriever,
+    store_of,
+    windows_retriever,
+)
 from langchain_expand.units import (
     DOC_ID,
     END,
     HIT,
     SCORE,
-    SECTIONS,
     SPAN,
     START,
-    STORED_DOC,
-    STORED_INDEX,
     TITLE,
     TOKENS,
     TRUNCATED,
 )
-
-if TYPE_CHECKING:
-    from langchain_core.vectorstores import VectorStore
-
-    from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
-    from langchain_expand.windows.retriever import SentenceWindowRetriever
 
 __all__ = ["main"]
 
@@ -58,256 +54,6 @@ DEMO_QUESTIONS = [
     "How do I turn on Wireless PowerShare to charge another device?",
     "How can I use Bixby on my phone?",
 ]
-
-
-def _embeddings(args: argparse.Namespace) -> Embeddings:
-    """The model; its loading bar ("Loading weights") only with ``index --verbose``."""
-    from langchain_expand.store.defaults import default_embeddings
-
-    if not getattr(args, "verbose", False):
-        import transformers
-
-        transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    return default_embeddings(device=args.device, batch_size=args.embed_batch)
-
-
-def _store(args: argparse.Namespace, collection: str, embeddings: Embeddings | None = None) -> VectorStore:
-    import chromadb
-
-    from langchain_expand.store.defaults import chroma_store
-
-    embeddings = embeddings or _embeddings(args)
-    if args.chroma_host:
-        client = chromadb.HttpClient(host=args.chroma_host, port=args.chroma_port)
-        return chroma_store(collection, client=client, embeddings=embeddings)
-    return chroma_store(collection, persist_directory=args.home / "chroma", embeddings=embeddings)
-
-
-def _windows_retriever(args: argparse.Namespace, embeddings: Embeddings | None = None) -> SentenceWindowRetriever:
-    from langchain_expand.store.lexical import BaseLexicalIndex, LexicalIndex
-    from langchain_expand.store.pglexical import PostgresLexicalIndex
-    from langchain_expand.windows.retriever import SentenceWindowRetriever
-
-    # A SQLite file is seen by one machine: with a shared Chroma server the lexical index lives in
-    # the --docstore database when that is PostgreSQL, and is off otherwise.
-    lexical: BaseLexicalIndex | None = None
-    if args.lexical and not args.chroma_host:
-        lexical = LexicalIndex(args.home / "lexical.sqlite")
-    elif args.lexical and (args.docstore or "").startswith("postgresql"):
-        lexical = PostgresLexicalIndex(args.docstore)
-    return SentenceWindowRetriever(vectorstore=_store(args, "sentences", embeddings), lexical=lexical)
-
-
-def _parents_retriever(
-    args: argparse.Namespace, embeddings: Embeddings | None = None
-) -> BudgetedParentDocumentRetriever:
-    from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
-    from langchain_expand.store.docstore import SQLDocStore
-    from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
-
-    url = args.docstore or f"sqlite:///{args.home / 'docstore.sqlite'}"
-    return BudgetedParentDocumentRetriever(
-        vectorstore=_store(args, "children", embeddings),
-        docstore=SQLDocStore(url),
-        parent_splitter=SectionSplitter(fallback=MarkdownSectionSplitter(max_level=2)),
-    )
-
-
-def _batches(items: Iterable[Document], size: int) -> Iterator[list[Document]]:
-    iterator = iter(items)
-    while batch := list(islice(iterator, size)):
-        yield batch
-
-
-def _for_windows(doc: Document) -> Document:
-    """Section offsets matter to parent splitting, not to sentences: don't copy them onto each."""
-    meta = {k: v for k, v in doc.metadata.items() if k != SECTIONS}
-    return Document(doc.page_content, metadata=meta, id=doc.id)
-
-
-class _Stopped(KeyboardInterrupt):
-    """Indexing stopped by a signal; ``signum`` says which (the exit status is 128 + it)."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
-
-
-class _Stop:
-    """Ctrl-C or SIGTERM while indexing: the run stops at its next step, and what it wrote is kept.
-
-    A step is a few hundred texts embedded (a second or two) or a batch of documents begun.
-    Every batch of sentences written before it stays (a large document resumes from them),
-    every document committed before it too. A KeyboardInterrupt raised wherever the signal
-    lands can be swallowed (Python only prints one raised inside a finaliser or a library's
-    callback) and the run goes on to the end; a flag read at every step cannot be. A second
-    signal stops at once. Outside the main thread, where no handler can be set, signals work
-    as Python's default.
-    """
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> _Stop:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._first) for s in self.SIGNALS}
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for s, handler in self._previous.items():
-            signal.signal(s, handler)
-
-    def _first(self, signum: int, frame: object) -> None:
-        self.signum = signum
-        for s in self.SIGNALS:  # a second one stops now
-            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
-        name = signal.Signals(signum).name
-        print(
-            f"langchain-expand index: {name}: stopping at the next step, keeping what is written (again: now)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    def check(self) -> None:
-        """Raise :class:`_Stopped` once a signal has come."""
-        if self.signum is not None:
-            raise _Stopped(self.signum)
-
-
-def _index(args: argparse.Namespace) -> int:
-    """Stream the corpus in batches; each batch is committed, so a re-run resumes."""
-    from rich.console import Console
-    from rich.progress import Progress
-
-    skipped: list[str] = []
-    documents = read_corpus(args.paths, skip_bad=args.skip_bad, skipped=skipped, root=_root(args))
-    batches = _batches(documents, args.batch_docs)
-    first = next(batches, None)
-    if first is None:  # before any model loads or store opens
-        paths = ", ".join(str(p) for p in args.paths)
-        why = f" ({len(skipped)} skipped: {'; '.join(skipped[:3])})" if skipped else ""
-        msg = f"found no documents in {paths}{why}: give .txt, .md or .jsonl files, or folders holding them."
-        raise ValueError(msg)
-    model = _Progressing(_embeddings(args))
-    retriever: Any = _parents_retriever(args, model) if args.mode == "parent" else _windows_retriever(args, model)
-    retriever.batch_size = args.write_batch  # checked on assignment, as a field
-    bar = sys.stderr.isatty() and not args.quiet
-    sizes = _units_by_document(args, retriever) if bar else {}  # a first pass, for the bar's total and ETA
-    unit = "children" if args.mode == "parent" else "sentences"
-    with Progress(*_bar_columns(unit), console=Console(stderr=True), disable=not bar) as progress:
-        task = progress.add_task(f"embedding {unit}", total=sum(sizes.values()) if sizes else None)
-
-        def advance(texts: list[str]) -> None:  # inside a document, step by step, each step drawn
-            progress.advance(task, len(texts))
-            progress.refresh()
-
-        model.advance = advance
-        ids: list[str] = []
-        written = done = 0
-        with _Stop() as stop:
-            model.before_step = stop.check
-            for batch in itertools.chain([first], batches):
-                stop.check()
-                result = retriever.index_documents(batch if args.mode == "parent" else [_for_windows(d) for d in batch])
-                ids += result.ids
-                written += len(result.written)
-                done += sum(sizes.get(str(d.id), 0) for d in batch)
-                progress.update(task, completed=done)  # unchanged documents count as done too
-                if args.verbose:  # a log line per committed batch, for logs and scripts
-                    print(f"indexed {_counted(len(ids), 'document')}", file=sys.stderr, flush=True)
-    where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
-    stale = sorted(set(_indexed_ids(args, retriever)) - set(ids))
-    if args.prune and stale:
-        retriever.delete(stale)
-    counts = f"{written} embedded, {len(ids) - written} unchanged"
-    if stale:
-        counts += f", {len(stale)} removed" if args.prune else ""
-    print(f"indexed {_counted(len(ids), 'document')} ({args.mode} mode) into {where}: {counts}")
-    if stale and not args.prune:
-        paths = ", ".join(map(str, args.paths))
-        verb = "is" if len(stale) == 1 else "are"
-        print(f"{_counted(len(stale), 'document')} in the index {verb} not in {paths} (kept; --prune removes them)")
-    for note in skipped:
-        print(f"skipped {note}", file=sys.stderr)
-    return 0
-
-
-def _bar_columns(unit: str) -> list[Any]:
-    """The progress bar: units embedded of the total, the rate in units a second, the time left."""
-    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeRemainingColumn
-    from rich.text import Text
-
-    class Rate(ProgressColumn):
-        def render(self, task: Any) -> Text:
-            return Text(f"{task.speed:,.0f} {unit}/s" if task.speed else f"? {unit}/s")
-
-    return [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), Rate(), TimeRemainingColumn()]
-
-
-class _Progressing(Embeddings):
-    """The model, telling the progress bar of every ``STEP`` texts embedded.
-
-    The retriever embeds up to ``batch_size`` (4,096) texts a call: a minute of a CPU's time,
-    too long for a bar to sit still. The model batches 64 at a time anyway, so asking it for
-    ``STEP`` at a time costs nothing.
-    """
-
-    STEP = 256
-
-    def __init__(self, inner: Embeddings) -> None:
-        self.inner = inner
-        self.advance: Callable[[list[str]], object] = lambda texts: None
-        self.before_step: Callable[[], object] = lambda: None
-        """Called before each step: it may raise to stop the run (:class:`_Stop`)."""
-
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        vectors: list[list[float]] = []
-        for at in range(0, len(texts), self.STEP):
-            self.before_step()
-            step = texts[at : at + self.STEP]
-            vectors += self.inner.embed_documents(step)
-            self.advance(step)
-        return vectors
-
-    def embed_query(self, text: str) -> list[float]:
-        return self.inner.embed_query(text)
-
-
-def _units_by_document(args: argparse.Namespace, retriever: Any) -> dict[str, int]:
-    """How many units (sentences, or children) each document of the corpus embeds: split once, not kept.
-
-    Splitting costs a few percent of embedding; a corpus it cannot read whole (bad input is
-    left to indexing) gets a bar without a total.
-    """
-    try:
-        return {
-            str(d.id): retriever.embedded_units(d)
-            for d in read_corpus(args.paths, skip_bad=True, skipped=[], root=_root(args))  # reported by the index
-        }
-    except ValueError:
-        return {}
-
-
-def _root(args: argparse.Namespace) -> Path:
-    """What file ids are relative to: ``--root``, else the folder holding ``--home``.
-
-    Not the working directory: the same file indexed from two folders into one home would be
-    two documents, and a query would send its text twice.
-    """
-    return Path(args.root) if args.root is not None else Path(args.home).resolve().parent
-
-
-def _indexed_ids(args: argparse.Namespace, retriever: Any) -> list[str]:
-    """Every document id the index of this mode holds."""
-    if args.mode == "parent":
-        return [key[: -len(".p0")] for key in retriever.docstore.yield_keys() if key.endswith(".p0")]
-    from langchain_expand.store.adapters import adapt
-
-    heads = adapt(retriever.vectorstore, "The CLI").where({STORED_INDEX: 0}, vectors=False) or []
-    return [str(head.metadata[STORED_DOC]) for head, _ in heads if STORED_DOC in head.metadata]
 
 
 def _query(args: argparse.Namespace) -> int:
@@ -335,7 +81,7 @@ def _query(args: argparse.Namespace) -> int:
             )
             raise ValueError(msg)
         _check_indexed(args)
-        retriever: Any = _parents_retriever(args)
+        retriever: Any = parents_retriever(args)
         docs = retriever.invoke(args.question, k=args.k, max_tokens=args.budget)
     else:
         for flag, value in (("--before", args.before), ("--after", args.after)):
@@ -343,7 +89,7 @@ def _query(args: argparse.Namespace) -> int:
                 msg = f"{flag} must be 0 or more sentences, got {value}."
                 raise ValueError(msg)
         _check_indexed(args)
-        retriever = _windows_retriever(args)
+        retriever = windows_retriever(args)
         docs = retriever.invoke(
             args.question,
             k=args.k,
@@ -368,14 +114,14 @@ def _why_nothing(args: argparse.Namespace, retriever: Any) -> str:
     hold only complete ones, so the hybrid path saw nothing to warn about.
     """
     where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
-    committed = len(_indexed_ids(args, retriever))
+    committed = len(indexed_ids(args, retriever))
     if committed == 0:
         return (
             f"the {args.mode} index in {where} holds no complete document: an `index` run was interrupted "
             "before its first batch was committed. Run the same `langchain-expand index` command again to resume."
         )
     budget = f", or --budget {args.budget} holds no whole sentence or parent" if args.budget is not None else ""
-    return f"no unit answered the question among {_counted(committed, 'indexed document')}{budget}."
+    return f"no unit answered the question among {counted(committed, 'indexed document')}{budget}."
 
 
 def _check_indexed(args: argparse.Namespace) -> None:
@@ -384,7 +130,7 @@ def _check_indexed(args: argparse.Namespace) -> None:
     from langchain_expand.store.adapters import adapt
 
     if args.chroma_host:
-        empty = adapt(_store(args, collection), "The CLI").count() == 0
+        empty = adapt(store_of(args, collection), "The CLI").count() == 0
     else:
         import chromadb
 
@@ -392,7 +138,7 @@ def _check_indexed(args: argparse.Namespace) -> None:
         names = (
             {c.name for c in chromadb.PersistentClient(path=str(path)).list_collections()} if path.exists() else set()
         )
-        empty = collection not in names or adapt(_store(args, collection), "The CLI").count() == 0
+        empty = collection not in names or adapt(store_of(args, collection), "The CLI").count() == 0
     if empty:
         where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else args.home
         msg = (
@@ -433,9 +179,9 @@ def _demo(args: argparse.Namespace) -> int:
     documents beside their own.
     """
     home = args.home / "demo"
-    retriever = _windows_retriever(argparse.Namespace(**{**vars(args), "home": home, "chroma_host": None}))
+    retriever = windows_retriever(argparse.Namespace(**{**vars(args), "home": home, "chroma_host": None}))
     corpus = [DEMO_DATA / "qmsum" / "docs.jsonl", DEMO_DATA / "emanual" / "docs.jsonl"]
-    docs = [_for_windows(d) for d in read_corpus(corpus)]
+    docs = [for_windows(d) for d in read_corpus(corpus)]
     retriever.add_documents(docs)
     print(f"Indexed {len(docs)} documents (3 meetings, 1 manual) into {home / 'chroma'}.")
     print(
@@ -487,10 +233,10 @@ def _report(args: argparse.Namespace) -> int:
         args.mode = "window"
         _check_indexed(args)
         where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else str(args.home)
-        result = measure(index=_windows_retriever(args), corpus_name=where)
+        result = measure(index=windows_retriever(args), corpus_name=where)
     else:
         documents = list(read_corpus([args.corpus]))
-        result = measure(documents, embeddings=_embeddings(args), corpus_name=args.corpus.name)
+        result = measure(documents, embeddings=embeddings_of(args), corpus_name=args.corpus.name)
     if args.format == "json":
         print(result.to_json())
     elif args.format == "markdown":
@@ -506,7 +252,7 @@ def _report(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``langchain-expand`` command."""
     args = parser().parse_args(argv)
-    commands = {"index": _index, "query": _query, "demo": _demo, "report": _report}
+    commands = {"index": index, "query": _query, "demo": _demo, "report": _report}
     try:
         return commands[args.command](args)
     except ValueError as exc:  # bad input: say what and where, without a traceback
@@ -517,12 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"langchain-expand {args.command}: interrupted.{kept if args.command == 'index' else ''}", file=sys.stderr
         )
-        return 128 + (exc.signum if isinstance(exc, _Stopped) else signal.SIGINT)
-
-
-def _counted(n: int, noun: str) -> str:
-    """``1 document``, ``2 documents``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+        return 128 + (exc.signum if isinstance(exc, Stopped) else signal.SIGINT)
 
 
 if __name__ == "__main__":

@@ -268,9 +268,6 @@ RULES: dict[str, Callable[[str, object], None]] = {
     "max_radius": calls.check_non_negative,
     "max_tokens": calls.check_optional_positive,
     "max_sentence_tokens": calls.check_optional_positive,
-    "batch_size": calls.check_positive,
-    "cache_size": calls.check_non_negative,
-    "snapshot_limit": calls.check_non_negative,
     "score_threshold": calls.check_fraction,
     "relative_score_threshold": calls.check_fraction,
 }

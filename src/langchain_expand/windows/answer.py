@@ -1,0 +1,152 @@
+"""A call's windows from its hits: fixed around the ``k`` best, as many as a budget holds, or grown toward the evidence.
+
+The retriever decides what the query searches (:mod:`.retriever`); this turns the ranking into
+windows by the call's :class:`~langchain_expand.windows.plan.Plan`, one function a window
+shape, and fits them to the budget exactly (:func:`~langchain_expand.budget.fit_counted`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from langchain_core.documents import Document
+
+from langchain_expand.budget import fit_counted
+from langchain_expand.store.adapters.base import matched
+from langchain_expand.store.search import VectorSearch, overfetch
+from langchain_expand.units import DOC_ID, HIT, SPAN
+from langchain_expand.windows.assembly import assemble, by_sections, needed_ids, record_runs, runs_of
+from langchain_expand.windows.cache import Reads
+from langchain_expand.windows.growth import Growth, decay_for
+from langchain_expand.windows.guided import Growing
+from langchain_expand.windows.hits import Hits, RecordHits, Search, to_hit
+from langchain_expand.windows.plan import Plan, Unit, absorb, covers, hits_for, seeds_of
+
+__all__ = ["answer", "budgeted"]
+
+logger = logging.getLogger(__name__)
+_SHORT = (
+    "%d of k=%d windows: the store's index matched %d records that are no longer stored (deleted by another "
+    "process; an embedded Chroma's index catches up when this process reopens it)."
+)
+
+
+def answer(
+    plan: Plan,
+    search: Search,
+    dense: VectorSearch,
+    reads: Reads,
+    counter: Callable[[str], int],
+    seeds: Hits | None = None,
+) -> list[Document]:
+    """The call's windows by its plan: guided (from ``seeds``, else ``search``'s), budget-driven or ``k`` fixed.
+
+    ``counter`` counts each window's tokens, and the budget's.
+    """
+    if plan.shape == "guided":
+        return _grown(RecordHits(search, reads) if seeds is None else seeds, dense, plan, reads, counter)
+    if plan.budget_decides:
+        return budgeted(_fill(search, plan, reads, counter), plan.max_tokens, counter)
+    return _fixed(search, plan, reads, counter)
+
+
+def _fixed(search: Search, plan: Plan, reads: Reads, counter: Callable[[str], int]) -> list[Document]:
+    """The windows of the ``k`` best hits (merged windows count once), fitted to the budget where there is one."""
+    assert plan.k is not None
+    units: list[Unit] = []
+    dropped = 0
+    for scored in overfetch(search, plan.first_fetch(), plan.k):
+        hits = [to_hit(doc, score) for doc, score in scored]
+        units = plan.units(plan.taken(hits))
+        dropped = matched(scored) - len(scored)
+        if len(units) >= plan.k:
+            break
+    if len(units) < plan.k and dropped:
+        logger.warning(_SHORT, len(units), plan.k, dropped)
+    units = units[: plan.k]
+    records = reads.records(needed_ids(units))  # the hits among them from the search, unread
+    return budgeted(assemble(units, record_runs(records), counter, plan.skipped), plan.max_tokens, counter)
+
+
+def _fill(search: Search, plan: Plan, reads: Reads, counter: Callable[[str], int]) -> list[Document]:
+    """Windows of the best hits, as many as it takes to hold the budget.
+
+    Hits are taken in rank order: the shortest prefix of the ranking whose windows reach
+    the policy's ``fixed_target`` (by the sentences' own token counts). The search goes further while
+    even all its hits fall short, until the relevance floor cuts the ranking (the evidence
+    ran out) or the store has no more. Records fetched in one round are reused in the
+    next; the caller fits the windows to the budget exactly.
+    """
+    budget = plan.max_tokens
+    assert budget is not None
+    records: dict[str, Document] = {}
+    sizes: dict[str, int] = {}
+    units: list[Unit] = []
+    first = plan.first_fetch()
+    for scored in overfetch(search, first, first):
+        hits = [to_hit(doc, score) for doc, score in scored]
+        taken = plan.taken(hits)
+        records.update((d.id, d) for d, _ in scored if d.id is not None)
+        wanted = needed_ids(plan.units(taken))
+        missing = [i for i in wanted if i not in records]
+        records.update((d.id, d) for d in reads.records(missing) if d.id is not None)
+        fresh = [i for i in wanted if i in records and i not in sizes]
+        sizes.update(zip(fresh, reads.tokens([records[i] for i in fresh]), strict=True))
+        needed = hits_for(plan.policy.fixed_target(budget), taken, plan, sizes)
+        units = plan.units(taken[:needed])
+        if len(taken) < len(hits) or needed < len(taken):
+            break
+    return assemble(units, record_runs(records.values()), counter, plan.skipped)
+
+
+def _grown(
+    search: Hits, dense: VectorSearch, plan: Plan, reads: Reads, counter: Callable[[str], int]
+) -> list[Document]:
+    """Windows grown from the best hits toward the evidence, fitted to the budget.
+
+    Hits are searched as in :func:`_fill`; a hit's own relevance is its score in the ranking.
+    Growth gathers the policy's ``guided_target`` (:class:`Growing`) and the windows are
+    fitted to the budget exactly. Where that leaves more than ``1 - top_up`` of it free
+    (a hit or a window's last sentences too big for the room left: long table rows), growth
+    goes on from the windows kept into the room left, and the result is kept if it holds
+    more and all they held.
+    """
+    budget = plan.max_tokens
+    assert budget is not None
+    vector = dense.vector()
+    assert vector is not None  # _shape chose "fixed" for a store without embeddings
+    target = plan.policy.guided_target(budget)
+    growing = Growing(reads, vector, plan, decay_for(target))
+
+    def fitted(growth: Growth) -> tuple[list[Document], int]:
+        units = plan.joined([(by_seed[r.seed], r.first, r.last) for r in growth.regions])
+        absorb(units, hits)
+        kept, used = fit_counted(assemble(units, runs_of(reads, units), counter, plan.skipped), budget, counter)
+        kept, cut = by_sections(kept, counter)
+        if cut:  # counted again: a cut is smaller, and the count says so exactly
+            kept, used = fit_counted(kept, budget, counter)
+        return kept, used or 0
+
+    first = plan.first_fetch()
+    for found in overfetch(search, first, first):
+        above = plan.taken(found)
+        hits = growing.seeded(above, search.tokens(above), budget)
+        by_seed = seeds_of(hits)
+        seeds = list(by_seed)
+        growth = growing.rounds(seeds, target, heads=[h.doc_id for h in hits])
+        if not growth.exhausted or len(above) < len(found):
+            break
+    windows, used = fitted(growth)
+    if used < plan.policy.top_up * budget and not plan.skipped:
+        numbers = {(s.doc_id, s.index): n for n, s in enumerate(seeds)}
+        taken = {numbers[w.metadata[DOC_ID], w.metadata[HIT]]: tuple(w.metadata[SPAN]) for w in windows}
+        more, more_used = fitted(growing.rounds(seeds, budget, taken=taken, spent=used))
+        if more_used > used and covers(more, windows):
+            return more
+    return windows
+
+
+def budgeted(windows: list[Document], max_tokens: int | None, counter: Callable[[str], int]) -> list[Document]:
+    """The windows that fit the budget, if there is one (their counts are ``assemble``'s, exact)."""
+    return fit_counted(windows, max_tokens, counter)[0]

@@ -1,0 +1,179 @@
+"""Writing a window retriever's index: split, embed and commit documents, delete them, read them back.
+
+:class:`SentenceIndexing` is the retriever's writing half, apart from its query path: each
+document is validated and built into records before anything is written
+(:func:`~langchain_expand.windows.layout.prepare`), then committed under the store's protocol
+(:mod:`langchain_expand.store.commit`): the body, the lexical index's rows and local copies, the
+head last, inside a writer's mark so readers' snapshots follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_expand.store import commit
+from langchain_expand.store.commit import Indexed, Prepared
+from langchain_expand.store.indexing import DocumentIndexed
+from langchain_expand.store.records import decode_metadata, document_ids, unit_id
+from langchain_expand.text.tokens import counter_key
+from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_START
+from langchain_expand.windows.assembly import copy_of, joined_text
+from langchain_expand.windows.layout import SentenceLayout, prepare
+
+if TYPE_CHECKING:
+    from langchain_core.vectorstores import VectorStore
+
+    from langchain_expand.store.adapters import StoreAdapter
+    from langchain_expand.store.lexical import BaseLexicalIndex
+    from langchain_expand.text.prefixes import EmbeddingPrefix
+    from langchain_expand.text.sentences import Span
+    from langchain_expand.windows.performance import Performance
+
+__all__ = ["SentenceIndexing"]
+
+
+class SentenceIndexing(DocumentIndexed):
+    """A window retriever's writes: ``add_documents``, ``delete`` (LangChain's ``DocumentIndex``) and reading back."""
+
+    if TYPE_CHECKING:  # the retriever's fields this reads
+        vectorstore: VectorStore
+        lexical: BaseLexicalIndex | None
+        splitter: Callable[[str], list[Span]]
+        sentence_prefix: EmbeddingPrefix | None
+        token_counter: Callable[[str], int]
+        max_sentence_tokens: int | None
+        performance: Performance
+        _vectors: StoreAdapter
+
+        def __init__(self, **fields: Any) -> None: ...
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        *,
+        persist_directory: str | Path,
+        embeddings: Embeddings | None = None,
+        ids: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> Self:
+        """A retriever on the embedded defaults in ``persist_directory``, with ``documents`` added.
+
+        The setup the benchmarks measure: the bundled MiniLM model (unless ``embeddings``), a
+        Chroma collection ``sentences`` in ``persist_directory/chroma`` and, unless ``lexical``
+        is given (None for dense only), BM25 in ``persist_directory/lexical.sqlite``: the
+        command line's layout, so ``persist_directory=".langchain-expand"`` opens its index.
+        Called again on the same folder it opens the same index, and documents already there
+        unchanged are not embedded again. ``fields`` are the retriever's own (``max_tokens``, ...).
+        """
+        from langchain_expand.store.defaults import chroma_store, refuse_own_fields
+        from langchain_expand.store.lexical import LexicalIndex
+
+        refuse_own_fields(cls.__name__, fields, ["vectorstore"])
+        folder = Path(persist_directory)
+        if "lexical" not in fields:
+            fields["lexical"] = LexicalIndex(folder / "lexical.sqlite")
+        store = chroma_store("sentences", persist_directory=folder / "chroma", embeddings=embeddings)
+        retriever = cls(vectorstore=store, **fields)
+        retriever.add_documents(documents, ids)
+        return retriever
+
+    def add_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
+        """Split, embed and store documents; re-adding an id replaces its sentences.
+
+        Args:
+            documents: The source documents.
+            ids: One id per document; else ``Document.id``; else a hash of the text.
+
+        Returns:
+            The document ids, in input order.
+
+        Raises:
+            ValueError: For an empty document, duplicate ids, unusable metadata or an
+                over-long sentence. Nothing is written when any document is bad.
+        """
+        return self.index_documents(documents, ids).ids
+
+    def index_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> Indexed:
+        """:meth:`add_documents`, saying which documents were written and which were unchanged."""
+        doc_ids = document_ids(documents, ids)
+        prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
+        layout = self._layout()
+        writer = self._vectors.begin()  # readers trust nothing they hold until the mark below
+        try:
+            done = commit.index(layout, prepared)
+            if self.lexical is not None:
+                # Copies at another revision than the head's: written before the lexical index (or
+                # its copies) existed, or by an update killed between the index's write and the head's
+                # (a one-sentence version has no body to write first) and then reverted.
+                held = self.lexical.revisions([p.doc_id for p in prepared])
+                self.lexical.replace(layout.local_rows([p for p in prepared if held.get(p.doc_id) != {p.payload.rev}]))
+        finally:
+            self._vectors.mark(writer)  # finished, or stopped: readers' snapshots of the store are out of date
+        return done
+
+    def embedded_units(self, document: Document) -> int:
+        """How many sentences indexing ``document`` embeds: what a progress bar counts."""
+        return len(self.splitter(document.page_content))
+
+    def _delete_documents(self, ids: list[str]) -> list[str]:
+        """Remove every sentence of the documents ``ids`` (:meth:`delete`); those that had any."""
+        writer = self._vectors.begin()
+        try:
+            deleted = commit.delete(self._layout(), ids)
+            if self.lexical is not None:
+                self.lexical.delete(ids)
+        finally:
+            self._vectors.mark(writer)
+        return deleted
+
+    def _layout(self) -> SentenceLayout:
+        return SentenceLayout(self._vectors, self.performance.batch_size, self.lexical, counter_key(self.token_counter))
+
+    def _prepare(self, doc: Document, doc_id: str) -> Prepared:
+        """Validate one document and build its records, before anything is written."""
+        if self.lexical is not None:
+            self.lexical.check_text(doc.page_content, doc_id)
+        return prepare(
+            doc,
+            doc_id,
+            splitter=self.splitter,
+            token_counter=self.token_counter,
+            sentence_prefix=self.sentence_prefix,
+            max_sentence_tokens=self.max_sentence_tokens,
+            keep_counts=self.lexical is not None and counter_key(self.token_counter) is not None,
+            check_metadata=self._vectors.check_metadata,
+        )
+
+    def source_text(self, doc_id: str) -> str:
+        """A document's text rebuilt from the store, at the offsets the units carry.
+
+        Whitespace before the first sentence is not stored and comes back as spaces.
+        Use it as ``MergeOverlaps(gap=..., source=retriever.source_text)``.
+        """
+        heads = self._vectors.get_by_ids([unit_id(doc_id, 0)])
+        if not heads:
+            msg = f"Document {doc_id!r} is not in the store; add it first."
+            raise KeyError(msg)
+        return self._text_of(doc_id, heads[0])
+
+    def _text_of(self, doc_id: str, head: Document) -> str:
+        n = int(head.metadata[STORED_COUNT])
+        records = self._vectors.get_by_ids([unit_id(doc_id, i) for i in range(n)])
+        ordered = sorted(records, key=lambda r: int(r.metadata[STORED_INDEX]))
+        return " " * int(ordered[0].metadata[STORED_START]) + joined_text([copy_of(r) for r in ordered])
+
+    def _stored_documents(self, ids: list[str]) -> list[Document]:
+        """Each stored document of ``ids`` (:meth:`get`): its text as :meth:`source_text` rebuilds it, its metadata."""
+        ids = list(dict.fromkeys(ids))
+        heads = {h.metadata.get(STORED_DOC): h for h in self._vectors.get_by_ids([unit_id(d, 0) for d in ids])}
+        return [
+            Document(self._text_of(d, heads[d]), metadata=decode_metadata(heads[d].metadata), id=d)
+            for d in ids
+            if d in heads
+        ]

@@ -1,0 +1,114 @@
+"""What a window retriever holds in memory and how much it writes at once: speed, never the answer.
+
+A query's answer is decided by the store, the lexical index and the call's arguments. These
+settings decide only where the query reads from (a snapshot in memory, BM25 and growth's
+figures in memory, the local copies, the store) and how many records go in one write. With an
+exact dense search every setting gives the same windows (``tests/test_cache.py`` runs a corpus's
+queries in each); with the store's approximate search (Chroma's HNSW), the snapshot's exact
+search may find a sentence the store's missed (``make bench-latency`` counts how often).
+
+They sit in one object, the retriever's ``performance`` field, apart from what shapes an
+answer: ``SentenceWindowRetriever(..., performance=Performance(snapshot_limit=0))``. The
+retriever's old fields of the same names still work, with a deprecation warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_expand import calls
+
+__all__ = ["OLD_NAMES", "Performance", "from_old_names", "old_name"]
+
+
+@dataclass(frozen=True)
+class Performance:
+    """Where a window query reads from, and how many records a write sends at once."""
+
+    snapshot_limit: int = 50_000
+    """With a lexical index on Chroma, queries run on a snapshot of every sentence's local copy in
+    memory while the copies number at most this many: an exact dense search (Chroma's HNSW is
+    approximate), BM25 and every neighbour read without a store call, for about 3 KB a sentence
+    with MiniLM (150 MB at the limit). The first query after a writer has finished brings it up
+    to date, reading only the documents written since (:mod:`langchain_expand.windows.snapshot`).
+    Past the limit, a SQLite lexical index's BM25 is still ranked in memory
+    (:class:`~langchain_expand.windows.snapshot.LexicalRanking`, about 200 bytes a sentence), and
+    what guided growth weighs of each sentence is held with it
+    (:class:`~langchain_expand.windows.figures.Figures`: token count, marks and vector, no text;
+    about 1.5 KB a sentence with MiniLM, 1.5 GB at a million), both built beside the queries
+    after each write, then every document's head read ahead (up to ``cache_size``); only the
+    text of the sentences sent is read. 0: no snapshot, every query takes that path.
+    ``in_memory=False`` holds none of it. Costs: ``benchmarks/README.md``."""
+    in_memory: bool = True
+    """Hold what queries search and weigh in memory: the snapshot up to ``snapshot_limit``, BM25
+    and growth's figures past it. False holds none of it, for a process that cannot spare the
+    memory (about 1.7 GB a million sentences past the limit): the store and the lexical index
+    answer every query, growth reads the neighbours it weighs, and only the sentence cache
+    (``cache_size``) and the heads read at the store's change mark are kept. Queries cost more
+    (``benchmarks/README.md``, "Query latency", "store alone")."""
+    cache_size: int = 20_000
+    """Sentence records kept in memory between queries (text, metadata, vector, token count:
+    about 3.3 KB each with MiniLM's 384 dimensions, so 65 MB when full), and as many of the
+    lexical index's local copies (about 2 KB each, 40 MB), so the next queries over the same
+    documents read fewer from the store and from SQLite. Each is served only at the revision
+    the query finds in the store for its document, so a re-added or deleted document is never
+    answered from memory (see :mod:`langchain_expand.windows.cache`). 0 turns both off."""
+    batch_size: int = 4096
+    """Sentences embedded and written per call to the vector store. Large on purpose:
+    sentence-transformers sorts each call's texts by length before batching, so big calls pad
+    less. Keep it under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
+
+    def __post_init__(self) -> None:
+        calls.check_non_negative("snapshot_limit", self.snapshot_limit)
+        calls.check_non_negative("cache_size", self.cache_size)
+        calls.check_positive("batch_size", self.batch_size)
+        if not isinstance(self.in_memory, bool):
+            msg = f"`in_memory` must be True or False, got {self.in_memory!r}."
+            raise ValueError(msg)
+
+    @property
+    def limit(self) -> int | None:
+        """The snapshot's limit where anything is held in memory; None where nothing is (``in_memory=False``)."""
+        return self.snapshot_limit if self.in_memory else None
+
+
+OLD_NAMES = tuple(f.name for f in dataclasses.fields(Performance))
+"""The retriever's fields that became :class:`Performance`'s."""
+
+
+def from_old_names(owner: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Constructor arguments with the old fields (``snapshot_limit=0``) moved into ``performance``, with a warning.
+
+    Raises:
+        ValueError: Where ``performance`` is given too: set each there alone.
+    """
+    old = {name: given[name] for name in OLD_NAMES if name in given}
+    if not old:
+        return dict(given)
+    if given.get("performance") is not None:
+        msg = f"{owner}: {', '.join(old)} belong in `performance`; pass `performance=Performance(...)` alone."
+        raise ValueError(msg)
+    settings = ", ".join(f"{name}={value!r}" for name, value in old.items())
+    calls.deprecated(f"{owner}({settings}) is now performance=Performance({settings}); the old names will be removed.")
+    out = {name: value for name, value in given.items() if name not in old}
+    out["performance"] = Performance(**old)
+    return out
+
+
+def old_name(owner: str, name: str) -> property:
+    """A property that reads and sets ``performance.<name>`` under its old name, with a warning."""
+
+    def read(self: Any) -> Any:
+        calls.deprecated(f"{owner}.{name} is now {owner}.performance.{name}; the old name will be removed.")
+        return getattr(self.performance, name)
+
+    def write(self: Any, value: Any) -> None:
+        calls.deprecated(
+            f"{owner}.{name} = ... is now performance=Performance({name}=...); the old name will be removed."
+        )
+        self.performance = dataclasses.replace(self.performance, **{name: value})
+
+    return property(read, write, doc=f"The old name of ``performance.{name}`` (deprecated).")
