@@ -94,7 +94,6 @@ FUNCTION_LINES = 60
 """The most lines a function of the package may take, its signature and docstring included."""
 MODULE_LINES = 400
 OVER = {
-    "parents/retriever.py": 665,
     "store/lexical.py": 619,
     "budget.py": 601,
     "windows/cache.py": 596,

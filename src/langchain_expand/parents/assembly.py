@@ -34,7 +34,17 @@ from langchain_expand.units import (
     TOKENS,
 )
 
-__all__ = ["Parent", "aggregate", "cap_parent", "child_out", "parent_out", "same_version", "servable"]
+__all__ = [
+    "Parent",
+    "aggregate",
+    "cap_parent",
+    "child_out",
+    "parent_out",
+    "parents_of_hits",
+    "ranked_parents",
+    "same_version",
+    "servable",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -166,3 +176,35 @@ def servable(
             continue
         out.append((Parent(parent.parent_id, same, parent.score), doc))
     return out
+
+
+def ranked_parents(
+    scored: list[tuple[Document, float]], threshold: float | None, id_key: str, how: str, *, keep_order: bool = False
+) -> list[Parent]:
+    """The children at or above ``threshold`` grouped by parent (``id_key``), each parent scored by ``how``.
+
+    Best first, or in their first child's order (``keep_order``).
+    """
+    groups: dict[str, list[tuple[Document, float]]] = {}
+    for child, score in scored:
+        if threshold is not None and score < threshold:
+            continue
+        parent_id = child.metadata.get(id_key)
+        if parent_id is not None:
+            groups.setdefault(str(parent_id), []).append((child, score))
+    parents = [Parent(pid, kids, aggregate(how, [s for _, s in kids])) for pid, kids in groups.items()]
+    return parents if keep_order else sorted(parents, key=lambda p: -p.score)
+
+
+def parents_of_hits(hits: Sequence[Document]) -> list[Parent]:
+    """The parents of matched children (``expand=False`` results), in the order of their first, scored by it."""
+    groups: dict[str, Parent] = {}
+    for hit in hits:
+        parent_id = str(hit.metadata[PARENT_ID])
+        score = float(hit.metadata[SCORE])
+        child = Document(hit.page_content, metadata=hit.metadata, id=hit.metadata.get(CHILD_ID))
+        if parent_id in groups:
+            groups[parent_id].children.append((child, score))
+        else:
+            groups[parent_id] = Parent(parent_id, [(child, score)], score)
+    return list(groups.values())

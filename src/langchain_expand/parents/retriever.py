@@ -10,16 +10,12 @@ bound what it returns; and its default docstore survives a restart.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
-from dataclasses import replace
-from pathlib import Path
 from typing import Any, Literal
 
 from langchain_classic.retrievers import ParentDocumentRetriever
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import LangSmithRetrieverParams
 from langchain_core.stores import BaseStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
@@ -30,57 +26,27 @@ from langchain_expand.budget import fit_counted
 from langchain_expand.calls import AsyncByThread, check_query
 from langchain_expand.parents.assembly import (
     Parent,
-    aggregate,
     cap_parent,
     child_out,
     parent_out,
+    parents_of_hits,
+    ranked_parents,
     servable,
 )
 from langchain_expand.parents.hybrid import HybridChildren, within_filter
-from langchain_expand.parents.layout import Children, ParentLayout, parent_key
-from langchain_expand.parents.migration import Migrated, migrate_stock_index
+from langchain_expand.parents.indexing import ParentIndexing
 from langchain_expand.policy import BudgetPolicy
-from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, adapt
-from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.indexing import DocumentIndexed
 from langchain_expand.store.lexical import BaseLexicalIndex
-from langchain_expand.store.records import (
-    check_text,
-    document_ids,
-    encode_metadata,
-    metadata_fingerprint,
-    revision,
-)
 from langchain_expand.store.search import Diversified, VectorSearch, overfetch
-from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix, checked_prefixes
-from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter, StructureSplitter, located_parents
-from langchain_expand.text.sections import locate as locate_chunks
+from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
+from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.text.tokens import TokenCounter
-from langchain_expand.units import (
-    CHILD_ID,
-    DOC_ID,
-    END,
-    HEADINGS,
-    N_CHILDREN,
-    N_PARENTS,
-    PARENT_ID,
-    REVISION,
-    SCORE,
-    SERVED_BY_PARENTS,
-    START,
-    STORED_DOC,
-    STORED_REV,
-    TITLE,
-    TOKENS,
-    check_served_keys,
-)
+from langchain_expand.units import DOC_ID, TOKENS
 
 __all__ = ["BudgetedParentDocumentRetriever", "MarkdownSectionSplitter", "SectionSplitter"]
-
-logger = logging.getLogger(__name__)
-
 
 DEFAULT_K = 4
 """Parents returned when neither ``k`` nor a budget says how many."""
@@ -108,7 +74,13 @@ _RULES: dict[str, Callable[[str, object], None]] = {
 
 
 class BudgetedParentDocumentRetriever(  # type: ignore[misc]
-    calls.Portable, calls.CheckedAssignment, FromTexts, AsyncByThread, ParentDocumentRetriever, DocumentIndexed
+    calls.Portable,
+    calls.CheckedAssignment,
+    FromTexts,
+    AsyncByThread,
+    ParentIndexing,
+    ParentDocumentRetriever,
+    DocumentIndexed,
 ):
     """``ParentDocumentRetriever`` where ``k`` counts parents, scores stay, and size is bounded.
 
@@ -279,215 +251,6 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         """``search_type`` as text, whether given as LangChain's ``SearchType`` or as a string."""
         return str(getattr(self.search_type, "value", self.search_type))
 
-    # -- indexing ---------------------------------------------------------------------
-
-    @classmethod
-    def from_documents(
-        cls,
-        documents: Sequence[Document],
-        *,
-        persist_directory: str | Path,
-        embeddings: Embeddings | None = None,
-        ids: Sequence[str] | None = None,
-        **fields: Any,
-    ) -> BudgetedParentDocumentRetriever:
-        """A retriever on the embedded defaults in ``persist_directory``, with ``documents`` added.
-
-        The bundled MiniLM model (unless ``embeddings``), a Chroma collection ``children`` in
-        ``persist_directory/chroma`` and the parents in ``persist_directory/docstore.sqlite``
-        (:class:`SQLDocStore`): the command line's layout, and all of it survives a restart.
-        Called again on the same folder it opens the same index, and documents already there
-        unchanged are not embedded again. ``fields`` are the retriever's own (``parent_splitter``,
-        ``max_tokens``, ...).
-        """
-        from langchain_expand.store.defaults import chroma_store, refuse_own_fields
-        from langchain_expand.store.docstore import SQLDocStore
-
-        refuse_own_fields(cls.__name__, fields, ["vectorstore", "docstore", "byte_store"])
-        folder = Path(persist_directory)
-        store = chroma_store("children", persist_directory=folder / "chroma", embeddings=embeddings)
-        docstore = SQLDocStore(f"sqlite:///{folder / 'docstore.sqlite'}")
-        retriever = cls(vectorstore=store, docstore=docstore, **fields)
-        retriever.add_documents(documents, ids)
-        return retriever
-
-    def add_documents(  # type: ignore[override]  # returns the ids, as VectorStore.add_documents does
-        self,
-        documents: Sequence[Document],
-        ids: Sequence[str] | None = None,
-        add_to_docstore: bool = True,
-        **kwargs: Any,
-    ) -> list[str]:
-        """Split into parents and children, store them, replace earlier versions.
-
-        Args:
-            documents: Source documents.
-            ids: One id per source document; else ``Document.id``; else a content hash.
-            add_to_docstore: The stock argument; parents are always written with their
-                children (one commit protocol keeps the two in step), so only True works.
-            **kwargs: Passed on to the vector store's ``add_documents``.
-
-        Returns:
-            The source document ids.
-
-        Raises:
-            ValueError: For an empty document, duplicate ids or unusable metadata;
-                nothing is written then. For ``add_to_docstore=False``.
-        """
-        if not add_to_docstore:
-            msg = (
-                "add_to_docstore=False is not supported: parents and children are written together, "
-                "each carrying its version, so a hit is never served with another version's parent. "
-                "Re-adding a document whose parents are stored already costs nothing when it is "
-                "unchanged: call add_documents(docs) without it."
-            )
-            raise ValueError(msg)
-        return self.index_documents(documents, ids, **kwargs).ids
-
-    def index_documents(
-        self, documents: Sequence[Document], ids: Sequence[str] | None = None, **kwargs: Any
-    ) -> Indexed:
-        """:meth:`add_documents`, saying which documents were written and which were unchanged."""
-        doc_ids = document_ids(documents, ids)
-        prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
-        layout = self._layout(kwargs)
-        done = commit.index(layout, prepared)
-        if self.lexical is not None:  # rows missing or at another revision: the index came later
-            held = self.lexical.revisions([kids.parent_id for p in prepared for kids in p.payload[1]])
-            behind = [p for p in prepared if any(held.get(k.parent_id) != {p.version} for k in p.payload[1])]
-            self.lexical.replace(layout.lexical_rows(behind))
-        return done
-
-    def _delete_documents(self, ids: list[str]) -> list[str]:
-        """Remove the source documents ``ids`` (:meth:`delete`): their parents and all their children."""
-        return commit.delete(self._layout({}), ids)
-
-    def _stored_documents(self, ids: list[str]) -> list[Document]:
-        """Each stored document of ``ids`` (:meth:`get`): its parents joined at their offsets, its metadata.
-
-        Text between parents that no parent holds (a splitter that drops whitespace) comes back
-        as spaces; the metadata is the first parent's, less what this class and its splitter add.
-        """
-        ids = list(dict.fromkeys(ids))
-        heads = self.docstore.mget([self._head_id(d) for d in ids])
-        added = {DOC_ID, START, END, N_CHILDREN, N_PARENTS, REVISION}
-        if isinstance(self.parent_splitter, StructureSplitter):
-            added |= {TITLE, HEADINGS}
-        found = []
-        for doc_id, head in zip(ids, heads, strict=True):
-            if head is None:
-                continue
-            more = int(head.metadata.get(N_PARENTS, 1)) - 1
-            parents = [head, *self.docstore.mget([parent_key(doc_id, j) for j in range(1, more + 1)])]
-            text = ""
-            for parent in parents:
-                if parent is not None:
-                    text = text.ljust(int(parent.metadata[START])) + parent.page_content
-            metadata = {k: v for k, v in head.metadata.items() if k not in added}
-            found.append(Document(text, metadata=metadata, id=doc_id))
-        return found
-
-    def _layout(self, add_kwargs: dict[str, Any]) -> ParentLayout:
-        return ParentLayout(self._vectors, self.docstore, self._head_id, self.batch_size, add_kwargs, self.lexical)
-
-    def _head_id(self, doc_id: str) -> str:
-        """The first parent of a document, whose metadata counts its parents (``n_parents``)."""
-        return doc_id if self.parent_splitter is None else parent_key(doc_id, 0)
-
-    def migrate_stock_index(self, documents: Sequence[Document] | None = None) -> Migrated:
-        """Move an index the stock ``ParentDocumentRetriever`` built onto this class, in place.
-
-        Adds the documents again with this class (``documents``, or the stock parents where
-        the stock class had no ``parent_splitter``), then removes the stock children and
-        parents. Until it runs, hits on stock children are skipped with a warning naming it.
-        See :mod:`langchain_expand.parents.migration`.
-        """
-        return migrate_stock_index(self, self._vectors, documents)
-
-    def embedded_units(self, document: Document) -> int:
-        """How many children indexing ``document`` embeds: what a progress bar counts."""
-        parents = self._parents_of(document, str(document.id))
-        return sum(len(self.child_splitter.split_text(parent.page_content)) for parent in parents)
-
-    def _prepare(self, doc: Document, doc_id: str) -> Prepared:
-        """Validate one document and build its parents and children, before anything is written."""
-        if not isinstance(doc.page_content, str) or not doc.page_content.strip():
-            msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
-            raise ValueError(msg)
-        check_text(doc.page_content, doc_id)
-        if self.lexical is not None:
-            self.lexical.check_text(doc.page_content, doc_id)
-        served = SERVED_BY_PARENTS
-        if isinstance(self.parent_splitter, StructureSplitter):
-            served |= {TITLE, HEADINGS}
-        check_served_keys(doc.metadata, doc_id, served, "BudgetedParentDocumentRetriever")
-        self._vectors.check_metadata(encode_metadata(doc.metadata, doc_id), doc_id)
-        rev = revision(
-            doc.page_content,
-            self.parent_splitter,
-            self.child_splitter,
-            metadata_fingerprint(doc.metadata),
-            self.child_prefix,
-        )
-        parents: list[tuple[str, Document]] = []
-        children: list[Children] = []
-        doc_parents = self._parents_of(doc, doc_id)
-        for j, parent in enumerate(doc_parents):
-            parent_id = doc_id if self.parent_splitter is None else parent_key(doc_id, j)
-            kids = self._children_of(parent, parent_id, doc_id, rev)
-            parent.metadata[N_CHILDREN] = kids.n
-            parent.metadata[REVISION] = rev
-            if j == 0:
-                parent.metadata[N_PARENTS] = len(doc_parents)
-            parent.id = parent_id
-            parents.append((parent_id, parent))
-            children.append(kids)
-        children = self._with_prefix(doc.page_content, children, doc_id)
-        return Prepared(
-            doc_id,
-            rev,
-            vector_ids={i for kids in children for i in kids.ids()},
-            docstore_keys={i for i, _ in parents},
-            payload=(parents, children),
-        )
-
-    def _parents_of(self, doc: Document, doc_id: str) -> list[Document]:
-        source = Document(doc.page_content, metadata=doc.metadata, id=doc_id)
-        if self.parent_splitter is None:
-            parents = [Document(doc.page_content, metadata={**doc.metadata})]
-            parents[0].metadata[START], parents[0].metadata[END] = 0, len(doc.page_content)
-        elif isinstance(self.parent_splitter, StructureSplitter):
-            parents = self.parent_splitter.split_documents([source])
-        else:
-            parents = located_parents(self.parent_splitter, source)
-        for parent in parents:
-            parent.metadata[DOC_ID] = doc_id
-        return parents
-
-    def _with_prefix(self, text: str, children: list[Children], doc_id: str) -> list[Children]:
-        """The children with what ``child_prefix`` embeds before each, checked; unchanged without it."""
-        if self.child_prefix is None:
-            return children
-        spans = [(kids.base + s, kids.base + e) for kids in children for s, e in kids.chunks]
-        prefixes = checked_prefixes(self.child_prefix, text, spans, doc_id, setting="child_prefix", unit="child")
-        if prefixes is None:
-            return children
-        out, at = [], 0
-        for kids in children:
-            out.append(replace(kids, prefixes=prefixes[at : at + kids.n]))
-            at += kids.n
-        return out
-
-    def _children_of(self, parent: Document, parent_id: str, doc_id: str, rev: str) -> Children:
-        chunks = locate_chunks(parent.page_content, self.child_splitter.split_text(parent.page_content), doc_id)
-        kept = parent.metadata
-        if self.child_metadata_fields is not None:
-            kept = {k: v for k, v in kept.items() if k in self.child_metadata_fields}
-        shared = encode_metadata({k: v for k, v in kept.items() if k not in (DOC_ID, self.id_key)}, doc_id)
-        # every unit carries its version: a hit never meets another version's parent
-        shared.update({self.id_key: parent_id, STORED_DOC: doc_id, STORED_REV: rev})
-        return Children(parent_id, parent.page_content, int(parent.metadata[START]), chunks, shared)
-
     # -- querying ---------------------------------------------------------------------
 
     def _get_relevant_documents(
@@ -517,7 +280,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         stored: Sequence[Document | None] = []
         first = k or DEFAULT_K
         for scored in overfetch(search, first, first):
-            ranked = self._rank(scored, floor, keep_order=in_order)
+            ranked = ranked_parents(scored, floor, self.id_key, self.aggregate, keep_order=in_order)
             stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
             if k is None and expand:  # the budget decides: enough parents to hold it
                 assert max_tokens is not None
@@ -562,7 +325,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         ``max_tokens`` (else the instance's) bounds the joined parents, as in retrieval.
         """
         _, max_tokens = self._resolve(k=None, max_tokens=max_tokens)
-        ranked = self._rank_hits(hits)
+        ranked = parents_of_hits(hits)
         return self._expand(ranked, len(ranked), self.docstore.mget([p.parent_id for p in ranked]), max_tokens)
 
     def _resolve(self, *, k: int | None, max_tokens: int | None) -> tuple[int | None, int | None]:
@@ -583,53 +346,19 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             kwargs["filter"] = metadata_filter
         return kwargs
 
-    def _rank(
-        self, scored: list[tuple[Document, float]], threshold: float | None, *, keep_order: bool = False
-    ) -> list[Parent]:
-        """Group the children at or above ``threshold`` by parent and score parents.
-
-        Best first, or in their first child's order (``keep_order``).
-        """
-        groups: dict[str, list[tuple[Document, float]]] = {}
-        for child, score in scored:
-            if threshold is not None and score < threshold:
-                continue
-            parent_id = child.metadata.get(self.id_key)
-            if parent_id is not None:
-                groups.setdefault(str(parent_id), []).append((child, score))
-        parents = [Parent(pid, kids, aggregate(self.aggregate, [s for _, s in kids])) for pid, kids in groups.items()]
-        return parents if keep_order else sorted(parents, key=lambda p: -p.score)
-
-    def _rank_hits(self, hits: Sequence[Document]) -> list[Parent]:
-        groups: dict[str, Parent] = {}
-        for hit in hits:
-            parent_id = str(hit.metadata[PARENT_ID])
-            score = float(hit.metadata[SCORE])
-            child = Document(hit.page_content, metadata=hit.metadata, id=hit.metadata.get(CHILD_ID))
-            if parent_id in groups:
-                groups[parent_id].children.append((child, score))
-            else:
-                groups[parent_id] = Parent(parent_id, [(child, score)], score)
-        return list(groups.values())
-
     def _expand(
         self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None], max_tokens: int | None
     ) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
-        return self._fit(self._capped(ranked, k, stored), max_tokens)
+        return fit_counted(self._capped(ranked, k, stored), max_tokens, self.token_counter)[0]
 
     def _capped(self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None]) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), each capped, with its ``tokens``."""
-        out = [
-            parent_out(parent, doc, self.token_counter) for parent, doc in self._servable(ranked, stored, k, warn=True)
-        ]
+        pairs = self._servable(ranked, stored, k, warn=True)
+        out = [parent_out(parent, doc, self.token_counter) for parent, doc in pairs]
         if self.max_parent_tokens is not None:
             out = [cap_parent(doc, self.max_parent_tokens, self.token_counter) for doc in out]
         return out
-
-    def _fit(self, parents: list[Document], max_tokens: int | None) -> list[Document]:
-        """``parents`` fitted to ``max_tokens``, if given, on the counts they carry."""
-        return fit_counted(parents, max_tokens, self.token_counter)[0]
 
     def _servable(
         self, ranked: list[Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False
