@@ -33,10 +33,11 @@ from langchain_expand.text.tokens import _splits
 from langchain_expand.windows import cache, guided
 from langchain_expand.windows import hits as hits_module
 from langchain_expand.windows import retriever as windows_retriever
+from langchain_expand.windows.bm25 import LexicalRanking, ranked_bm25
 from langchain_expand.windows.cache import HeadsAtMark, cosines
 from langchain_expand.windows.figures import Figures, QueryFigures
 from langchain_expand.windows.growth import Growth, grow
-from langchain_expand.windows.snapshot import LexicalRanking, Snapshot, ranked_bm25
+from langchain_expand.windows.snapshot import Snapshot
 from langchain_expand.windows.snapshot import build as build_snapshot
 from langchain_expand.windows.views import StoreViews
 

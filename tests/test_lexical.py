@@ -36,8 +36,9 @@ from langchain_expand import (
 from langchain_expand.store import lexical
 from langchain_expand.store.adapters.chroma import ChromaAdapter
 from langchain_expand.store.lexical import LexicalHit, LocalSentence, fuse, words
-from langchain_expand.windows import layout, snapshot
-from langchain_expand.windows.snapshot import Bm25, ranked_bm25
+from langchain_expand.windows import bm25 as bm25_module
+from langchain_expand.windows import layout
+from langchain_expand.windows.bm25 import Bm25, ranked_bm25
 
 from .conftest import load_docs, load_queries, tracked_slots
 from .test_core import RecordingStore
@@ -470,7 +471,7 @@ def test_bm25_lists_only_what_can_be_among_the_best_and_ranks_as_fts5_does(
     index.replace([("d", "r", texts)])
     bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(snapshot, "_SEEDS", seeds)
+        patch.setattr(bm25_module, "_SEEDS", seeds)
         assert bm25.search(query, k) == index.search(query, k)
 
 

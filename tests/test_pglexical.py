@@ -24,7 +24,7 @@ from langchain_expand import (
     chroma_store,
 )
 from langchain_expand.store.lexical import LexicalHit, LocalSentence
-from langchain_expand.windows.snapshot import Bm25
+from langchain_expand.windows.bm25 import Bm25
 
 from .conftest import in_threads, load_docs, load_queries
 from .test_core import RecordingStore

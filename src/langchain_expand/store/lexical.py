@@ -135,7 +135,7 @@ class BaseLexicalIndex(ABC):
 
     :class:`LexicalIndex` keeps them in a SQLite file (one machine);
     :class:`~langchain_expand.store.pglexical.PostgresLexicalIndex` in PostgreSQL, shared by every
-    process that reaches the database. Both rank as :class:`~langchain_expand.windows.snapshot.Bm25` does.
+    process that reaches the database. Both rank as :class:`~langchain_expand.windows.bm25.Bm25` does.
     """
 
     def check_text(self, text: str, doc_id: str) -> None:  # noqa: B027  (optional: most indexes hold any text)
@@ -213,7 +213,7 @@ class BaseLexicalIndex(ABC):
     def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
         """Every sentence :meth:`search` ranks, as ``(doc_id, i, rev, text)`` in the order written.
 
-        What :class:`~langchain_expand.windows.snapshot.Bm25` is built from past the snapshot's limit, to
+        What :class:`~langchain_expand.windows.bm25.Bm25` is built from past the snapshot's limit, to
         rank as :meth:`search` does in memory. None where the index does not list them (then
         :meth:`search` answers every query).
         """

@@ -12,7 +12,7 @@ its words, ``idf x tf x (k1 + 1) / (tf + k1 x (1 - b + b x length / average leng
 k1 = 1.2, b = 0.75 and ``idf = log((N - n + 0.5) / (n + 0.5))`` (1e-6 where not positive).
 A query's words are summed in the order FTS5 sums them, so even tied sentences come in the same
 order: the hybrid ranking is the one measured in ``benchmarks/``, and equals the in-memory
-snapshot's (:class:`~langchain_expand.windows.snapshot.Bm25`). PostgreSQL's own ``ts_rank`` is not
+snapshot's (:class:`~langchain_expand.windows.bm25.Bm25`). PostgreSQL's own ``ts_rank`` is not
 BM25 and stems words, which lost on TAT-QA (benchmarks/README.md, Porter stemming).
 
 A search costs 2.3-3.1x FTS5's (``benchmarks/lexical.py``), paid only where no snapshot serves:

@@ -9,7 +9,7 @@ round and 259 steps with the snapshot, and a few microseconds of Python a senten
 :class:`Figures` holds those figures of every sentence the lexical index copied (token count,
 counter, marks, vector) in arrays and no text: about 1.5 KB a sentence at 384 dimensions, no
 Python object a sentence (a full garbage collection does not walk them). It is built beside the
-queries with the ranking in memory (:class:`~langchain_expand.windows.snapshot.LexicalRanking`).
+queries with the ranking in memory (:class:`~langchain_expand.windows.bm25.LexicalRanking`).
 A query's similarities are computed a block of rows at a time, only for the blocks growth looks
 into, row by row as :func:`~langchain_expand.windows.similarity.cosines` computes them: a sentence
 has the same similarity whether growth learned it here or from a read.

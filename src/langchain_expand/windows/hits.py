@@ -33,9 +33,9 @@ from langchain_expand.units import (
     STORED_INDEX,
     STORED_REV,
 )
+from langchain_expand.windows.bm25 import Bm25
 from langchain_expand.windows.cache import Reads, cosines, record_marks
 from langchain_expand.windows.growth import Position, Sentence
-from langchain_expand.windows.snapshot import Bm25
 
 __all__ = [
     "Beside",

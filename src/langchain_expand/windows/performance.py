@@ -35,7 +35,7 @@ class Performance:
     with MiniLM (150 MB at the limit). The first query after a writer has finished brings it up
     to date, reading only the documents written since (:mod:`langchain_expand.windows.snapshot`).
     Past the limit, a SQLite lexical index's BM25 is still ranked in memory
-    (:class:`~langchain_expand.windows.snapshot.LexicalRanking`, about 200 bytes a sentence), and
+    (:class:`~langchain_expand.windows.bm25.LexicalRanking`, about 200 bytes a sentence), and
     what guided growth weighs of each sentence is held with it
     (:class:`~langchain_expand.windows.figures.Figures`: token count, marks and vector, no text;
     about 1.5 KB a sentence with MiniLM, 1.5 GB at a million), both built beside the queries

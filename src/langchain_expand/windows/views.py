@@ -3,7 +3,7 @@
 Up to ``snapshot_limit`` sentences, the snapshot: every sentence and vector in memory, searched
 exactly and rebuilt (from the previous one) when the store's mark moves
 (:mod:`langchain_expand.windows.snapshot`). Past it, a SQLite lexical index's BM25 ranked in memory
-(:class:`~langchain_expand.windows.snapshot.LexicalRanking`), what growth weighs of each sentence
+(:class:`~langchain_expand.windows.bm25.LexicalRanking`), what growth weighs of each sentence
 (:class:`~langchain_expand.windows.figures.Figures`, built with it) and the document heads read at
 the mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`), read ahead once the ranking is
 built. A retriever given another store or lexical index starts a new :class:`StoreViews`.
@@ -20,10 +20,11 @@ from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import snapshot
+from langchain_expand.windows.bm25 import Bm25, LexicalRanking
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.figures import Figures
 from langchain_expand.windows.hits import Beside, SearchedAhead
-from langchain_expand.windows.snapshot import Bm25, Snapshot
+from langchain_expand.windows.snapshot import Snapshot
 
 __all__ = ["Current", "StoreViews"]
 
@@ -58,17 +59,17 @@ def _after(first: Future[Any], fn: Callable[P, T], *args: P.args, **kwargs: P.kw
 class StoreViews:
     """The snapshot, BM25 in memory and the heads read, each kept for the store's change mark it was read at."""
 
-    def __init__(self, ranking: snapshot.LexicalRanking | None = None) -> None:
+    def __init__(self, ranking: LexicalRanking | None = None) -> None:
         """Empty views; ``ranking`` builds BM25 past the limit (beside the queries by default)."""
         self._snapshot: tuple[str, Snapshot | None] | None = None
         self._lock = threading.Lock()
         self.beside = Beside()
         """Runs the store's mark read, BM25 searched ahead and the lexical search beside the query."""
-        self._ranking = ranking or snapshot.LexicalRanking(self.beside)
+        self._ranking = ranking or LexicalRanking(self.beside)
         self._heads: HeadsAtMark | None = None
 
     @property
-    def ranking(self) -> snapshot.LexicalRanking:
+    def ranking(self) -> LexicalRanking:
         """BM25 in memory past the snapshot limit."""
         return self._ranking
 

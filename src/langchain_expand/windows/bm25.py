@@ -1,0 +1,248 @@
+"""BM25 in memory, ranked as the lexical index's FTS5 table ranks: over the snapshot, and past its limit.
+
+:class:`Bm25` holds a set of sentences' words as postings and ranks a query's ``k`` best as
+SQLite's FTS5 ``bm25()`` does, to the last bit (``tests/test_lexical.py`` compares them).
+The snapshot builds one over the sentences it holds (:mod:`.snapshot`); past the snapshot's
+limit :class:`LexicalRanking` builds one over every sentence the lexical index ranks, beside
+the queries, with growth's figures (:mod:`.figures`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+from array import array
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, words
+from langchain_expand.windows.figures import Figures
+
+__all__ = ["Bm25", "LexicalRanking", "ranked_bm25", "term_numbers"]
+
+logger = logging.getLogger(__name__)
+
+
+class Bm25:
+    """BM25 over the snapshot's sentences, ranked as the lexical index's FTS5 table ranks them.
+
+    FTS5's ``bm25()``: k1 = 1.2, b = 0.75, a term's idf ``log((N - n + 0.5) / (n + 0.5))`` (1e-6
+    where that is not positive), lengths in :func:`~langchain_expand.store.lexical.words`; a sentence
+    matches when it holds any of the query's words. Ties keep the order sentences were written
+    in. In memory a query costs 0.3-0.6 ms where SQLite took 3-7 (measured on the four corpora).
+
+    Past the snapshot's limit (:class:`LexicalRanking`) a query's common words hold hundreds of
+    thousands of sentences each: at a million, scoring them is 3-4 ms a query, and what cost
+    more was listing every sentence matched and its score (12 ms); only those that can be among
+    the ``k`` best are listed now (:meth:`_floor`), and each posting's share of a score is
+    counted once, when the ranking is built (:meth:`__init__`).
+    """
+
+    K1 = 1.2
+    B = 0.75
+
+    def __init__(
+        self, words: Sequence[np.ndarray], terms: dict[str, int], hit: Callable[[int, int], LexicalHit]
+    ) -> None:
+        """Index rows whose words are ``words[row]`` (numbers in ``terms``); ``hit(row, rank)`` names a row found.
+
+        The postings are one array of rows and one of gains, sorted by term then row; a term's
+        are the slice between its two offsets. A posting's gain is what it adds to its row's
+        score, ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))``: the rows
+        are fixed here, so each term's idf is too, and a query only adds gains up.
+        """
+        n = len(words)
+        lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=n)
+        flat = np.concatenate(words) if n else np.zeros(0, dtype=np.int64)
+        keys, counts = np.unique(flat * max(n, 1) + np.repeat(np.arange(n), lengths), return_counts=True)
+        self._terms = terms
+        self._rows = keys % max(n, 1)  # sorted: by term, then row
+        counts = counts.astype(np.float64)
+        self._offsets = np.searchsorted(keys // max(n, 1), np.arange(len(terms) + 1))
+        average = float(lengths.mean()) if n else 1.0
+        length_norm = self.K1 * (1.0 - self.B + self.B * lengths / (average or 1.0))
+        weights = counts * (self.K1 + 1.0) / (counts + length_norm[self._rows])
+        held = np.diff(self._offsets)  # rows a term is in
+        self._gains = np.repeat(_idfs(n, held), held) * weights
+        self._n = n
+        self._hit = hit
+
+    @classmethod
+    def of(cls, texts: Sequence[str], hit: Callable[[int, int], LexicalHit]) -> Bm25:
+        """BM25 over ``texts`` (row ``j`` is ``texts[j]``)."""
+        terms: dict[str, int] = {}
+        return cls([term_numbers(t, terms) for t in texts], terms, hit)
+
+    def search(self, query: str, k: int, within: np.ndarray | None = None) -> list[LexicalHit]:
+        """The ``k`` sentences that best match the query's words by BM25, best first; only ``within`` rows where given.
+
+        A filter scores as the lexical index's SQL does (the idf of the whole index), then keeps
+        the rows it passes.
+        """
+        if k < 1:
+            return []
+        n = self._n
+        scores = np.zeros(n)
+        postings: list[tuple[int, int]] = []
+        for term in sorted(set(words(query))):  # in the order FTS5 adds them up: the same sums
+            at = self._terms.get(term)
+            if at is None:
+                continue
+            a, b = int(self._offsets[at]), int(self._offsets[at + 1])
+            np.add.at(scores, self._rows[a:b], self._gains[a:b])  # a row once a term: as `+=`, in half the time
+            postings.append((a, b))
+        if within is None:
+            rows = np.flatnonzero(scores >= self._floor(scores, postings, k))
+        else:  # a filter's rows: the floor's rarest terms may lie outside them
+            rows = np.flatnonzero((scores > 0) & within)
+        found = scores[rows]
+        if len(rows) > k:  # only those scored at least the k-th best can be among the k best (ties included)
+            kept = found >= -np.partition(-found, k - 1)[k - 1]
+            rows, found = rows[kept], found[kept]
+        best = rows[np.lexsort((rows, -found))][:k]
+        return [self._hit(int(row), rank) for rank, row in enumerate(best)]
+
+    def _floor(self, scores: np.ndarray, postings: Sequence[tuple[int, int]], k: int) -> float:
+        """A score the ``k``-th best reaches, above 0 (a row holding a query word scores more than 0).
+
+        Past the snapshot's limit a query's common words hold most of a million rows, and
+        listing every row matched cost more than scoring them. The rows of the rarest terms
+        are few: the ``k``-th best of their scores is such a floor (each is a row's whole
+        score), and only the rows at or above it are listed. The rarest terms are taken while
+        their rows number ``_SEEDS`` at most (the rarest at least); where those rows are under
+        ``k``, the floor is the smallest positive score.
+        """
+        seeds: list[np.ndarray] = []
+        held = 0
+        for a, b in sorted(postings, key=lambda p: p[1] - p[0]):
+            if seeds and held + b - a > _SEEDS:
+                break
+            seeds.append(self._rows[a:b])
+            held += b - a
+        seeded = seeds[0] if len(seeds) == 1 else np.unique(np.concatenate(seeds)) if seeds else np.zeros(0, int)
+        if len(seeded) < k:
+            return float(np.nextafter(0.0, 1.0))
+        return float(-np.partition(-scores[seeded], k - 1)[k - 1])
+
+
+def _idfs(n: int, held: np.ndarray) -> np.ndarray:
+    """FTS5's idf of a term in ``h`` of ``n`` rows, for each ``h`` in ``held``.
+
+    ``log((n - h + 0.5) / (h + 0.5))``, or 1e-6 where that is not positive (a term in half the
+    rows or more), as FTS5's ``bm25()`` takes it. Taken with :func:`math.log`, as SQLite takes
+    it (numpy's may differ in the last bit), once for each distinct ``h``: most terms share
+    theirs with others.
+    """
+    distinct, which = np.unique(held, return_inverse=True)
+    idf = [math.log((n - h + 0.5) / (h + 0.5)) for h in distinct.tolist()]
+    return np.array([i if i > 0 else 1e-6 for i in idf], dtype=np.float64)[which]
+
+
+_SEEDS = 4096
+"""Rows of the rarest query terms that :meth:`Bm25._floor` scores, at most (and a term's whole)."""
+
+
+class LexicalRanking:
+    """BM25 in memory past the snapshot's limit: built beside the queries, used once it is current.
+
+    Past ``snapshot_limit`` no snapshot holds the sentences, and the lexical index would rank
+    every sentence holding any word of the query on every query: SQLite's FTS5 costs most of a
+    query there, in memory it is a small part (benchmarks/README.md, "Scale"). This holds the
+    index's ranked sentences (:meth:`BaseLexicalIndex.ranked`) as BM25 postings and a position
+    per sentence, no text or vector. It is built on a thread beside the queries when the store's
+    change mark moves; until the build for the current mark is done, the lexical index itself
+    answers, so no query waits for a build and none is ranked on text older than the index holds.
+
+    With it, the :class:`~langchain_expand.windows.figures.Figures` growth weighs are built from the
+    index's copies: the last built serve every query (each sentence only at its document's
+    revision read by the query), so a build's figures go on serving the documents no write touched.
+    """
+
+    def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
+        """Builds run through ``submit`` (a thread pool's)."""
+        self.submit = submit
+        """Runs a build, and what follows one (the heads read ahead at its mark)."""
+        self._lock = threading.Lock()
+        self._built: tuple[str, BaseLexicalIndex, Bm25 | None, Figures | None] | None = None
+        self._building: tuple[str, int] | None = None  # the mark being built, by this process
+
+    def current(self, mark: str, lexical: BaseLexicalIndex) -> Bm25 | None:
+        """``lexical``'s ranking built at ``mark``; None while it is not (a build starts, where none runs)."""
+        with self._lock:
+            if self._built is not None and self._built[0] == mark and self._built[1] is lexical:
+                return self._built[2]
+            start = self._building is None or self._building[1] != os.getpid()  # a fork's parent's build ends there
+            if start:
+                self._building = (mark, os.getpid())
+        if start:  # outside the lock, which the build takes when it is done (at once, for a submit that runs it)
+            self.submit(lambda: self._build(mark, lexical))
+        return None
+
+    def latest(self, lexical: BaseLexicalIndex) -> Bm25 | None:
+        """``lexical``'s last ranking built, at whatever mark: to rank beside the embedding, used if still current."""
+        with self._lock:
+            return self._built[2] if self._built is not None and self._built[1] is lexical else None
+
+    def figures(self, lexical: BaseLexicalIndex) -> Figures | None:
+        """``lexical``'s last figures built, at whatever mark (each is served at its document's revision alone)."""
+        with self._lock:
+            return self._built[3] if self._built is not None and self._built[1] is lexical else None
+
+    def _build(self, mark: str, lexical: BaseLexicalIndex) -> None:
+        try:
+            built = ranked_bm25(lexical)
+        except Exception:  # the lexical index answers on, as it did before the build
+            logger.warning(
+                "BM25 could not be built in memory from %r; the index ranks every query", lexical, exc_info=True
+            )
+            built = None
+        try:
+            rows = lexical.figures()
+            figures = None if rows is None else Figures(rows)
+        except Exception:  # growth reads the copies, as it did before the build
+            logger.warning("Growth's figures could not be built from %r; they are read", lexical, exc_info=True)
+            figures = None
+        with self._lock:
+            self._built = (mark, lexical, built, figures)
+            self._building = None
+
+
+def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25 | None:
+    """:class:`Bm25` over every sentence ``lexical`` ranks, its hits named as its search names them.
+
+    None where the index lists none (:meth:`BaseLexicalIndex.ranked`). Each sentence's
+    document, revision and index are held as numbers (the first two into one list of the
+    names), not as a Python object a sentence: the garbage collector walks every list it
+    tracks on each full collection, and two lists of a million names added about 11 ms to each.
+    """
+    rows = lexical.ranked()
+    if rows is None:
+        return None
+    numbered: dict[str, int] = {}  # each document id and revision once
+    docs = array("l")
+    revs = array("l")
+    indices = array("l")
+    terms: dict[str, int] = {}
+    found: list[np.ndarray] = []
+    for doc_id, i, rev, text in rows:
+        docs.append(numbered.setdefault(doc_id, len(numbered)))
+        revs.append(numbered.setdefault(rev, len(numbered)))
+        indices.append(int(i))
+        found.append(term_numbers(text, terms))
+    names = list(numbered)
+
+    def hit(row: int, rank: int) -> LexicalHit:
+        return LexicalHit(names[docs[row]], indices[row], names[revs[row]], rank)
+
+    return Bm25(found, terms, hit)
+
+
+def term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:
+    """The text's words (:func:`~langchain_expand.store.lexical.words`) as numbers in ``terms``.
+
+    ``terms`` learns the words it has not seen.
+    """
+    return np.asarray([terms.setdefault(w, len(terms)) for w in words(text)], dtype=np.int64)
