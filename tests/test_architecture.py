@@ -96,11 +96,10 @@ MODULE_LINES = 400
 OVER = {
     "store/lexical.py": 619,
     "budget.py": 601,
-    "windows/cache.py": 596,
     "tools/report/measure.py": 511,
     "text/sentences.py": 492,
     "store/adapters/chroma.py": 441,
-    "windows/hits.py": 438,
+    "windows/hits.py": 413,
     "windows/growth.py": 435,
 }
 """Modules still over ``MODULE_LINES`` (issue #49), each at most as long as it is now: they only shrink."""

@@ -30,13 +30,14 @@ from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.text.sentences import marks
 from langchain_expand.text.tokens import _splits
-from langchain_expand.windows import cache, guided
+from langchain_expand.windows import guided, reads
 from langchain_expand.windows import hits as hits_module
 from langchain_expand.windows import retriever as windows_retriever
 from langchain_expand.windows.bm25 import LexicalRanking, ranked_bm25
-from langchain_expand.windows.cache import HeadsAtMark, cosines
+from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.figures import Figures, QueryFigures
 from langchain_expand.windows.growth import Growth, grow
+from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.snapshot import Snapshot
 from langchain_expand.windows.snapshot import build as build_snapshot
 from langchain_expand.windows.views import StoreViews
@@ -1086,13 +1087,13 @@ def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now
             counted: list[str] = []
-            count_many = cache.count_many
+            count_many = reads.count_many
 
             def spy(counter: Any, texts: Sequence[str], count_many: Any = count_many, counted: Any = counted) -> Any:
                 counted.extend(texts)
                 return count_many(counter, texts)
 
-            patch.setattr(cache, "count_many", spy)
+            patch.setattr(reads, "count_many", spy)
             answers[figures] = [retriever.invoke(q, max_tokens=2000) for q in queries]
             if figures:
                 assert counted == []
@@ -1154,13 +1155,13 @@ def test_past_the_snapshot_limit_no_sentences_vector_is_read_once_the_figures_ar
     # BM25's hits that the dense search did not find are scored by their similarity to the
     # query: read with their vectors before, from the figures now (the same similarity).
     asked: list[str] = []
-    with_vectors = cache.Reads.with_vectors
+    with_vectors = reads.Reads.with_vectors
 
-    def spy(self: cache.Reads, ids: Sequence[str]) -> Any:
+    def spy(self: reads.Reads, ids: Sequence[str]) -> Any:
         asked.extend(ids)
         return with_vectors(self, ids)
 
-    monkeypatch.setattr(cache.Reads, "with_vectors", spy)
+    monkeypatch.setattr(reads.Reads, "with_vectors", spy)
     queries = [q["query"] for q in load_queries("qmsum")]
     answers = {}
     for built in (False, True):

@@ -34,8 +34,8 @@ from langchain_expand.units import (
     STORED_REV,
     TOKENS,
 )
-from langchain_expand.windows.cache import Reads
 from langchain_expand.windows.plan import Unit
+from langchain_expand.windows.reads import Reads
 from langchain_expand.windows.snapshot import Run
 
 __all__ = [

@@ -28,9 +28,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
@@ -38,16 +38,11 @@ from langchain_core.documents import Document
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import batched
 from langchain_expand.store.lexical import LocalSentence
-from langchain_expand.store.records import unit_id, unit_position
-from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks, marks_code
-from langchain_expand.text.tokens import count_many, counter_key
-from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
-from langchain_expand.windows.figures import Figures, lookup
-from langchain_expand.windows.growth import Position, Sentence
-from langchain_expand.windows.similarity import cosines
-from langchain_expand.windows.snapshot import Run, Scores, Snapshot
+from langchain_expand.store.records import unit_id
+from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks_code
+from langchain_expand.units import STORED_DOC, STORED_REV
 
-__all__ = ["HeadsAtMark", "Reads", "SentenceCache", "cosines", "record_marks"]
+__all__ = ["Entry", "HeadsAtMark", "SentenceCache", "own_vector"]
 
 
 _NONE = object()  # no revision known: matches no record
@@ -55,7 +50,9 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
-class _Entry:
+class Entry:
+    """A sentence record kept: the record, its vector and its token count, where read."""
+
     doc: Document
     vector: Vector | None
     tokens: int | None
@@ -74,7 +71,7 @@ class SentenceCache:
 
     def __init__(self) -> None:
         """An empty cache; its size is given on every use (the retriever's ``cache_size``)."""
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._entries: OrderedDict[str, Entry] = OrderedDict()
         # each copy as its fields and its marks' code, under (document, revision, index)
         self._copies: OrderedDict[tuple[str, str, int], tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
@@ -109,12 +106,12 @@ class SentenceCache:
             while len(self._copies) > size:
                 self._copies.popitem(last=False)
 
-    def find(self, ids: Iterable[str], revs: dict[str, object], counter: object) -> dict[str, _Entry]:
+    def find(self, ids: Iterable[str], revs: dict[str, object], counter: object) -> dict[str, Entry]:
         """The entries for ``ids`` whose revision is their document's in ``revs``.
 
         Token counts are kept only for one counter: when ``counter`` is another, they are dropped.
         """
-        found: dict[str, _Entry] = {}
+        found: dict[str, Entry] = {}
         with self._lock:
             if counter is not self._counter:
                 for kept in self._entries.values():
@@ -130,7 +127,7 @@ class SentenceCache:
                     found[id_] = entry
         return found
 
-    def keep(self, entries: Iterable[_Entry], size: int) -> None:
+    def keep(self, entries: Iterable[Entry], size: int) -> None:
         """Remember ``entries`` (an entry of another revision replaces the old one); keep at most ``size``."""
         with self._lock:
             for entry in entries:
@@ -144,358 +141,6 @@ class SentenceCache:
                 self._entries.move_to_end(id_)
             while len(self._entries) > size:
                 self._entries.popitem(last=False)
-
-
-class Copies(Protocol):
-    """Where local copies of sentence records are read: a lexical index."""
-
-    def sentences_of(
-        self, wanted: Mapping[tuple[str, str], Sequence[int]]
-    ) -> dict[tuple[str, str], list[LocalSentence]]:
-        """For each ``(doc_id, rev)``, the copies held of its sentences ``indices`` at that revision."""
-        ...
-
-
-class Reads:
-    """One query's reads of sentence records: what it read already, the cache, the local copy, else the store.
-
-    Revisions come from fresh reads only: the heads (:meth:`heads`), the records the search
-    returned (:meth:`saw`) and the lexical index's hits (:meth:`expect`); a cached record is
-    served only at the revision so learned for its document. The lexical index's local copy of a
-    record is served only at the revision of its document's head, read from the store this
-    query. Without a cache (``size`` 0) or a local copy, every record is read from the store,
-    once per query. With a snapshot, the heads too come from it (the revision a document had
-    when the snapshot was built: the last finished write), and the store is read only for a
-    document it does not hold.
-    """
-
-    def __init__(
-        self,
-        store: StoreAdapter,
-        cache: SentenceCache,
-        size: int,
-        counter: Callable[[str], int],
-        local: Copies | None = None,
-        snapshot: Snapshot | None = None,
-        marked: HeadsAtMark | None = None,
-        figures: Figures | None = None,
-    ) -> None:
-        """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
-
-        With a ``snapshot``, heads and copies come from it first (it holds whole documents, each
-        at the revision its head had when it was built): a document it holds is never read from
-        the store. ``marked`` holds the heads read at the store's change mark this query found.
-        Without a snapshot, ``figures`` tell growth what it weighs of a sentence at its head's
-        revision (:meth:`held`), without reading it.
-        """
-        self.store = store
-        self.snapshot = snapshot
-        self.marked = marked
-        self.figures = None if snapshot is not None else figures
-        if snapshot is not None:  # it holds every record the cache and the copies could
-            local, size = None, 0
-        self.cache = cache
-        self.size = size
-        self.counter = counter
-        self.local = local
-        self.revs: dict[str, object] = {}
-        self._read: dict[str, tuple[Document, Vector | None]] = {}
-        # The local copies read, by position (growth's key: no id is built or parsed per sentence):
-        self._rows: dict[Position, tuple[Document, LocalSentence]] = {}  # each with its document's head
-        self._firsts: dict[str, LocalSentence] = {}  # sentence 0's, by document: for runs alone
-        self._marks: dict[Position, Marks] = {}
-        self._asked: set[Position] = set()  # positions asked of the local copy
-        self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
-        self._key = counter_key(counter)
-        self._scores: Scores | None = None
-        self.within: np.ndarray | None = None
-        """A filtered query's rows of the snapshot: the only ones its dense search finds."""
-        self._figured: tuple[Sequence[float], Callable[[Position], Sentence | None]] | None = None
-
-    def saw(self, docs: Iterable[Document]) -> None:
-        """Learn the revisions of records the store just returned; keep the records."""
-        fresh = [d for d in docs if STORED_DOC in d.metadata and d.id not in self._read]
-        self._learn((d, None) for d in fresh)
-
-    def expect(self, doc_id: str, rev: object) -> None:
-        """Learn a document's revision from another fresh source (unless already known)."""
-        self.revs.setdefault(doc_id, rev)
-
-    def heads(self, doc_ids: Iterable[str]) -> None:
-        """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
-
-        From the snapshot where it holds them, else from the heads read at this query's change
-        mark (``marked``), else from the store (and kept there for the next query at the mark).
-        """
-        doc_ids = [d for d in dict.fromkeys(doc_ids) if unit_id(d, 0) not in self._read]
-        if self.snapshot is not None:
-            self._learn(self.snapshot.heads(doc_ids))
-        if self.marked is not None:
-            self._learn(self.marked.found([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read]))
-        read = self.store.with_vectors([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read])
-        if self.marked is not None:
-            self.marked.keep(read)
-        self._learn(read)
-
-    def records(self, ids: Sequence[str]) -> list[Document]:
-        """The records ``ids`` name (unknown ids left out), each read from the store at most once."""
-        known = {i: self._read[i][0] for i in ids if i in self._read}
-        known.update((i, e.doc) for i, e in self._cached([i for i in ids if i not in known]).items())
-        known.update((i, doc) for i, (doc, _) in self._copied([i for i in ids if i not in known]).items())
-        read = self.store.get_by_ids([i for i in ids if i not in known])
-        self._learn((d, None) for d in read)
-        return [*known.values(), *read]
-
-    def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
-        """The records ``ids`` name, each with its stored vector, each read from the store at most once."""
-        known: dict[str, tuple[Document, Vector]] = {}
-        for i in ids:
-            doc, vector = self._read.get(i, (None, None))
-            if doc is not None and vector is not None:
-                known[i] = (doc, vector)
-        for i, entry in self._cached([i for i in ids if i not in known]).items():
-            if entry.vector is not None:
-                known[i] = (entry.doc, entry.vector)
-        for i, (doc, vector) in self._copied([i for i in ids if i not in known]).items():
-            if vector is not None:
-                known[i] = (doc, vector)
-        read = self.store.with_vectors([i for i in ids if i not in known])
-        self._learn(read)
-        return [*known.values(), *read]
-
-    def sentences(self, positions: Sequence[Position]) -> list[tuple[Position, int, Vector, Marks]]:
-        """Each sentence's position, token count, vector and marks: what growth scores a sentence by.
-
-        Local copies are not made into records here (most of what growth looks at is never
-        sent); :meth:`records` makes those asked for. Records of other writers are left out.
-        """
-        rows, kept_marks = self._rows, self._marks
-        self.read_copies([p for p in positions if p not in rows])
-        found: list[tuple[Position, int, Vector, Marks]] = []
-        rest: list[str] = []
-        for position in positions:
-            row = rows.get(position)
-            vector = None if row is None else row[1].vector
-            if row is None or vector is None:
-                rest.append(unit_id(*position))
-                continue
-            sentence = row[1]
-            marked = kept_marks.get(position)  # None for a snapshot's copy: read from its text here
-            if marked is None:
-                marked = marks(sentence.text, sentence.gap)
-            found.append((position, self._row_tokens(position, sentence), vector, marked))
-        read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
-        counts = self.tokens([d for d, _ in read])
-        found += [(_position(d), n, v, record_marks(d)) for (d, v), n in zip(read, counts, strict=True)]
-        return found
-
-    def similar(
-        self, positions: Sequence[Position], vector: Sequence[float]
-    ) -> list[tuple[Position, int, float, Marks]]:
-        """Each sentence's position, token count, similarity to ``vector`` and marks: growth's figures.
-
-        From the snapshot's scores where it holds the sentence (nothing is read or made), else as
-        :meth:`sentences` reads it. Sentences of other writers are left out.
-        """
-        found: list[tuple[Position, int, float, Marks]] = []
-        scores = self.scores(vector)
-        if scores is not None:
-            held = scores.at(positions)
-            found = [(p, self._copy_tokens(p, s), c, m) for p, s, c, m in held]
-            taken = {p for p, _, _, _ in held}
-            positions = [p for p in positions if p not in taken]
-        fetched = self.sentences(positions)
-        similarities = cosines([v for _, _, v, _ in fetched], vector)
-        found += [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
-        return found
-
-    def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
-        """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
-
-        Nothing is read or made: what :meth:`similar` gives for one sentence the snapshot holds,
-        as growth's :class:`~langchain_expand.windows.growth.Sentence`; None for one it does not
-        hold. Growth asks for a few hundred a query, so the scores are bound once, here. Past
-        the snapshot, from the :class:`~langchain_expand.windows.figures.Figures`, for a sentence
-        of a document whose head this query has read (:meth:`heads`), at that head's revision.
-        """
-        scores = self.scores(vector)
-        if scores is None:
-            if self.figures is None:
-                return None
-            if self._figured is None or self._figured[0] is not vector:  # one a query: its blocks computed once
-                self._figured = (vector, lookup(self.figures.for_query(vector), self._head, self._key))
-            return self._figured[1]
-        find, copy_tokens = scores.held, self._copy_tokens
-
-        def sentence(position: Position) -> Sentence | None:
-            found = find(position)
-            if found is None:
-                return None
-            copy, cosine, marked = found
-            return Sentence(copy_tokens(position, copy), cosine, marked.tied, marked.heading)
-
-        return sentence
-
-    def scores(self, vector: Sequence[float]) -> Scores | None:
-        """The snapshot's scores of every sentence against ``vector``, computed once a query; None without one."""
-        if self.snapshot is None:
-            return None
-        if self._scores is None:
-            self._scores = self.snapshot.scores(vector, self.within)
-        return self._scores
-
-    def tokens(self, docs: Sequence[Document]) -> list[int]:
-        """Each record's token count: from the local copy or the figures, else counted once per revision while cached.
-
-        Past the snapshot's limit the hits' records were counted here, about 55 a query (0.9 ms
-        at 100k sentences); growth's figures hold each copied sentence's count at its revision.
-        """
-        positions = [_position(d) for d in docs]
-        for doc, position in zip(docs, positions, strict=True):
-            row = self._rows.get(position)
-            if row is not None:
-                self._row_tokens(position, row[1])
-            elif self.figures is not None and position not in self._counts:
-                n = self.figures.tokens(position, str(doc.metadata.get(STORED_REV)), self._key)
-                if n is not None:
-                    self._counts[position] = n
-        known = self._cached([d.id or "" for d, p in zip(docs, positions, strict=True) if p not in self._counts])
-        todo = [
-            (d, p)
-            for d, p in zip(docs, positions, strict=True)
-            if p not in self._counts and (d.id not in known or known[d.id or ""].tokens is None)
-        ]
-        counted = count_many(self.counter, [d.page_content for d, _ in todo])
-        for (doc, position), n in zip(todo, counted, strict=True):
-            entry = known.get(doc.id or "")
-            if entry is not None:
-                entry.tokens = n
-            self._counts[position] = n
-        return [
-            self._counts[p] if p in self._counts else known[d.id or ""].tokens or 0
-            for d, p in zip(docs, positions, strict=True)
-        ]
-
-    def local_run(self, doc_id: str, first: int, last: int) -> Run | None:
-        """Sentences ``first`` to ``last - 1`` from the local copies read at the head's revision; None if any is not.
-
-        What a window is built from, made into no record: the copies keep their token counts,
-        so the window's count comes from them (:func:`~langchain_expand.windows.assembly.run_tokens`)
-        instead of counting its text again. Read the copies first (:meth:`read_copies`).
-        """
-        committed = self.committed(doc_id)
-        if committed is None:
-            return None
-        head, rev = committed
-        sentences: list[LocalSentence] = []
-        for i in range(first, last):
-            if i == 0:
-                found = self._firsts.get(doc_id)
-            else:
-                row_head, found = self._rows.get((doc_id, i), (None, None))
-                if row_head is None or row_head.metadata.get(STORED_REV) != rev:
-                    return None
-            if found is None:
-                return None
-            sentences.append(found)
-        return Run(rev, head, sentences)
-
-    def _copied(self, ids: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
-        """The local copies of the records ``ids`` name, made into records (at their heads' revisions)."""
-        positions = [p for p in map(unit_position, ids) if p is not None]
-        self.read_copies([p for p in positions if p not in self._rows])
-        rows = [self._rows[p] for p in positions if p in self._rows]
-        copied = [(_record(head, sentence), sentence.vector) for head, sentence in rows]
-        self._learn(copied)
-        return {doc.id or "": (doc, vector) for doc, vector in copied}
-
-    def read_copies(self, positions: Sequence[Position]) -> None:
-        """Read the copies at ``positions`` not read yet this query: from the snapshot, else at their heads' revisions.
-
-        The heads are read first. A head's own copy is kept apart, for :meth:`local_run`.
-        """
-        asked = self._asked
-        positions = [p for p in positions if p not in asked]
-        asked.update(positions)
-        if self.snapshot is not None:  # whole documents, each at one revision: no head to check against
-            for position in positions:
-                found = self.snapshot.copy(unit_id(*position))
-                if found is not None and found[1].i > 0:  # heads come from :meth:`heads`
-                    self._rows[position] = found
-            return
-        if self.local is None or not positions:
-            return
-        wanted: dict[str, list[int]] = {}
-        for doc_id, i in positions:
-            wanted.setdefault(doc_id, []).append(i)
-        self.heads(wanted)
-        known: list[tuple[str, Document, str, list[tuple[LocalSentence, Marks]]]] = []
-        missing: dict[tuple[str, str], list[int]] = {}
-        for doc_id, indices in wanted.items():
-            committed = self.committed(doc_id)
-            if committed is None:
-                continue  # not committed: the store answers for it
-            head, rev = committed
-            held = self.cache.copies(doc_id, rev, indices) if self.size else []
-            known.append((doc_id, head, rev, held))
-            unheld = set(indices) - {s.i for s, _ in held}
-            if unheld:
-                missing[(doc_id, rev)] = sorted(unheld)
-        fetched = self.local.sentences_of(missing) if missing else {}
-        for doc_id, head, rev, held in known:
-            read = [(s, marks(s.text, s.gap)) for s in fetched.get((doc_id, rev), ())]
-            if self.size and read:
-                self.cache.keep_copies(doc_id, rev, read, self.size)
-            for sentence, marked in [*held, *read]:
-                if sentence.i == 0:  # the head record comes from the store; its copy serves runs
-                    self._firsts[doc_id] = sentence
-                    continue
-                self._rows[(doc_id, sentence.i)] = (head, sentence)
-                self._marks[(doc_id, sentence.i)] = marked
-
-    def committed(self, doc_id: str) -> tuple[Document, str] | None:
-        """The document's head read this query and its revision; None where it has none (not committed)."""
-        head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
-        rev = None if head is None else head.metadata.get(STORED_REV)
-        return (head, rev) if head is not None and isinstance(rev, str) else None
-
-    def _head(self, doc_id: str) -> tuple[str, Vector | None] | None:
-        """The revision and vector of the document's head read this query; None where none was read (or committed)."""
-        committed = self.committed(doc_id)
-        return None if committed is None else (committed[1], self._read[unit_id(doc_id, 0)][1])
-
-    def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
-        """A snapshot's copy's token count: as kept, when this query's counter made it; else as :meth:`_row_tokens`."""
-        if sentence.tokens is not None and self._key is not None and sentence.counter == self._key:
-            return sentence.tokens
-        return self._row_tokens(position, sentence)
-
-    def _row_tokens(self, position: Position, sentence: LocalSentence) -> int:
-        """A local copy's token count: as kept, when this query's counter made it; else counted now."""
-        counted = self._counts.get(position)
-        if counted is None:
-            kept = sentence.tokens if self._key is not None and sentence.counter == self._key else None
-            counted = self._counts[position] = kept if kept is not None else self.counter(sentence.text)
-        return counted
-
-    def _learn(self, read: Iterable[tuple[Document, Vector | None]]) -> None:
-        """Records just read: remembered for this query, their revisions learned, cached."""
-        kept: list[_Entry] = []
-        for doc, vector in read:
-            meta = doc.metadata
-            if STORED_DOC not in meta or doc.id is None:
-                continue
-            self._read[doc.id] = (doc, vector)
-            self.revs.setdefault(meta[STORED_DOC], meta.get(STORED_REV))
-            if self.size and int(meta.get(STORED_INDEX, 0)) != 0:  # heads are never served from the cache
-                kept.append(_Entry(doc, None if vector is None else _own(vector), self._counts.get(_position(doc))))
-        if kept:
-            self.cache.keep(kept, self.size)
-
-    def _cached(self, ids: Sequence[str]) -> dict[str, _Entry]:
-        if not self.size:
-            return {}
-        return self.cache.find(ids, self.revs, self.counter)
 
 
 class HeadsAtMark:
@@ -530,7 +175,7 @@ class HeadsAtMark:
         with self._lock:
             for doc, vector in heads:
                 if doc.id is not None and len(self._heads) < self.size:
-                    self._heads[doc.id] = (doc, _own(vector))
+                    self._heads[doc.id] = (doc, own_vector(vector))
 
     def claim_fill(self) -> bool:
         """True the first time it is asked (and there is room): the caller then runs :meth:`fill`."""
@@ -569,27 +214,7 @@ FILL_BATCH = 512
 """Heads :meth:`HeadsAtMark.fill` reads in one store call."""
 
 
-def record_marks(record: Document) -> Marks:
-    """A sentence record's :class:`~langchain_expand.text.sentences.Marks`, from its text and stored gap."""
-    return marks(record.page_content, str(record.metadata.get(STORED_GAP, "")))
-
-
-def _position(record: Document) -> Position:
-    return record.metadata[STORED_DOC], int(record.metadata[STORED_INDEX])
-
-
-def _record(head: Document, sentence: LocalSentence) -> Document:
-    """The store's record of ``sentence``: its head's metadata (one revision, one document), its own place."""
-    metadata = {
-        **head.metadata,
-        STORED_INDEX: sentence.i,
-        STORED_START: sentence.start,
-        STORED_GAP: sentence.gap,
-    }
-    return Document(sentence.text, metadata=metadata, id=unit_id(head.metadata[STORED_DOC], sentence.i))
-
-
-def _own(vector: Vector) -> np.ndarray:
+def own_vector(vector: Vector) -> np.ndarray:
     """``vector`` as a float32 array of its own: a row of a store's batch would keep the whole batch alive."""
     if isinstance(vector, np.ndarray) and vector.dtype == np.float32 and not isinstance(vector.base, np.ndarray):
         return vector  # its own memory, or the lexical index's bytes of this one vector

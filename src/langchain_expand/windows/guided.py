@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from langchain_expand.text.sentences import Marks
-from langchain_expand.windows.cache import Reads
 from langchain_expand.windows.growth import Growth, Position, Seed, Sentence, grow
 from langchain_expand.windows.hits import Hit
 from langchain_expand.windows.plan import Plan
+from langchain_expand.windows.reads import Reads
 
 __all__ = ["GROWTH_ROUNDS", "Growing"]
 

@@ -7,11 +7,10 @@ on a snapshot are found, fused and scored by position without a record made for 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 from langchain_core.documents import Document
@@ -34,11 +33,11 @@ from langchain_expand.units import (
     STORED_REV,
 )
 from langchain_expand.windows.bm25 import Bm25
-from langchain_expand.windows.cache import Reads, cosines, record_marks
 from langchain_expand.windows.growth import Position, Sentence
+from langchain_expand.windows.reads import Reads, record_marks
+from langchain_expand.windows.similarity import cosines
 
 __all__ = [
-    "Beside",
     "DenseSearch",
     "FiguresHits",
     "Hit",
@@ -55,30 +54,6 @@ __all__ = [
 
 Search = Callable[[int], list[tuple[Document, float]]]
 """Asked for ``k``, gives the best matches with their relevance, best first."""
-
-P = ParamSpec("P")
-T = TypeVar("T")
-
-
-class Beside:
-    """Runs work beside a query's thread: the lexical search, the store's change mark, a BM25 build.
-
-    A thread pool of its own, made at the first task, and made again in a forked child (a
-    server's worker), which has none of its parent's threads: a pool inherited from the
-    parent would never run a task. Each retriever's views hold one.
-    """
-
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._pid = 0
-
-    def __call__(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
-        """``fn(*args, **kwargs)`` on the pool; its future."""
-        pool = self._pool
-        if pool is None or self._pid != os.getpid():  # two first tasks may race: one pool is dropped, unused
-            pool = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
-            self._pool, self._pid = pool, os.getpid()
-        return pool.submit(fn, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -213,7 +188,7 @@ class HybridSearch:
     dense: VectorSearch
     lexical: BaseLexicalIndex | SearchedAhead | Within
     reads: Reads
-    beside: Beside
+    beside: Callable[..., Future[Any]]
     """Runs the lexical index's search beside the dense one."""
 
     def __call__(self, k: int) -> list[tuple[Document, float]]:

@@ -41,7 +41,7 @@ from langchain_expand.windows.assembly import (
     needed_ids,
     record_runs,
 )
-from langchain_expand.windows.cache import Reads, SentenceCache
+from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.growth import MAX_RADIUS
 from langchain_expand.windows.hits import (
     DenseSearch,
@@ -63,6 +63,7 @@ from langchain_expand.windows.plan import (
     check_window,
     plan_call,
 )
+from langchain_expand.windows.reads import Reads
 from langchain_expand.windows.views import Current, StoreViews
 
 __all__ = ["SentenceWindowRetriever", "window_bounds"]

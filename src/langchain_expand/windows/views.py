@@ -11,9 +11,10 @@ built. A retriever given another store or lexical index starts a new :class:`Sto
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, NamedTuple, ParamSpec, TypeVar
 
 from langchain_expand.store.adapters import StoreAdapter
@@ -23,10 +24,10 @@ from langchain_expand.windows import snapshot
 from langchain_expand.windows.bm25 import Bm25, LexicalRanking
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.figures import Figures
-from langchain_expand.windows.hits import Beside, SearchedAhead
+from langchain_expand.windows.hits import SearchedAhead
 from langchain_expand.windows.snapshot import Snapshot
 
-__all__ = ["Current", "StoreViews"]
+__all__ = ["Beside", "Current", "StoreViews"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -54,6 +55,27 @@ def _after(first: Future[Any], fn: Callable[P, T], *args: P.args, **kwargs: P.kw
     """
     wait([first])
     return fn(*args, **kwargs)
+
+
+class Beside:
+    """Runs work beside a query's thread: the lexical search, the store's change mark, a BM25 build.
+
+    A thread pool of its own, made at the first task, and made again in a forked child (a
+    server's worker), which has none of its parent's threads: a pool inherited from the
+    parent would never run a task. Each retriever's views hold one.
+    """
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
+
+    def __call__(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        """``fn(*args, **kwargs)`` on the pool; its future."""
+        pool = self._pool
+        if pool is None or self._pid != os.getpid():  # two first tasks may race: one pool is dropped, unused
+            pool = ThreadPoolExecutor(thread_name_prefix="langchain-expand")
+            self._pool, self._pid = pool, os.getpid()
+        return pool.submit(fn, *args, **kwargs)
 
 
 class StoreViews:
