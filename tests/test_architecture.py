@@ -15,7 +15,7 @@ LAYERS = [
     {"units", "calls", "version", "policy"},
     {"text"},
     {"store"},
-    {"prompt", "budget", "merge"},
+    {"prompt", "shrink", "budget", "merge"},
     {"windows", "parents"},
     {"rerank"},
     {"tools"},
@@ -95,7 +95,7 @@ FUNCTION_LINES = 60
 MODULE_LINES = 400
 OVER = {
     "store/lexical.py": 619,
-    "budget.py": 601,
+    "budget.py": 493,
     "tools/report/measure.py": 511,
     "text/sentences.py": 492,
     "store/adapters/chroma.py": 441,

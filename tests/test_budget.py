@@ -23,8 +23,8 @@ from langchain_expand import (
     fit_to_budget,
     format_docs,
 )
-from langchain_expand.budget import FINE_UNIT_TOKENS
 from langchain_expand.prompt import context_tokens
+from langchain_expand.shrink import FINE_UNIT_TOKENS
 
 from .test_spans import SENTENCES, SOURCE, window
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from langchain_core.documents import Document
 
-from langchain_expand.budget import trim
 from langchain_expand.parents.migration import is_stock_parent
+from langchain_expand.shrink import trim
 from langchain_expand.store.records import (
     decode_metadata,
 )

@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.budget import trim
+from langchain_expand.shrink import trim
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import decode_metadata, sentence_span, unit_id
 from langchain_expand.text.sentences import heading
@@ -189,7 +189,7 @@ def by_sections(windows: list[Document], counter: Callable[[str], int]) -> tuple
     """The windows less the headings they end on (the next section's, with none of its text), and whether any did.
 
     A window of headings alone is left out; one that ends on a heading below its hit is cut
-    after the last sentence that is not one (:func:`~langchain_expand.budget.trim`). Growth
+    after the last sentence that is not one (:func:`~langchain_expand.shrink.trim`). Growth
     takes a heading with the sentence after it, but where that sentence did not fit the room
     left, or the fit cut a window from its end, the heading stayed alone.
     """
