@@ -49,7 +49,7 @@ from langchain_core.embeddings import Embeddings
 
 from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
 from langchain_expand.store.defaults import EF_CONSTRUCTION, EF_SEARCH
-from langchain_expand.store.lexical import words
+from langchain_expand.store.words import words
 
 HERE = Path(__file__).resolve().parent
 BUDGET = 2000

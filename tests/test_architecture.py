@@ -94,7 +94,7 @@ FUNCTION_LINES = 60
 """The most lines a function of the package may take, its signature and docstring included."""
 MODULE_LINES = 400
 OVER = {
-    "store/lexical.py": 619,
+    "store/lexical.py": 534,
     "budget.py": 493,
     "tools/report/measure.py": 511,
     "text/sentences.py": 492,

@@ -33,9 +33,10 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
-from langchain_expand.store import lexical
 from langchain_expand.store.adapters.chroma import ChromaAdapter
-from langchain_expand.store.lexical import LexicalHit, LocalSentence, fuse, words
+from langchain_expand.store.lexical import LexicalHit, LocalSentence
+from langchain_expand.store.search import fuse
+from langchain_expand.store.words import fts_text, fts_words, words
 from langchain_expand.windows import bm25 as bm25_module
 from langchain_expand.windows import layout
 from langchain_expand.windows.bm25 import Bm25, ranked_bm25
@@ -621,7 +622,7 @@ def test_words_keep_a_script_whole_and_read_back_as_they_were() -> None:
     for text, _ in SCRIPTS.values():
         found = words(text)
         assert words(" ".join(found)) == found  # what the lexical indexes store and read back
-        assert lexical.fts_words(lexical.fts_text(found)) == found
+        assert fts_words(fts_text(found)) == found
 
 
 def test_an_index_written_before_fts5_was_handed_words_opens_and_finds_every_script(tmp_path: Path) -> None:
@@ -633,7 +634,7 @@ def test_an_index_written_before_fts5_was_handed_words_opens_and_finds_every_scr
     for row, name in enumerate(names):
         db.execute("UPDATE sentences SET text = ? WHERE rowid = ?", (SCRIPTS[name][0], row + 1))
     db.commit()
-    greek = lexical.fts_text(words("Σίσυφος"))
+    greek = fts_text(words("Σίσυφος"))
     assert db.execute("SELECT rowid FROM sentences WHERE sentences MATCH ?", (f'"{greek}"',)).fetchall() == []
     db.close()
     reopened = LexicalIndex(path)

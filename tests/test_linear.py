@@ -23,7 +23,7 @@ import pytest
 from langchain_core.documents import Document
 
 from langchain_expand import SentenceSplitter, StructuralPrefix, TokenCounter
-from langchain_expand.store.lexical import words
+from langchain_expand.store.words import words
 from langchain_expand.text import markdown, sentences
 from langchain_expand.text.sections import MarkdownSectionSplitter
 
@@ -141,7 +141,7 @@ TEXT_FUNCTIONS: dict[str, Callable[[str], object]] = {
     "sentences.heading": sentences.heading,
     "sentences.tied": lambda text: sentences.tied(text, text),
     "sentences.marks": lambda text: sentences.marks(text, "\n"),
-    "lexical.words (a query's terms)": words,
+    "words.words (a query's terms)": words,
     # on the indexing path
     "SentenceSplitter()": _parsed(_SPLITTER),
     "SentenceSplitter(table_rows=True, line_breaks='hard')": _parsed(

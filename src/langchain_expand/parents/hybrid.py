@@ -18,9 +18,9 @@ from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import Matches, matched, relevance
-from langchain_expand.store.lexical import BaseLexicalIndex, Within, fuse
+from langchain_expand.store.lexical import BaseLexicalIndex, Within
 from langchain_expand.store.records import unit_id
-from langchain_expand.store.search import VectorSearch
+from langchain_expand.store.search import VectorSearch, fuse
 from langchain_expand.units import STORED_INDEX
 
 __all__ = ["HybridChildren", "within_filter"]

@@ -22,7 +22,6 @@ import json
 import re
 import sqlite3
 import threading
-import unicodedata
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from langchain_expand.store.commit import batched
+from langchain_expand.store.words import fts_text, fts_words, words
 
 __all__ = [
     "BaseLexicalIndex",
@@ -41,33 +41,7 @@ __all__ = [
     "LocalSentence",
     "Within",
     "copy_of_row",
-    "fuse",
-    "words",
 ]
-
-_DROPPED = frozenset({"Mn", "Me"})
-"""Unicode categories :func:`words` drops from a word: non-spacing and enclosing marks."""
-
-
-def _marks() -> str:
-    """Every combining mark as ranges of a regular expression's character class (a word holds them)."""
-    ranges: list[list[int]] = []
-    for c in range(0x300, 0xE01F0):  # the first mark is U+0300, the last U+E01EF
-        if unicodedata.category(chr(c)).startswith("M"):
-            if ranges and ranges[-1][1] == c - 1:
-                ranges[-1][1] = c
-            else:
-                ranges.append([c, c])
-    return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
-
-
-_TOKEN = re.compile(f"[\\w{_marks()}]+")
-"""A word: letters, digits and combining marks (``_`` is made a space first)."""
-_ASCII_TOKEN = re.compile("[a-z0-9]+")
-"""A word of a case-folded ASCII text."""
-RRF_K = 60
-"""The constant of reciprocal rank fusion (Cormack et al., 2009): 1 / (60 + rank)."""
-
 
 FigureRow = tuple[str, int, str, str, str, int | None, str | None, bytes | Sequence[float] | np.ndarray | None]
 """A copied sentence as a lexical index lists it for :class:`~langchain_expand.windows.figures.Figures`:
@@ -556,64 +530,5 @@ _MAX_VARIABLES = 900
 """Sentences asked per statement: under SQLite's oldest limit on bound variables (999)."""
 
 
-def words(text: str) -> list[str]:
-    """The text's words: what BM25 counts, in every lexical index and in memory alike.
-
-    A word is a run of letters, digits and combining marks (so a Devanagari, Tamil or Hebrew
-    word is not cut at its vowel signs), case-folded (``Straße`` is ``strasse``, a final
-    sigma a sigma), with its non-spacing marks dropped (``café`` is ``cafe``, ``Σίσυφος``
-    ``σισυφος``, ``İstanbul`` ``istanbul``) and recomposed (Hangul stays in syllables). The
-    words of a text's words joined by spaces are those words again, so they can be stored
-    and read back (:func:`fts_text`).
-    """
-    folded = text.casefold()
-    if folded.isascii():
-        return _ASCII_TOKEN.findall(folded)
-    found: list[str] = []
-    for token in _TOKEN.findall(folded.replace("_", " ")):
-        if not token.isascii():
-            bare = "".join(c for c in unicodedata.normalize("NFD", token) if unicodedata.category(c) not in _DROPPED)
-            token = unicodedata.normalize("NFC", bare)
-            if not token:  # marks alone
-                continue
-        found.append(token)
-    return found
-
-
-def fts_text(terms: Iterable[str]) -> str:
-    """Words as FTS5 is handed them: each one ``unicode61`` token, kept exactly, whatever its script.
-
-    FTS5's tokenizer folds case and marks its own way, which differs from :func:`words`
-    outside Latin (it keeps Greek accents and Hangul syllables' parts apart from ours, cuts
-    Devanagari at its marks), so BM25 found other sentences there than in memory. An ASCII
-    word is handed over as it is (the tokenizer keeps ASCII letters and digits as they are);
-    any other as :data:`_ENCODED` and its UTF-8 in hex, which it keeps too (a private-use
-    character is a letter to it and to nobody's text here: :func:`words` makes none). So no
-    two words are stored alike, and :func:`fts_words` reads them back.
-    """
-    return " ".join(t if t.isascii() else _ENCODED + t.encode().hex() for t in terms)
-
-
-def fts_words(stored: str) -> list[str]:
-    """The words :func:`fts_text` stored."""
-    return [bytes.fromhex(t[1:]).decode() if t.startswith(_ENCODED) else t for t in stored.split()]
-
-
-_ENCODED = "\ue000"
-"""What starts a word that :func:`fts_text` hands FTS5 as hex: the first private-use character."""
-
-
 def _vector(blob: bytes | None) -> np.ndarray | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32)
-
-
-def fuse(*rankings: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
-    """Reciprocal rank fusion: items by ``sum(1 / (RRF_K + rank))`` over the rankings they are in.
-
-    Ties keep the order of first appearance (the dense ranking first, when it is given first).
-    """
-    scores: dict[tuple[str, int], float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank + 1)
-    return sorted(scores, key=lambda item: -scores[item])

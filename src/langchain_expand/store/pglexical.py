@@ -7,7 +7,7 @@ the parents' :class:`~langchain_expand.store.docstore.SQLDocStore`, say), so eve
 and every reader ranks it.
 
 It ranks as FTS5's ``bm25()`` does, in SQL: each sentence's words
-(:func:`~langchain_expand.store.lexical.words`) are kept with their counts, and a query sums, over
+(:func:`~langchain_expand.store.words.words`) are kept with their counts, and a query sums, over
 its words, ``idf x tf x (k1 + 1) / (tf + k1 x (1 - b + b x length / average length))`` with
 k1 = 1.2, b = 0.75 and ``idf = log((N - n + 0.5) / (n + 0.5))`` (1e-6 where not positive).
 A query's words are summed in the order FTS5 sums them, so even tied sentences come in the same
@@ -29,7 +29,8 @@ import numpy as np
 import sqlalchemy as sa
 
 from langchain_expand.store.docstore import engine_for, forget_connections_after_fork
-from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row, words
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row
+from langchain_expand.store.words import words
 
 __all__ = ["PostgresLexicalIndex"]
 

@@ -7,7 +7,7 @@ fits them to the budget; :func:`overfetch` asks for ever more matches until it h
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sized
+from collections.abc import Callable, Iterator, Sequence, Sized
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -17,7 +17,16 @@ from langchain_core.vectorstores.utils import maximal_marginal_relevance
 from langchain_expand.store.adapters import Scored, StoreAdapter
 from langchain_expand.store.adapters.base import matched
 
-__all__ = ["MAX_QUERY_CHARS", "OVERFETCH_LIMIT", "Diversified", "Scored", "VectorSearch", "overfetch"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "OVERFETCH_LIMIT",
+    "RRF_K",
+    "Diversified",
+    "Scored",
+    "VectorSearch",
+    "fuse",
+    "overfetch",
+]
 
 OVERFETCH_LIMIT = 64
 """A search asks at most this many times the matches a call needs, then stops."""
@@ -142,3 +151,19 @@ def overfetch(search: Callable[[int], R], first: int, need: int) -> Iterator[R]:
         if matched(scored) < asked or asked >= OVERFETCH_LIMIT * need:
             return
         asked *= 2
+
+
+RRF_K = 60
+"""The constant of reciprocal rank fusion (Cormack et al., 2009): 1 / (60 + rank)."""
+
+
+def fuse(*rankings: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Reciprocal rank fusion: items by ``sum(1 / (RRF_K + rank))`` over the rankings they are in.
+
+    Ties keep the order of first appearance (the dense ranking first, when it is given first).
+    """
+    scores: dict[tuple[str, int], float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank + 1)
+    return sorted(scores, key=lambda item: -scores[item])

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, words
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit
+from langchain_expand.store.words import words
 from langchain_expand.windows.figures import Figures
 
 __all__ = ["Bm25", "LexicalRanking", "ranked_bm25", "term_numbers"]
@@ -30,7 +31,7 @@ class Bm25:
     """BM25 over the snapshot's sentences, ranked as the lexical index's FTS5 table ranks them.
 
     FTS5's ``bm25()``: k1 = 1.2, b = 0.75, a term's idf ``log((N - n + 0.5) / (n + 0.5))`` (1e-6
-    where that is not positive), lengths in :func:`~langchain_expand.store.lexical.words`; a sentence
+    where that is not positive), lengths in :func:`~langchain_expand.store.words.words`; a sentence
     matches when it holds any of the query's words. Ties keep the order sentences were written
     in. In memory a query costs 0.3-0.6 ms where SQLite took 3-7 (measured on the four corpora).
 
@@ -241,7 +242,7 @@ def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25 | None:
 
 
 def term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:
-    """The text's words (:func:`~langchain_expand.store.lexical.words`) as numbers in ``terms``.
+    """The text's words (:func:`~langchain_expand.store.words.words`) as numbers in ``terms``.
 
     ``terms`` learns the words it has not seen.
     """

@@ -1,0 +1,82 @@
+"""What BM25 counts: a text's words, alike in every lexical index and in memory.
+
+SQLite's FTS5, PostgreSQL and the BM25 in memory (:mod:`langchain_expand.windows.bm25`) must
+find the same sentences and add up the same scores; they agree because each counts the words
+:func:`words` gives, stored and read back as :func:`fts_text` and :func:`fts_words` write them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+__all__ = ["fts_text", "fts_words", "words"]
+
+_DROPPED = frozenset({"Mn", "Me"})
+"""Unicode categories :func:`words` drops from a word: non-spacing and enclosing marks."""
+
+
+def _marks() -> str:
+    """Every combining mark as ranges of a regular expression's character class (a word holds them)."""
+    ranges: list[list[int]] = []
+    for c in range(0x300, 0xE01F0):  # the first mark is U+0300, the last U+E01EF
+        if unicodedata.category(chr(c)).startswith("M"):
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+    return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in ranges)
+
+
+_TOKEN = re.compile(f"[\\w{_marks()}]+")
+"""A word: letters, digits and combining marks (``_`` is made a space first)."""
+_ASCII_TOKEN = re.compile("[a-z0-9]+")
+"""A word of a case-folded ASCII text."""
+
+
+def words(text: str) -> list[str]:
+    """The text's words: what BM25 counts, in every lexical index and in memory alike.
+
+    A word is a run of letters, digits and combining marks (so a Devanagari, Tamil or Hebrew
+    word is not cut at its vowel signs), case-folded (``Straße`` is ``strasse``, a final
+    sigma a sigma), with its non-spacing marks dropped (``café`` is ``cafe``, ``Σίσυφος``
+    ``σισυφος``, ``İstanbul`` ``istanbul``) and recomposed (Hangul stays in syllables). The
+    words of a text's words joined by spaces are those words again, so they can be stored
+    and read back (:func:`fts_text`).
+    """
+    folded = text.casefold()
+    if folded.isascii():
+        return _ASCII_TOKEN.findall(folded)
+    found: list[str] = []
+    for token in _TOKEN.findall(folded.replace("_", " ")):
+        if not token.isascii():
+            bare = "".join(c for c in unicodedata.normalize("NFD", token) if unicodedata.category(c) not in _DROPPED)
+            token = unicodedata.normalize("NFC", bare)
+            if not token:  # marks alone
+                continue
+        found.append(token)
+    return found
+
+
+def fts_text(terms: Iterable[str]) -> str:
+    """Words as FTS5 is handed them: each one ``unicode61`` token, kept exactly, whatever its script.
+
+    FTS5's tokenizer folds case and marks its own way, which differs from :func:`words`
+    outside Latin (it keeps Greek accents and Hangul syllables' parts apart from ours, cuts
+    Devanagari at its marks), so BM25 found other sentences there than in memory. An ASCII
+    word is handed over as it is (the tokenizer keeps ASCII letters and digits as they are);
+    any other as :data:`_ENCODED` and its UTF-8 in hex, which it keeps too (a private-use
+    character is a letter to it and to nobody's text here: :func:`words` makes none). So no
+    two words are stored alike, and :func:`fts_words` reads them back.
+    """
+    return " ".join(t if t.isascii() else _ENCODED + t.encode().hex() for t in terms)
+
+
+def fts_words(stored: str) -> list[str]:
+    """The words :func:`fts_text` stored."""
+    return [bytes.fromhex(t[1:]).decode() if t.startswith(_ENCODED) else t for t in stored.split()]
+
+
+_ENCODED = "\ue000"
+"""What starts a word that :func:`fts_text` hands FTS5 as hex: the first private-use character."""
