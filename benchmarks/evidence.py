@@ -643,8 +643,10 @@ def _over_best(rows: dict, others: list[str], b: int) -> str:
 
 
 def _gap_closed(rows: dict, others: list[str], b: int) -> str:
-    best = _best_other(rows, others, b)
-    return f"{(rows[BEST][b]['recall'] - best) / max(rows[ORACLE][b]['recall'] - best, 1e-9):.0%}"
+    best, ceiling = _best_other(rows, others, b), rows[ORACLE][b]["recall"]
+    if ceiling - best < 0.0005:  # the best other holds what the oracle holds: no gap to close
+        return "none" if rows[BEST][b]["recall"] >= best - 0.0005 else "-"
+    return f"{(rows[BEST][b]['recall'] - best) / (ceiling - best):.0%}"
 
 
 def _by_mode(latency: dict) -> bool:

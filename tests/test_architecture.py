@@ -96,7 +96,6 @@ MODULE_LINES = 400
 OVER = {
     "store/lexical.py": 534,
     "budget.py": 493,
-    "tools/report/measure.py": 511,
     "text/sentences.py": 492,
     "store/adapters/chroma.py": 441,
     "windows/hits.py": 413,

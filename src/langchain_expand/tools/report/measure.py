@@ -12,7 +12,6 @@ two designs are compared on identical matches.
 
 from __future__ import annotations
 
-import bisect
 import random
 import time
 from collections.abc import Iterable, Sequence
@@ -26,7 +25,6 @@ from langchain_expand.merge import merge_overlaps
 from langchain_expand.prompt import context_tokens
 from langchain_expand.store.adapters import adapt
 from langchain_expand.store.records import sentence_span, unit_id
-from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.tools.report.index import read_once, read_records
@@ -36,16 +34,15 @@ from langchain_expand.tools.report.tables import (
     DesignRow,
     SentenceTable,
     Sizes,
-    Verdict,
     WindowRow,
 )
+from langchain_expand.tools.report.verdict import designs_of, recommend, share_over, verdicts_of
 from langchain_expand.units import (
     DOC_ID,
     END,
     HIT,
     N_SENTENCES,
     SCORE,
-    SECTIONS,
     START,
     STORED_COUNT,
     STORED_DOC,
@@ -114,7 +111,7 @@ def budget_report(
     rows, samples = _window_rows(retriever, hits_per_query, windows, k, counter, _median(sizes), room)
     swept = _Swept(sentences, rows, samples, len(asked), time.perf_counter() - started, index_seconds)
     # 3. Parents: the sections enclosing the same hits.
-    parents_from, designs = _designs(rows, documents, hits_per_query, texts, k, counter, room, samples)
+    parents_from, designs = designs_of(rows, documents, hits_per_query, texts, k, counter, room, samples)
     settings = {"corpus": corpus_name, "documents": len(documents), "k": k, "budget": budget, "reserve": reserve}
     return _corpus_report(settings, swept, parents_from, designs, pseudo=not queries, read=index is not None)
 
@@ -153,8 +150,8 @@ def _corpus_report(
         reindex_seconds_saved=0.0 if read else round(swept.index_seconds * (len(swept.rows) - 1), 2),
         parents_from=parents_from,
         designs=designs,
-        verdicts=_verdicts(swept.rows, designs, room),
-        recommendation=_recommend(swept.sentences, swept.rows, designs, room),
+        verdicts=verdicts_of(swept.rows, designs, room),
+        recommendation=recommend(swept.sentences, swept.rows, designs, room),
         samples=swept.samples,
     )
 
@@ -195,26 +192,6 @@ def _source(
 
 def _median(sizes: list[int]) -> float:
     return float(np.median(sizes)) if sizes else 0.0
-
-
-def _designs(
-    rows: list[WindowRow],
-    documents: Sequence[Document],
-    hits_per_query: list[list[Document]],
-    texts: dict[str, str],
-    k: int,
-    counter: TokenCounter,
-    room: int,
-    samples: dict[str, dict[str, list[float]]],
-) -> tuple[str | None, list[DesignRow]]:
-    """Every window configuration as a design, and parents (the sections enclosing the same hits) where any."""
-    parents_from, sections = _sections(documents)
-    designs = [DesignRow(f"window {w.before}:{w.after}", w.unit, w.prompt, w.over_budget) for w in rows]
-    if sections:
-        units, prompts = _parent_sizes(hits_per_query, sections, texts, k, counter)
-        designs.append(DesignRow(f"parent ({parents_from})", Sizes.of(units), Sizes.of(prompts), _over(prompts, room)))
-        samples["units"]["parents"], samples["prompts"]["parents"] = units, prompts
-    return parents_from, designs
 
 
 def _embedded(
@@ -309,21 +286,13 @@ def _window_rows(
                 prediction_error=(unit.median - predicted) / predicted if predicted else 0.0,
                 prompt=Sizes.of(prompts),
                 prompt_merged=Sizes.of(merged),
-                over_budget=_over(prompts, room),
-                over_budget_merged=_over(merged, room),
+                over_budget=share_over(prompts, room),
+                over_budget_merged=share_over(merged, room),
             )
         )
         samples["units"][f"window {before}:{after}"] = units
         samples["prompts"][f"window {before}:{after}"] = prompts
     return rows, samples
-
-
-def _verdicts(rows: list[WindowRow], designs: list[DesignRow], room: int) -> list[Verdict]:
-    """Whether each design's p99 prompt fits the room the budget leaves, and by how much."""
-    sizes = [(f"window {w.before}:{w.after}", w.prompt.p99) for w in rows]
-    sizes += [(f"window {w.before}:{w.after} merged", w.prompt_merged.p99) for w in rows]
-    sizes += [(d.design, d.prompt.p99) for d in designs if d.design.startswith("parent")]
-    return [Verdict(design, room - p99, room - p99 >= 0) for design, p99 in sizes]
 
 
 def _sentence_table(
@@ -354,105 +323,6 @@ def _sentence_table(
         capped_share=split_chars / total_chars if total_chars else 0.0,
         warning=warning,
     )
-
-
-def _sections(documents: Sequence[Document]) -> tuple[str | None, dict[str, list[Span]]]:
-    """Each document's parents as source offsets, and where they came from."""
-    out: dict[str, list[Span]] = {}
-    kinds = set()
-    headings = MarkdownSectionSplitter(max_level=2)
-    for doc in documents:
-        if doc.metadata.get(SECTIONS):
-            found = SectionSplitter().sections(doc)
-            kinds.add("given sections")
-        elif (
-            doc.metadata.get("format") == "markdown"
-            or "\n## " in doc.page_content
-            or doc.page_content.startswith("## ")
-        ):
-            found = headings.sections(doc)
-            kinds.add("## headings")
-        else:
-            continue
-        out[str(doc.id)] = [(s, e) for s, e, _ in found]
-    return (", ".join(sorted(kinds)) or None), out
-
-
-def _parent_sizes(
-    hits_per_query: list[list[Document]],
-    sections: dict[str, list[Span]],
-    texts: dict[str, str],
-    k: int,
-    counter: TokenCounter,
-) -> tuple[list[float], list[float]]:
-    """Sizes of the distinct sections enclosing each query's hits, best first, k of them."""
-    starts = {doc_id: [s for s, _ in spans] for doc_id, spans in sections.items()}
-    cache: dict[tuple[str, int], int] = {}
-    units: list[float] = []
-    prompts: list[float] = []
-    for hits in hits_per_query:
-        chosen: list[tuple[str, int]] = []
-        for hit in hits:
-            doc_id = hit.metadata[DOC_ID]
-            if doc_id not in sections:
-                continue
-            at = bisect.bisect_right(starts[doc_id], hit.metadata[START]) - 1
-            if at >= 0 and (doc_id, at) not in chosen:
-                chosen.append((doc_id, at))
-            if len(chosen) == k:
-                break
-        parents = [Document(texts[d][sections[d][i][0] : sections[d][i][1]]) for d, i in chosen]
-        for key, parent in zip(chosen, parents, strict=True):
-            if key not in cache:
-                cache[key] = counter(parent.page_content)
-            units.append(cache[key])
-        prompts.append(context_tokens(parents, counter))
-    return units, prompts
-
-
-def _over(prompts: Sequence[float], limit: int) -> float:
-    return sum(p > limit for p in prompts) / len(prompts) if prompts else 0.0
-
-
-def _recommend(sentences: SentenceTable, rows: list[WindowRow], designs: list[DesignRow], limit: int) -> str:
-    parts = []
-    if sentences.warning:
-        parts.append(
-            f"Sentences here are not a reliable unit ({sentences.warning}); keep the splitter's cap "
-            f"(it split {sentences.capped_share:.0%} of the text) or the window sizes below do not hold."
-        )
-    safe = [w for w in rows if w.prompt.p99 <= limit]
-    if safe:
-        widest = max(safe, key=lambda w: w.sentences)
-        parts.append(
-            f"Windows up to {widest.before}:{widest.after} ({widest.sentences} sentences, median unit "
-            f"{widest.unit.median:,.0f} tokens) keep the p99 prompt at {widest.prompt.p99:,.0f} tokens, "
-            f"{limit - widest.prompt.p99:,.0f} under the budget: no query needs truncation."
-        )
-    else:
-        parts.append("No window configuration keeps the p99 prompt inside the budget: lower k or the radius.")
-    merged_only = [w for w in rows if w.prompt.p99 > limit >= w.prompt_merged.p99]
-    if merged_only:
-        w = max(merged_only, key=lambda w: w.sentences)
-        parts.append(
-            f"With overlapping windows merged, {w.before}:{w.after} fits too "
-            f"(p99 {w.prompt_merged.p99:,.0f} tokens): use MergeOverlaps or merge=True."
-        )
-    for d in designs:
-        if not d.design.startswith("parent"):
-            continue
-        if d.prompt.p99 <= limit:
-            parts.append(
-                f"Parents also fit (p99 prompt {d.prompt.p99:,.0f}, largest unit {d.unit.max:,.0f}); "
-                "prefer them where sections are small and coherent units of meaning."
-            )
-        else:
-            parts.append(
-                f"Parents do not fit: their p99 prompt is {d.prompt.p99:,.0f} tokens, {d.over_budget:.1%} of "
-                f"queries exceed the budget, and the largest unit is {d.unit.max:,.0f}. Use windows, or "
-                "parents with max_parent_tokens and max_tokens so the tail is trimmed instead of truncated."
-            )
-    return " ".join(parts)
 
 
 def _batches(items: list[Document], size: int) -> list[list[Document]]:
