@@ -96,7 +96,7 @@ MODULE_LINES = 400
 OVER = {
     "store/lexical.py": 534,
     "budget.py": 493,
-    "text/sentences.py": 492,
+    "text/sentences.py": 426,
     "store/adapters/chroma.py": 441,
     "windows/hits.py": 413,
     "windows/growth.py": 435,

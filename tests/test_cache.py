@@ -28,7 +28,7 @@ from langchain_expand.store.adapters.base import tie_ordered
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
-from langchain_expand.text.sentences import marks
+from langchain_expand.text.marks import marks
 from langchain_expand.text.tokens import _splits
 from langchain_expand.windows import guided, reads
 from langchain_expand.windows import hits as hits_module

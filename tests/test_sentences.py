@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langchain_expand import SentenceSplitter, TokenCounter
-from langchain_expand.text.sentences import Marks, heading, marks, tied
+from langchain_expand.text.marks import Marks, heading, marks, tied
 
 from .conftest import load_docs
 

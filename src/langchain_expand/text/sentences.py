@@ -14,13 +14,13 @@ import re
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from langchain_expand.calls import deprecated
 from langchain_expand.text import markdown
 from langchain_expand.text.tokens import TokenCounter, count_many, count_spans
 
-__all__ = ["LINE", "NO_MARKS", "Marks", "SentenceSplitter", "Span", "Splitter", "heading", "marks", "stripped", "tied"]
+__all__ = ["LINE", "LIST_ITEM", "SentenceSplitter", "Span", "Splitter", "stripped"]
 
 _UNSET: typing.Final = object()
 
@@ -45,13 +45,8 @@ ABBREVIATIONS = frozenset(
 
 LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 """One line with its line break (the last may have none); an empty match ends the text."""
-_ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
-_ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_UNDERLINE = re.compile(r" {0,3}(?:={3,}|-{3,})[ \t]*")
 """The second line of a setext heading (and of reStructuredText's most common section title)."""
-_WORD_CHAR = re.compile(r"\w")
-_LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
+LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
 _TERMINATOR = re.compile(
@@ -381,67 +376,6 @@ def _attach_markup(text: str, spans: list[Span]) -> list[Span]:
     return out
 
 
-def tied(text: str, gap: str) -> bool:
-    """Whether a unit and the next are rows of one Markdown table: growth takes them together.
-
-    ``text`` is the unit's text and ``gap`` what lies between it and the next unit. A table
-    row starts and ends with ``|`` and the table goes on after a single line break (a blank
-    line ends it). A table written without its outer pipes is not recognised: its rows
-    grow one at a time, as sentences do.
-    """
-    return text[:1] == "|" and text[-1:] == "|" and _ONE_LINE_BREAK.fullmatch(gap) is not None
-
-
-def heading(text: str) -> bool:
-    """Whether a unit is a heading: a section starts with it.
-
-    Markdown's ``#`` to ``######`` on one line (a unit of several lines that starts with ``#``,
-    a comment in unfenced code, is not one), or a line underlined with ``===`` or ``---`` (a
-    setext heading; reStructuredText's titles too). The splitter makes the underlined line a unit
-    of its own where a blank line follows it (reStructuredText requires one) or the document is
-    parsed as Markdown. Guided windows do not grow up past a heading.
-    """
-    if _ATX_HEADING.match(text) is not None:
-        return "\n" not in text and "\r" not in text
-    # Two lines, read in one pass each (a regular expression over both backtracked over every
-    # split of a long line: quadratic in a unit's length, on the query path).
-    brk = _LINE_BREAK.search(text)
-    if brk is None or _UNDERLINE.fullmatch(text, brk.end()) is None:
-        return False
-    if _WORD_CHAR.search(text, 0, brk.start()) is None:
-        return False
-    return _LIST_ITEM.match(text) is None and not text.lstrip().startswith((">", "|"))
-
-
-class Marks(NamedTuple):
-    """What a unit says of the text beside it, read from its own text and the gap after it."""
-
-    tied: bool = False
-    """It and the next unit are rows of one table (:func:`tied`)."""
-    heading: bool = False
-    """It is a heading (:func:`heading`)."""
-
-
-NO_MARKS = Marks()
-"""A unit that is neither a table row nor a heading."""
-
-EVERY_MARKS = tuple(Marks(tied, heading) for tied in (False, True) for heading in (False, True))
-"""The four marks a unit can have, one object each, at ``2 * tied + heading`` (:func:`marks_code`)."""
-
-
-def marks_code(found: Marks) -> int:
-    """``found``'s place in :data:`EVERY_MARKS`: a small int to keep where a tuple of marks would be an object."""
-    return 2 * found.tied + found.heading
-
-
-def marks(text: str, gap: str) -> Marks:
-    """A unit's :class:`Marks`, from its text and what lies between it and the next unit.
-
-    One of the four objects of :data:`EVERY_MARKS`, so a list of many units' marks costs a pointer each.
-    """
-    return EVERY_MARKS[2 * tied(text, gap) + heading(text)]
-
-
 def _table_rows(text: str, start: int, end: int) -> Iterator[Span]:
     """A table's column headings as one unit, then each later row."""
     rows = list(_lines_within(text, start, end))
@@ -461,7 +395,7 @@ def _list_items(text: str, start: int, end: int) -> Iterator[Span]:
     """Split a soft-wrapped paragraph before each Markdown list item."""
     cut = start
     for m in LINE.finditer(text, start, end):
-        if m.start() > cut and _LIST_ITEM.match(text, m.start(), m.end()):
+        if m.start() > cut and LIST_ITEM.match(text, m.start(), m.end()):
             yield (cut, m.start())
             cut = m.start()
     if cut < end:

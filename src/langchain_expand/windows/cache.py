@@ -39,7 +39,7 @@ from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import batched
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
-from langchain_expand.text.sentences import EVERY_MARKS, Marks, marks_code
+from langchain_expand.text.marks import EVERY_MARKS, Marks, marks_code
 from langchain_expand.units import STORED_DOC, STORED_REV
 
 __all__ = ["Entry", "HeadsAtMark", "SentenceCache", "own_vector"]

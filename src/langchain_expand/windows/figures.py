@@ -29,7 +29,7 @@ import numpy as np
 
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.lexical import FigureRow
-from langchain_expand.text.sentences import EVERY_MARKS, marks, marks_code
+from langchain_expand.text.marks import EVERY_MARKS, marks, marks_code
 from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from langchain_expand.text.sentences import Marks
+from langchain_expand.text.marks import Marks
 from langchain_expand.windows.growth import Growth, Position, Seed, Sentence, grow
 from langchain_expand.windows.hits import Hit
 from langchain_expand.windows.plan import Plan

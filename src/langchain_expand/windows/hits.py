@@ -20,7 +20,7 @@ from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
 from langchain_expand.store.records import unit_id, unit_owner, unit_position
 from langchain_expand.store.search import VectorSearch, fuse
-from langchain_expand.text.sentences import NO_MARKS, Marks
+from langchain_expand.text.marks import NO_MARKS, Marks
 from langchain_expand.units import (
     CARRIED,
     DOC_ID,

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id, unit_position
-from langchain_expand.text.sentences import Marks, marks
+from langchain_expand.text.marks import Marks, marks
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.cache import Entry, HeadsAtMark, SentenceCache, own_vector
@@ -381,7 +381,7 @@ class Reads:
 
 
 def record_marks(record: Document) -> Marks:
-    """A sentence record's :class:`~langchain_expand.text.sentences.Marks`, from its text and stored gap."""
+    """A sentence record's :class:`~langchain_expand.text.marks.Marks`, from its text and stored gap."""
     return marks(record.page_content, str(record.metadata.get(STORED_GAP, "")))
 
 

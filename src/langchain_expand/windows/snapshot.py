@@ -38,7 +38,7 @@ from langchain_expand.store import filters
 from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence
 from langchain_expand.store.records import unit_id
-from langchain_expand.text.sentences import Marks, marks
+from langchain_expand.text.marks import Marks, marks
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.bm25 import Bm25, term_numbers
 from langchain_expand.windows.similarity import norms_of, query_norm
