@@ -28,7 +28,7 @@ from langchain_expand.store.adapters.base import tie_ordered
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
-from langchain_expand.text.marks import marks
+from langchain_expand.text.cues import cues
 from langchain_expand.text.tokens import _splits
 from langchain_expand.windows import guided, reads
 from langchain_expand.windows import hits as hits_module
@@ -953,7 +953,7 @@ def test_growths_figures_are_the_local_copies_figures_at_their_revision(indexed:
             assert found is not None
             assert found.tokens == copy.tokens
             assert found.similarity == similarity  # to the last bit, whatever block it falls in
-            assert (found.tied, found.heading) == tuple(marks(copy.text, copy.gap))
+            assert (found.tied, found.heading) == tuple(cues(copy.text, copy.gap))
             checked += 1
         head = kept[0]
         assert head.i == 0
@@ -1030,7 +1030,7 @@ def vector(rng: np.random.Generator) -> np.ndarray:
 def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_records(
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Each hit's size, revision, marks, score and count, from the figures and the head read,
+    # Each hit's size, revision, cues, score and count, from the figures and the head read,
     # equal what its record gives; no record is made for one.
     queries = [q["query"] for q in load_queries("qmsum")]
     seeded: dict[str, list[tuple[list[Any], list[int]]]] = {}

@@ -24,7 +24,7 @@ from langchain_core.documents import Document
 
 from langchain_expand import SentenceSplitter, StructuralPrefix, TokenCounter
 from langchain_expand.store.words import words
-from langchain_expand.text import markdown, marks
+from langchain_expand.text import cues, markdown
 from langchain_expand.text.sections import MarkdownSectionSplitter
 
 LIMIT = 10.0
@@ -138,9 +138,9 @@ def _context(text: str) -> object:
 
 TEXT_FUNCTIONS: dict[str, Callable[[str], object]] = {
     # on the query path: what growth reads of each unit it weighs
-    "marks.heading": marks.heading,
-    "marks.tied": lambda text: marks.tied(text, text),
-    "marks.marks": lambda text: marks.marks(text, "\n"),
+    "cues.heading": cues.heading,
+    "cues.tied": lambda text: cues.tied(text, text),
+    "cues.cues": lambda text: cues.cues(text, "\n"),
     "words.words (a query's terms)": words,
     # on the indexing path
     "SentenceSplitter()": _parsed(_SPLITTER),

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from langchain_expand import SentenceSplitter, TokenCounter
-from langchain_expand.text.marks import Marks, heading, marks, tied
+from langchain_expand.text.cues import Cues, cues, heading, tied
 
 from .conftest import load_docs
 
@@ -80,15 +80,15 @@ def test_a_heading_unit_is_marked_so_growth_does_not_go_up_past_it() -> None:
     spans = splitter(text)
     units = [text[a:b] for a, b in spans]
     gaps = [text[e : spans[i + 1][0]] for i, (_, e) in enumerate(spans[:-1])] + [""]
-    found = [marks(u, g) for u, g in zip(units, gaps, strict=True)]
+    found = [cues(u, g) for u, g in zip(units, gaps, strict=True)]
     assert list(zip(units, found, strict=True)) == [
-        ("# Setup", Marks(heading=True)),
-        ("Install it.", Marks()),
-        ("Then run it.", Marks()),
-        ("## Ports", Marks(heading=True)),
-        ("| port | use |\n|---|---|", Marks(tied=True)),
-        ("| 80 | web |", Marks()),
-        ("Done.", Marks()),
+        ("# Setup", Cues(heading=True)),
+        ("Install it.", Cues()),
+        ("Then run it.", Cues()),
+        ("## Ports", Cues(heading=True)),
+        ("| port | use |\n|---|---|", Cues(tied=True)),
+        ("| 80 | web |", Cues()),
+        ("Done.", Cues()),
     ]
     assert all(heading(h) for h in ("######", "###### Six", "#\tTabbed"))
     assert not any(heading(t) for t in ("#hashtag", "####### seven", "C# is a language.", " # indented", "| # |"))

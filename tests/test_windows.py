@@ -602,7 +602,7 @@ def test_a_table_row_is_matched_alone_and_sent_with_its_whole_table(
     (on the benchmark's 60 TAT-QA queries, 0.481 -> 0.609 recall at 250 tokens, 0.768 -> 0.807 at
     2,000). Growth learns each row's tie from the snapshot and, without one, from the store.
     """
-    from langchain_expand.text.marks import tied
+    from langchain_expand.text.cues import tied
     from langchain_expand.windows import guided
 
     given: list[Any] = []  # what each run of growth read its sentences from
@@ -669,7 +669,7 @@ def test_a_window_does_not_grow_up_past_its_sections_heading(make_retriever: Mak
     60 queries went 0.493 -> 0.512 recall at 250 tokens and 0.844 -> 0.858 at 2,000.
     Growth learns each sentence's heading mark from the snapshot and, without one, from the store.
     """
-    from langchain_expand.text.marks import heading
+    from langchain_expand.text.cues import heading
 
     row = load_docs("emanual")[0]
     text, doc_id = row["text"], row["doc_id"]
@@ -699,7 +699,7 @@ def test_a_window_does_not_grow_up_past_its_sections_heading(make_retriever: Mak
 def test_no_window_is_a_heading_alone_or_ends_on_the_next_sections(make_retriever: Make, corpus: str) -> None:
     # issue #52, finding 4: at 500 tokens 5 of 50 windows ended on the next section's bare
     # heading, and 3 units were a heading alone (`### Shadowing`, 3 tokens)
-    from langchain_expand.text.marks import heading
+    from langchain_expand.text.cues import heading
 
     rows = load_docs(corpus)[:12]
     retriever = make_retriever()

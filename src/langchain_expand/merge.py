@@ -16,7 +16,7 @@ from langchain_core.runnables import RunnableConfig, RunnableSerializable
 from pydantic import ConfigDict, model_validator
 
 from langchain_expand import calls
-from langchain_expand.text.marks import heading
+from langchain_expand.text.cues import heading
 from langchain_expand.text.sentences import SentenceSplitter
 from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.units import CROSSED, DOC_ID, END, HIT, HITS, SCORE, SENTENCES, SPAN, START, TOKENS, located

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from langchain_core.documents import Document
 
-from langchain_expand.text.marks import heading
+from langchain_expand.text.cues import heading
 from langchain_expand.text.ranges import largest_fitting, outward
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
 from langchain_expand.units import (

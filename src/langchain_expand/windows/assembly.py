@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_expand.shrink import trim
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import decode_metadata, sentence_span, unit_id
-from langchain_expand.text.marks import heading
+from langchain_expand.text.cues import heading
 from langchain_expand.text.tokens import chained_count, count_many, counter_key
 from langchain_expand.units import (
     CROSSED,

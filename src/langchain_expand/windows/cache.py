@@ -39,7 +39,7 @@ from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import batched
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
-from langchain_expand.text.marks import EVERY_MARKS, Marks, marks_code
+from langchain_expand.text.cues import EVERY_CUES, Cues, cues_code
 from langchain_expand.units import STORED_DOC, STORED_REV
 
 __all__ = ["Entry", "HeadsAtMark", "SentenceCache", "own_vector"]
@@ -63,7 +63,7 @@ class SentenceCache:
 
     A local copy is kept under its document, revision and position: a revision names one text,
     splitter and metadata, so the copy is the one the lexical index holds for as long as the
-    document's head has that revision, and is served only at it, with its marks (read from its
+    document's head has that revision, and is served only at it, with its cues (read from its
     text once). A copy is held as a plain tuple of strings, numbers and its NumPy vector, which
     Python's garbage collector stops tracking: a full cache adds nothing to what a full
     collection scans.
@@ -72,7 +72,7 @@ class SentenceCache:
     def __init__(self) -> None:
         """An empty cache; its size is given on every use (the retriever's ``cache_size``)."""
         self._entries: OrderedDict[str, Entry] = OrderedDict()
-        # each copy as its fields and its marks' code, under (document, revision, index)
+        # each copy as its fields and its cues' code, under (document, revision, index)
         self._copies: OrderedDict[tuple[str, str, int], tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
         self._counter: object = None
@@ -86,22 +86,22 @@ class SentenceCache:
             self._entries.clear()
             self._copies.clear()
 
-    def copies(self, doc_id: str, rev: str, indices: Iterable[int]) -> list[tuple[LocalSentence, Marks]]:
-        """The local copies held of sentences ``indices`` of ``doc_id`` at revision ``rev``, with their marks."""
-        found: list[tuple[LocalSentence, Marks]] = []
+    def copies(self, doc_id: str, rev: str, indices: Iterable[int]) -> list[tuple[LocalSentence, Cues]]:
+        """The local copies held of sentences ``indices`` of ``doc_id`` at revision ``rev``, with their cues."""
+        found: list[tuple[LocalSentence, Cues]] = []
         with self._lock:
             for i in indices:
                 held = self._copies.get((doc_id, rev, i))
                 if held is not None:
                     self._copies.move_to_end((doc_id, rev, i))
-                    found.append((LocalSentence._make(held[:-1]), EVERY_MARKS[held[-1]]))
+                    found.append((LocalSentence._make(held[:-1]), EVERY_CUES[held[-1]]))
         return found
 
-    def keep_copies(self, doc_id: str, rev: str, copies: Iterable[tuple[LocalSentence, Marks]], size: int) -> None:
-        """Hold ``copies`` of ``doc_id`` at revision ``rev`` with their marks; keep at most ``size`` in all."""
+    def keep_copies(self, doc_id: str, rev: str, copies: Iterable[tuple[LocalSentence, Cues]], size: int) -> None:
+        """Hold ``copies`` of ``doc_id`` at revision ``rev`` with their cues; keep at most ``size`` in all."""
         with self._lock:
             for copy, found in copies:
-                self._copies[(doc_id, rev, copy.i)] = (*copy, marks_code(found))  # a NamedTuple stays tracked
+                self._copies[(doc_id, rev, copy.i)] = (*copy, cues_code(found))  # a NamedTuple stays tracked
                 self._copies.move_to_end((doc_id, rev, copy.i))
             while len(self._copies) > size:
                 self._copies.popitem(last=False)

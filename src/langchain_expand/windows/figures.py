@@ -1,13 +1,13 @@
 """What guided growth weighs of every copied sentence, in arrays: past the snapshot's limit.
 
-Growth decides by each neighbour's token count, marks (a table row, a heading) and similarity to
+Growth decides by each neighbour's token count, cues (a table row, a heading) and similarity to
 the query. With a snapshot it knows them all as it looks; past ``snapshot_limit`` it had to
 guess, name the neighbours it wanted, have them read (from the sentence cache, else the local
 copies in SQLite) and run again: 3.3 rounds and 615 steps a query on FriendsQA, against one
 round and 259 steps with the snapshot, and a few microseconds of Python a sentence read.
 
 :class:`Figures` holds those figures of every sentence the lexical index copied (token count,
-counter, marks, vector) in arrays and no text: about 1.5 KB a sentence at 384 dimensions, no
+counter, cues, vector) in arrays and no text: about 1.5 KB a sentence at 384 dimensions, no
 Python object a sentence (a full garbage collection does not walk them). It is built beside the
 queries with the ranking in memory (:class:`~langchain_expand.windows.bm25.LexicalRanking`).
 A query's similarities are computed a block of rows at a time, only for the blocks growth looks
@@ -29,7 +29,7 @@ import numpy as np
 
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.lexical import FigureRow
-from langchain_expand.text.marks import EVERY_MARKS, marks, marks_code
+from langchain_expand.text.cues import EVERY_CUES, cues, cues_code
 from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
 
@@ -40,11 +40,11 @@ BLOCK = 32
 _NORMED = 65_536
 """Rows whose norms are computed together at a build (a float64 copy of that many at a time)."""
 _VECTORLESS = 4
-"""Beside a row's marks code (0-3): the row has no vector of its own (a head's copy)."""
+"""Beside a row's cues code (0-3): the row has no vector of its own (a head's copy)."""
 
 
 class Figures:
-    """Token count, counter, marks and vector of every copied sentence, by document and revision."""
+    """Token count, counter, cues and vector of every copied sentence, by document and revision."""
 
     def __init__(self, rows: Iterable[FigureRow]) -> None:
         """Hold ``rows`` (a lexical index's :meth:`~langchain_expand.store.lexical.BaseLexicalIndex.figures`).
@@ -57,7 +57,7 @@ class Figures:
         names: dict[str, int] = {}  # each counter's name once
         tokens = array("l")
         counters = array("H")
-        codes = bytearray()  # each row's marks (marks_code), and _VECTORLESS
+        codes = bytearray()  # each row's cues (cues_code), and _VECTORLESS
         vectors = bytearray()  # each row's vector as float32 bytes; zeros for one without
         width = 0
         leading = 0  # rows without a vector before the first with one (its width unknown yet)
@@ -77,7 +77,7 @@ class Figures:
             held[1][int(i)] = len(tokens)
             tokens.append(int(counted))
             counters.append(names.setdefault(counter, len(names)))
-            codes.append(marks_code(marks(text, gap)) | (_VECTORLESS if blob is None else 0))
+            codes.append(cues_code(cues(text, gap)) | (_VECTORLESS if blob is None else 0))
             if blob is None and width == 0:
                 leading += 1
             else:
@@ -159,8 +159,8 @@ class QueryFigures:
             if similarities is None:
                 similarities = self._blocks[block] = self._similarities(block * BLOCK)
             similarity = similarities[row % BLOCK]
-        mark = EVERY_MARKS[code & ~_VECTORLESS]
-        return Sentence(figures._tokens[row], similarity, mark.tied, mark.heading)
+        cue = EVERY_CUES[code & ~_VECTORLESS]
+        return Sentence(figures._tokens[row], similarity, cue.tied, cue.heading)
 
     def _similarity(self, vector: Vector) -> float:
         """The cosine similarity of one vector to the query (:func:`cosines`)."""

@@ -105,10 +105,10 @@ class Sentence(NamedTuple):
     similarity: float
     """Cosine similarity of its vector to the query's."""
     tied: bool = False
-    """It and the next sentence are rows of one table (:func:`~langchain_expand.text.marks.tied`):
+    """It and the next sentence are rows of one table (:func:`~langchain_expand.text.cues.tied`):
     growth takes a table's rows together where they fit."""
     heading: bool = False
-    """It is a Markdown heading (:func:`~langchain_expand.text.marks.heading`): growth does not
+    """It is a Markdown heading (:func:`~langchain_expand.text.cues.heading`): growth does not
     go up past it, since what lies above it is another section."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from langchain_expand.text.marks import Marks
+from langchain_expand.text.cues import Cues
 from langchain_expand.windows.growth import Growth, Position, Seed, Sentence, grow
 from langchain_expand.windows.hits import Hit
 from langchain_expand.windows.plan import Plan
@@ -72,9 +72,9 @@ class _Known:
             self._known[position] = sentence
 
 
-def _sentence(tokens: int, similarity: float, mark: Marks) -> Sentence:
-    """What growth knows of a sentence: its token count, its similarity to the query and its marks."""
-    return Sentence(tokens, similarity, tied=mark.tied, heading=mark.heading)
+def _sentence(tokens: int, similarity: float, cue: Cues) -> Sentence:
+    """What growth knows of a sentence: its token count, its similarity to the query and its cues."""
+    return Sentence(tokens, similarity, tied=cue.tied, heading=cue.heading)
 
 
 class Growing:
@@ -99,7 +99,7 @@ class Growing:
         fitting: list[Hit] = []
         for hit, tokens in zip(hits, counts, strict=True):
             self._asked.add((hit.doc_id, hit.index))
-            self.known.learn((hit.doc_id, hit.index), _sentence(tokens, hit.score, hit.marks), keep=True)
+            self.known.learn((hit.doc_id, hit.index), _sentence(tokens, hit.score, hit.cues), keep=True)
             if tokens <= budget:
                 fitting.append(hit)
         return fitting
@@ -157,11 +157,11 @@ class Growing:
         return growth
 
     def _fetch(self, positions: list[Position]) -> None:
-        """Learn the sentences at ``positions`` not asked for yet: their counts, marks and similarity to the query."""
+        """Learn the sentences at ``positions`` not asked for yet: their counts, cues and similarity to the query."""
         fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
         self._asked.update(fresh)
-        for position, tokens, similarity, mark in self.reads.similar(fresh, self.vector):
-            self.known.learn(position, _sentence(tokens, similarity, mark))
+        for position, tokens, similarity, cue in self.reads.similar(fresh, self.vector):
+            self.known.learn(position, _sentence(tokens, similarity, cue))
 
 
 def _around(index: int, n: int, reach: int) -> range:

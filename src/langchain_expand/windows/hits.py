@@ -20,7 +20,7 @@ from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
 from langchain_expand.store.records import unit_id, unit_owner, unit_position
 from langchain_expand.store.search import VectorSearch, fuse
-from langchain_expand.text.marks import NO_MARKS, Marks
+from langchain_expand.text.cues import NO_CUES, Cues
 from langchain_expand.units import (
     CARRIED,
     DOC_ID,
@@ -34,7 +34,7 @@ from langchain_expand.units import (
 )
 from langchain_expand.windows.bm25 import Bm25
 from langchain_expand.windows.growth import Position, Sentence
-from langchain_expand.windows.reads import Reads, record_marks
+from langchain_expand.windows.reads import Reads, record_cues
 from langchain_expand.windows.similarity import cosines
 
 __all__ = [
@@ -66,7 +66,7 @@ class Hit:
     rev: str | None  # None: take whatever version the document's head has
     score: float
     extra: dict[str, Any]
-    marks: Marks = NO_MARKS
+    cues: Cues = NO_CUES
     """What its sentence says of the text beside it (a table row, a heading)."""
 
 
@@ -81,7 +81,7 @@ def to_hit(doc: Document, score: float) -> Hit:
             "Give SentenceWindowRetriever a collection that only it writes to."
         )
         raise ValueError(msg) from None
-    return Hit(doc_id, index, n, rev, score, {}, record_marks(doc))
+    return Hit(doc_id, index, n, rev, score, {}, record_cues(doc))
 
 
 def from_match(doc: Document) -> Hit:
@@ -303,17 +303,17 @@ class SnapshotHits:
         assert scores is not None
         dense = dict(scores.nearest(k))
         order = fuse(list(dense), [(h.doc_id, h.index) for h in self.lexical.search(self.dense.query, k)])
-        held = {position: (n, cosine, mark) for position, n, cosine, mark in self.reads.similar(order, vector)}
+        held = {position: (n, cosine, cue) for position, n, cosine, cue in self.reads.similar(order, vector)}
         snapshot = scores.snapshot
         hits: list[Hit] = []
         for position in order:
             if position not in held:
                 continue
-            tokens, cosine, mark = held[position]
+            tokens, cosine, cue = held[position]
             self._tokens[position] = tokens
             score = dense[position] if position in dense else relevance(cosine)
             doc_id, index = position
-            hits.append(Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}, mark))
+            hits.append(Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}, cue))
         return hits
 
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
@@ -326,7 +326,7 @@ class FiguresHits:
 
     The hits :class:`RecordHits` makes of :class:`HybridSearch` over :class:`DenseSearch` (BM25
     in memory), in the same order with the same scores, without a record read for a hit whose
-    sentence the figures hold at its head's revision: its count, marks and similarity are
+    sentence the figures hold at its head's revision: its count, cues and similarity are
     there, its document's size and revision in the head read. Those they do not hold (written
     since the build) are read as records, as before; a store that cannot search for ids alone
     answers through ``records``.
@@ -410,4 +410,4 @@ class FiguresHits:
         if sentence is None or committed is None or not isinstance(n, int):
             return None
         self._tokens[position] = sentence.tokens
-        return Hit(position[0], position[1], n, committed[1], score, {}, Marks(sentence.tied, sentence.heading))
+        return Hit(position[0], position[1], n, committed[1], score, {}, Cues(sentence.tied, sentence.heading))

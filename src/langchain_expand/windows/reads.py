@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id, unit_position
-from langchain_expand.text.marks import Marks, marks
+from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.cache import Entry, HeadsAtMark, SentenceCache, own_vector
@@ -23,7 +23,7 @@ from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.snapshot import Run, Scores, Snapshot
 
-__all__ = ["Reads", "record_marks"]
+__all__ = ["Reads", "record_cues"]
 
 
 class Copies(Protocol):
@@ -83,7 +83,7 @@ class Reads:
         # The local copies read, by position (growth's key: no id is built or parsed per sentence):
         self._rows: dict[Position, tuple[Document, LocalSentence]] = {}  # each with its document's head
         self._firsts: dict[str, LocalSentence] = {}  # sentence 0's, by document: for runs alone
-        self._marks: dict[Position, Marks] = {}
+        self._cues: dict[Position, Cues] = {}
         self._asked: set[Position] = set()  # positions asked of the local copy
         self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
         self._key = counter_key(counter)
@@ -143,15 +143,15 @@ class Reads:
         self._learn(read)
         return [*known.values(), *read]
 
-    def sentences(self, positions: Sequence[Position]) -> list[tuple[Position, int, Vector, Marks]]:
-        """Each sentence's position, token count, vector and marks: what growth scores a sentence by.
+    def sentences(self, positions: Sequence[Position]) -> list[tuple[Position, int, Vector, Cues]]:
+        """Each sentence's position, token count, vector and cues: what growth scores a sentence by.
 
         Local copies are not made into records here (most of what growth looks at is never
         sent); :meth:`records` makes those asked for. Records of other writers are left out.
         """
-        rows, kept_marks = self._rows, self._marks
+        rows, kept_cues = self._rows, self._cues
         self.read_copies([p for p in positions if p not in rows])
-        found: list[tuple[Position, int, Vector, Marks]] = []
+        found: list[tuple[Position, int, Vector, Cues]] = []
         rest: list[str] = []
         for position in positions:
             row = rows.get(position)
@@ -160,24 +160,24 @@ class Reads:
                 rest.append(unit_id(*position))
                 continue
             sentence = row[1]
-            marked = kept_marks.get(position)  # None for a snapshot's copy: read from its text here
-            if marked is None:
-                marked = marks(sentence.text, sentence.gap)
-            found.append((position, self._row_tokens(position, sentence), vector, marked))
+            cued = kept_cues.get(position)  # None for a snapshot's copy: read from its text here
+            if cued is None:
+                cued = cues(sentence.text, sentence.gap)
+            found.append((position, self._row_tokens(position, sentence), vector, cued))
         read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
         counts = self.tokens([d for d, _ in read])
-        found += [(_position(d), n, v, record_marks(d)) for (d, v), n in zip(read, counts, strict=True)]
+        found += [(_position(d), n, v, record_cues(d)) for (d, v), n in zip(read, counts, strict=True)]
         return found
 
     def similar(
         self, positions: Sequence[Position], vector: Sequence[float]
-    ) -> list[tuple[Position, int, float, Marks]]:
-        """Each sentence's position, token count, similarity to ``vector`` and marks: growth's figures.
+    ) -> list[tuple[Position, int, float, Cues]]:
+        """Each sentence's position, token count, similarity to ``vector`` and cues: growth's figures.
 
         From the snapshot's scores where it holds the sentence (nothing is read or made), else as
         :meth:`sentences` reads it. Sentences of other writers are left out.
         """
-        found: list[tuple[Position, int, float, Marks]] = []
+        found: list[tuple[Position, int, float, Cues]] = []
         scores = self.scores(vector)
         if scores is not None:
             held = scores.at(positions)
@@ -211,8 +211,8 @@ class Reads:
             found = find(position)
             if found is None:
                 return None
-            copy, cosine, marked = found
-            return Sentence(copy_tokens(position, copy), cosine, marked.tied, marked.heading)
+            copy, cosine, cued = found
+            return Sentence(copy_tokens(position, copy), cosine, cued.tied, cued.heading)
 
         return sentence
 
@@ -309,7 +309,7 @@ class Reads:
         for doc_id, i in positions:
             wanted.setdefault(doc_id, []).append(i)
         self.heads(wanted)
-        known: list[tuple[str, Document, str, list[tuple[LocalSentence, Marks]]]] = []
+        known: list[tuple[str, Document, str, list[tuple[LocalSentence, Cues]]]] = []
         missing: dict[tuple[str, str], list[int]] = {}
         for doc_id, indices in wanted.items():
             committed = self.committed(doc_id)
@@ -323,15 +323,15 @@ class Reads:
                 missing[(doc_id, rev)] = sorted(unheld)
         fetched = self.local.sentences_of(missing) if missing else {}
         for doc_id, head, rev, held in known:
-            read = [(s, marks(s.text, s.gap)) for s in fetched.get((doc_id, rev), ())]
+            read = [(s, cues(s.text, s.gap)) for s in fetched.get((doc_id, rev), ())]
             if self.size and read:
                 self.cache.keep_copies(doc_id, rev, read, self.size)
-            for sentence, marked in [*held, *read]:
+            for sentence, cued in [*held, *read]:
                 if sentence.i == 0:  # the head record comes from the store; its copy serves runs
                     self._firsts[doc_id] = sentence
                     continue
                 self._rows[(doc_id, sentence.i)] = (head, sentence)
-                self._marks[(doc_id, sentence.i)] = marked
+                self._cues[(doc_id, sentence.i)] = cued
 
     def committed(self, doc_id: str) -> tuple[Document, str] | None:
         """The document's head read this query and its revision; None where it has none (not committed)."""
@@ -380,9 +380,9 @@ class Reads:
         return self.cache.find(ids, self.revs, self.counter)
 
 
-def record_marks(record: Document) -> Marks:
-    """A sentence record's :class:`~langchain_expand.text.marks.Marks`, from its text and stored gap."""
-    return marks(record.page_content, str(record.metadata.get(STORED_GAP, "")))
+def record_cues(record: Document) -> Cues:
+    """A sentence record's :class:`~langchain_expand.text.cues.Cues`, from its text and stored gap."""
+    return cues(record.page_content, str(record.metadata.get(STORED_GAP, "")))
 
 
 def _position(record: Document) -> Position:

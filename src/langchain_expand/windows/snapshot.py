@@ -38,7 +38,7 @@ from langchain_expand.store import filters
 from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence
 from langchain_expand.store.records import unit_id
-from langchain_expand.text.marks import Marks, marks
+from langchain_expand.text.cues import Cues, cues
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.bm25 import Bm25, term_numbers
 from langchain_expand.windows.similarity import norms_of, query_norm
@@ -92,7 +92,7 @@ class Snapshot:
         """Every sentence's id, in the order the lexical index wrote them (a row of the matrix each)."""
         self._doc_of: list[str] = []  # each row's document
         self._sentences: list[LocalSentence] = []
-        self._marks: list[Marks] = []  # each row's marks, read from its text once: growth weighs them every query
+        self._cues: list[Cues] = []  # each row's cues, read from its text once: growth weighs them every query
         self._words: list[np.ndarray] = []  # each row's words, as term numbers (the BM25 postings' source)
         self._terms: dict[str, int] = {} if previous is None else dict(previous._terms)
         self._span: dict[str, tuple[int, int]] = {}
@@ -105,14 +105,14 @@ class Snapshot:
                 self.ids += previous.ids[a:b]
                 self._doc_of += previous._doc_of[a:b]
                 self._sentences += previous._sentences[a:b]
-                self._marks += previous._marks[a:b]
+                self._cues += previous._cues[a:b]
                 self._words += previous._words[a:b]
                 blocks.append(previous._matrix[a:b])
             elif kept:
                 self.ids += [unit_id(doc_id, s.i) for s in kept]
                 self._doc_of += [doc_id] * len(kept)
                 self._sentences += [s._replace(vector=None) for s in kept]
-                self._marks += [marks(s.text, s.gap) for s in kept]
+                self._cues += [cues(s.text, s.gap) for s in kept]
                 self._words += [term_numbers(s.text, self._terms) for s in kept]
                 blocks.append(np.vstack([np.asarray(s.vector, dtype=np.float32) for s in kept]))
             self._span[doc_id] = (start, len(self.ids))
@@ -233,15 +233,15 @@ class Scores:
         top = sorted(pool, key=lambda j: (rounded[j], position(j)))[:k]
         return [(position(j), relevance(d)) for j, d in zip(top, self.distances[top].tolist(), strict=True)]
 
-    def held(self, position: tuple[str, int]) -> tuple[LocalSentence, float, Marks] | None:
-        """The sentence at ``position`` (document, index), its similarity to the query, its marks; None if absent."""
+    def held(self, position: tuple[str, int]) -> tuple[LocalSentence, float, Cues] | None:
+        """The sentence at ``position`` (document, index), its similarity to the query, its cues; None if absent."""
         row = self.snapshot.row(position)
         if row is None:
             return None
-        return self.snapshot._sentences[row], float(self.cosines[row]), self.snapshot._marks[row]
+        return self.snapshot._sentences[row], float(self.cosines[row]), self.snapshot._cues[row]
 
-    def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float, Marks]]:
-        """The sentences at ``positions`` (document, index) held here, each with its cosine similarity and marks."""
+    def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float, Cues]]:
+        """The sentences at ``positions`` (document, index) held here, each with its cosine similarity and cues."""
         held: list[tuple[str, int]] = []
         rows: list[int] = []
         for position in positions:
@@ -249,10 +249,9 @@ class Scores:
             if row is not None:
                 held.append(position)
                 rows.append(row)
-        sentences, marked = self.snapshot._sentences, self.snapshot._marks
+        sentences, cued = self.snapshot._sentences, self.snapshot._cues
         return [
-            (p, sentences[row], c, marked[row])
-            for p, row, c in zip(held, rows, self.cosines[rows].tolist(), strict=True)
+            (p, sentences[row], c, cued[row]) for p, row, c in zip(held, rows, self.cosines[rows].tolist(), strict=True)
         ]
 
 

@@ -1,7 +1,7 @@
-"""What a unit says of the text beside it: a table row goes on into the next, a heading starts a section.
+"""A unit's cues about the text beside it: a table row goes on into the next, a heading starts a section.
 
 Guided growth takes a table's rows together and does not grow up past a heading; both are read
-from a unit's own text and the gap after it, once, and kept as one of four :class:`Marks`.
+from a unit's own text and the gap after it, once, and kept as one of four :class:`Cues`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 from langchain_expand.text.sentences import LIST_ITEM
 
-__all__ = ["EVERY_MARKS", "NO_MARKS", "Marks", "heading", "marks", "marks_code", "tied"]
+__all__ = ["EVERY_CUES", "NO_CUES", "Cues", "cues", "cues_code", "heading", "tied"]
 
 _ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
 _ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
@@ -52,7 +52,7 @@ def heading(text: str) -> bool:
     return LIST_ITEM.match(text) is None and not text.lstrip().startswith((">", "|"))
 
 
-class Marks(NamedTuple):
+class Cues(NamedTuple):
     """What a unit says of the text beside it, read from its own text and the gap after it."""
 
     tied: bool = False
@@ -61,21 +61,21 @@ class Marks(NamedTuple):
     """It is a heading (:func:`heading`)."""
 
 
-NO_MARKS = Marks()
+NO_CUES = Cues()
 """A unit that is neither a table row nor a heading."""
 
-EVERY_MARKS = tuple(Marks(tied, heading) for tied in (False, True) for heading in (False, True))
-"""The four marks a unit can have, one object each, at ``2 * tied + heading`` (:func:`marks_code`)."""
+EVERY_CUES = tuple(Cues(tied, heading) for tied in (False, True) for heading in (False, True))
+"""The four cues a unit can have, one object each, at ``2 * tied + heading`` (:func:`cues_code`)."""
 
 
-def marks_code(found: Marks) -> int:
-    """``found``'s place in :data:`EVERY_MARKS`: a small int to keep where a tuple of marks would be an object."""
+def cues_code(found: Cues) -> int:
+    """``found``'s place in :data:`EVERY_CUES`: a small int to keep where a tuple of cues would be an object."""
     return 2 * found.tied + found.heading
 
 
-def marks(text: str, gap: str) -> Marks:
-    """A unit's :class:`Marks`, from its text and what lies between it and the next unit.
+def cues(text: str, gap: str) -> Cues:
+    """A unit's :class:`Cues`, from its text and what lies between it and the next unit.
 
-    One of the four objects of :data:`EVERY_MARKS`, so a list of many units' marks costs a pointer each.
+    One of the four objects of :data:`EVERY_CUES`, so a list of many units' cues costs a pointer each.
     """
-    return EVERY_MARKS[2 * tied(text, gap) + heading(text)]
+    return EVERY_CUES[2 * tied(text, gap) + heading(text)]
