@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -77,35 +77,16 @@ class ParentIndexing:
 
         def __init__(self, **fields: Any) -> None: ...
 
-    @classmethod
-    def from_documents(
-        cls,
-        documents: Sequence[Document],
-        *,
-        persist_directory: str | Path,
-        embeddings: Embeddings | None = None,
-        ids: Sequence[str] | None = None,
-        **fields: Any,
-    ) -> Self:
-        """A retriever on the embedded defaults in ``persist_directory``, with ``documents`` added.
+    _BUILT: ClassVar[tuple[str, ...]] = ("vectorstore", "docstore", "byte_store")
 
-        The bundled MiniLM model (unless ``embeddings``), a Chroma collection ``children`` in
-        ``persist_directory/chroma`` and the parents in ``persist_directory/docstore.sqlite``
-        (:class:`SQLDocStore`): the command line's layout, and all of it survives a restart.
-        Called again on the same folder it opens the same index, and documents already there
-        unchanged are not embedded again. ``fields`` are the retriever's own (``parent_splitter``,
-        ``max_tokens``, ...).
-        """
-        from langchain_expand.store.defaults import chroma_store, refuse_own_fields
+    @classmethod
+    def _on_defaults(cls, folder: Path, embeddings: Embeddings | None, fields: dict[str, Any]) -> dict[str, Any]:
+        """A Chroma collection ``children`` in ``folder/chroma``, the parents in ``folder/docstore.sqlite``."""
+        from langchain_expand.store.defaults import chroma_store
         from langchain_expand.store.docstore import SQLDocStore
 
-        refuse_own_fields(cls.__name__, fields, ["vectorstore", "docstore", "byte_store"])
-        folder = Path(persist_directory)
         store = chroma_store("children", persist_directory=folder / "chroma", embeddings=embeddings)
-        docstore = SQLDocStore(f"sqlite:///{folder / 'docstore.sqlite'}")
-        retriever = cls(vectorstore=store, docstore=docstore, **fields)
-        retriever.add_documents(documents, ids)
-        return retriever
+        return {"vectorstore": store, "docstore": SQLDocStore(f"sqlite:///{folder / 'docstore.sqlite'}")}
 
     def add_documents(  # returns the ids, as VectorStore.add_documents does
         self,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -122,7 +122,47 @@ def refuse_own_fields(owner: str, fields: dict[str, Any], built: Iterable[str]) 
 
 
 class FromTexts:
-    """``from_texts`` for a retriever whose ``from_documents`` builds it on the embedded defaults."""
+    """``from_documents`` and ``from_texts``: a retriever on the embedded defaults in a folder, documents added.
+
+    Each retriever says which fields the defaults give it (:meth:`_on_defaults`): the bundled
+    MiniLM model (unless ``embeddings``), a Chroma collection in ``persist_directory/chroma``,
+    and what else it keeps there. Called again on the same folder it opens the same index, and
+    documents already there unchanged are not embedded again.
+    """
+
+    if TYPE_CHECKING:  # the retriever's own: its fields, and what the defaults give it
+        _BUILT: ClassVar[tuple[str, ...]]
+        """The fields :meth:`from_documents` builds itself: given too, they are an error."""
+
+        def __init__(self, **fields: Any) -> None:
+            """The retriever's constructor."""
+
+        def add_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
+            """The retriever's ``add_documents``."""
+
+        @classmethod
+        def _on_defaults(cls, folder: Path, embeddings: Embeddings | None, fields: dict[str, Any]) -> dict[str, Any]:
+            """The fields the defaults in ``folder`` give (its stores), beside the caller's ``fields``."""
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Sequence[Document],
+        *,
+        persist_directory: str | Path,
+        embeddings: Embeddings | None = None,
+        ids: Sequence[str] | None = None,
+        **fields: Any,
+    ) -> Self:
+        """A retriever on the embedded defaults in ``persist_directory``, with ``documents`` added.
+
+        The command line's layout (``persist_directory=".langchain-expand"`` opens its index), and
+        all of it survives a restart. ``fields`` are the retriever's own (``max_tokens``, ...).
+        """
+        refuse_own_fields(cls.__name__, fields, cls._BUILT)
+        retriever = cls(**cls._on_defaults(Path(persist_directory), embeddings, fields), **fields)
+        retriever.add_documents(documents, ids)
+        return retriever
 
     @classmethod
     def from_texts(
@@ -137,5 +177,4 @@ class FromTexts:
     ) -> Self:
         """:meth:`from_documents` on texts, with one metadata dict and one id per text where given."""
         documents = documents_of(texts, metadatas, ids)
-        build = cls.from_documents  # type: ignore[attr-defined]  # the retriever's own
-        return build(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)  # type: ignore[no-any-return]
+        return cls.from_documents(documents, persist_directory=persist_directory, embeddings=embeddings, **fields)

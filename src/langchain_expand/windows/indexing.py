@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -52,36 +52,20 @@ class SentenceIndexing(DocumentIndexed):
 
         def __init__(self, **fields: Any) -> None: ...
 
-    @classmethod
-    def from_documents(
-        cls,
-        documents: Sequence[Document],
-        *,
-        persist_directory: str | Path,
-        embeddings: Embeddings | None = None,
-        ids: Sequence[str] | None = None,
-        **fields: Any,
-    ) -> Self:
-        """A retriever on the embedded defaults in ``persist_directory``, with ``documents`` added.
+    _BUILT: ClassVar[tuple[str, ...]] = ("vectorstore",)
 
-        The setup the benchmarks measure: the bundled MiniLM model (unless ``embeddings``), a
-        Chroma collection ``sentences`` in ``persist_directory/chroma`` and, unless ``lexical``
-        is given (None for dense only), BM25 in ``persist_directory/lexical.sqlite``: the
-        command line's layout, so ``persist_directory=".langchain-expand"`` opens its index.
-        Called again on the same folder it opens the same index, and documents already there
-        unchanged are not embedded again. ``fields`` are the retriever's own (``max_tokens``, ...).
+    @classmethod
+    def _on_defaults(cls, folder: Path, embeddings: Embeddings | None, fields: dict[str, Any]) -> dict[str, Any]:
+        """A Chroma collection ``sentences`` in ``folder/chroma``, and BM25 in ``folder/lexical.sqlite``.
+
+        Unless ``lexical`` is given (None: dense only). What the benchmarks measure.
         """
-        from langchain_expand.store.defaults import chroma_store, refuse_own_fields
+        from langchain_expand.store.defaults import chroma_store
         from langchain_expand.store.lexical import LexicalIndex
 
-        refuse_own_fields(cls.__name__, fields, ["vectorstore"])
-        folder = Path(persist_directory)
         if "lexical" not in fields:
             fields["lexical"] = LexicalIndex(folder / "lexical.sqlite")
-        store = chroma_store("sentences", persist_directory=folder / "chroma", embeddings=embeddings)
-        retriever = cls(vectorstore=store, **fields)
-        retriever.add_documents(documents, ids)
-        return retriever
+        return {"vectorstore": chroma_store("sentences", persist_directory=folder / "chroma", embeddings=embeddings)}
 
     def add_documents(self, documents: Sequence[Document], ids: Sequence[str] | None = None) -> list[str]:
         """Split, embed and store documents; re-adding an id replaces its sentences.
