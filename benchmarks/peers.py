@@ -361,8 +361,15 @@ def build_haystack_pool(
     store.write_documents(_haystack_embedded(splits["documents"]))  # type: ignore[attr-defined]
     search = _haystack_search(store, pool)
 
+    class Windows(HaystackWindows):  # type: ignore[misc]
+        def _build_filters(self, windows: list, window_size: int) -> dict | None:
+            # One hit (a query scoped to a short TAT-QA passage) makes an OR of one condition, which
+            # chroma-haystack 5.0 turns into an `$or` of one that Chroma refuses: the condition alone.
+            built = super()._build_filters(windows, window_size)
+            return built["conditions"][0] if built is not None and len(built["conditions"]) == 1 else built
+
     def at(window: int) -> Pool:
-        grow = HaystackWindows(document_store=store, window_size=window)  # type: ignore[arg-type]
+        grow = Windows(document_store=store, window_size=window)  # type: ignore[arg-type]
 
         def ranked(q: str, scope: str | None) -> list[tuple[str, int, int, str]]:
             hits = search(q, scope)
