@@ -98,7 +98,6 @@ OVER = {
     "budget.py": 493,
     "text/sentences.py": 426,
     "store/adapters/chroma.py": 441,
-    "windows/hits.py": 413,
     "windows/growth.py": 435,
 }
 """Modules still over ``MODULE_LINES`` (issue #49), each at most as long as it is now: they only shrink."""

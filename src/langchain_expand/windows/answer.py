@@ -19,8 +19,9 @@ from langchain_expand.units import DOC_ID, HIT, SPAN
 from langchain_expand.windows.assembly import assemble, by_sections, needed_ids, record_runs, runs_of
 from langchain_expand.windows.growth import Growth, decay_for
 from langchain_expand.windows.guided import Growing
-from langchain_expand.windows.hits import Hits, RecordHits, Search, to_hit
+from langchain_expand.windows.hits import Hits, RecordHits, to_hit
 from langchain_expand.windows.plan import Plan, Unit, absorb, covers, hits_for, seeds_of
+from langchain_expand.windows.rankings import Search
 from langchain_expand.windows.reads import Reads
 
 __all__ = ["answer", "budgeted"]

@@ -43,17 +43,7 @@ from langchain_expand.windows.assembly import (
 )
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.growth import MAX_RADIUS
-from langchain_expand.windows.hits import (
-    DenseSearch,
-    FiguresHits,
-    Hits,
-    HybridSearch,
-    RecordHits,
-    Search,
-    SnapshotHits,
-    SnapshotSearch,
-    from_match,
-)
+from langchain_expand.windows.hits import FiguresHits, Hits, RecordHits, SnapshotHits, from_match
 from langchain_expand.windows.indexing import SentenceIndexing
 from langchain_expand.windows.performance import Performance, from_old_names
 from langchain_expand.windows.performance import old_name as performance_old_name
@@ -63,6 +53,7 @@ from langchain_expand.windows.plan import (
     check_window,
     plan_call,
 )
+from langchain_expand.windows.rankings import DenseSearch, HybridSearch, Search, SnapshotSearch
 from langchain_expand.windows.reads import Reads
 from langchain_expand.windows.views import Current, StoreViews
 

@@ -24,7 +24,7 @@ from langchain_expand.windows import snapshot
 from langchain_expand.windows.bm25 import Bm25, LexicalRanking
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.figures import Figures
-from langchain_expand.windows.hits import SearchedAhead
+from langchain_expand.windows.rankings import SearchedAhead
 from langchain_expand.windows.snapshot import Snapshot
 
 __all__ = ["Beside", "Current", "StoreViews"]
