@@ -32,7 +32,6 @@ from langchain_expand.text.cues import cues
 from langchain_expand.text.tokens import _splits
 from langchain_expand.windows import guided, reads
 from langchain_expand.windows import hits as hits_module
-from langchain_expand.windows import retriever as windows_retriever
 from langchain_expand.windows.bm25 import LexicalRanking, ranked_bm25
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.figures import Figures, QueryFigures
@@ -1031,7 +1030,7 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each hit's size, revision, cues, score and count, from the figures and the head read,
-    # equal what its record gives; no record is made for one.
+    # equal what its record gives (the figures serving nothing); no record is made for one.
     queries = [q["query"] for q in load_queries("qmsum")]
     seeded: dict[str, list[tuple[list[Any], list[int]]]] = {}
     made: dict[str, int] = {}
@@ -1039,7 +1038,7 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
     for mode in ("figures", "records"):
         with monkeypatch.context() as patch:
             if mode == "records":
-                patch.setattr(windows_retriever, "FiguresHits", lambda dense, lexical, reads, records: records)
+                patch.setattr(QueryFigures, "sentence", lambda self, *args, **kwargs: None)
             retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now
@@ -1067,19 +1066,15 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
     assert made["records"] > 500
 
 
-@pytest.mark.parametrize("hits", ["from the figures", "from records"])
 def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
-    reader: Make, monkeypatch: pytest.MonkeyPatch, hits: str
+    reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The hits' records were counted with tiktoken, about 55 a query; the figures hold each
-    # copied sentence's count at its revision. Hits made from the figures (FiguresHits) take it
-    # there; hits made from records (while a new ranking is built) take it from Figures.tokens.
+    # copied sentence's count at its revision, and the hits made from them take it there.
     queries = [q["query"] for q in load_queries("qmsum")]
     answers: dict[bool, list[list[Document]]] = {}
     for figures in (True, False):
         with monkeypatch.context() as patch:
-            if hits == "from records":
-                patch.setattr(windows_retriever, "FiguresHits", lambda dense, lexical, reads, records: records)
             if not figures:
                 patch.setattr(Figures, "tokens", lambda self, position, rev, counter: None)
                 patch.setattr(QueryFigures, "sentence", lambda self, *args, **kwargs: None)

@@ -19,9 +19,8 @@ from langchain_expand.units import DOC_ID, HIT, SPAN
 from langchain_expand.windows.assembly import assemble, by_sections, needed_ids, record_runs, runs_of
 from langchain_expand.windows.growth import Growth, decay_for
 from langchain_expand.windows.guided import Growing
-from langchain_expand.windows.hits import Hits, RecordHits, to_hit
+from langchain_expand.windows.hits import Ranking
 from langchain_expand.windows.plan import Plan, Unit, absorb, covers, hits_for, seeds_of
-from langchain_expand.windows.rankings import Search
 from langchain_expand.windows.reads import Reads
 
 __all__ = ["answer", "budgeted"]
@@ -34,43 +33,37 @@ _SHORT = (
 
 
 def answer(
-    plan: Plan,
-    search: Search,
-    dense: VectorSearch,
-    reads: Reads,
-    counter: Callable[[str], int],
-    seeds: Hits | None = None,
+    plan: Plan, ranking: Ranking, dense: VectorSearch, reads: Reads, counter: Callable[[str], int]
 ) -> list[Document]:
-    """The call's windows by its plan: guided (from ``seeds``, else ``search``'s), budget-driven or ``k`` fixed.
+    """The call's windows by its plan, from ``ranking``'s hits: guided, budget-driven or ``k`` fixed.
 
     ``counter`` counts each window's tokens, and the budget's.
     """
     if plan.shape == "guided":
-        return _grown(RecordHits(search, reads) if seeds is None else seeds, dense, plan, reads, counter)
+        return _grown(ranking, dense, plan, reads, counter)
     if plan.budget_decides:
-        return budgeted(_fill(search, plan, reads, counter), plan.max_tokens, counter)
-    return _fixed(search, plan, reads, counter)
+        return budgeted(_fill(ranking, plan, reads, counter), plan.max_tokens, counter)
+    return _fixed(ranking, plan, reads, counter)
 
 
-def _fixed(search: Search, plan: Plan, reads: Reads, counter: Callable[[str], int]) -> list[Document]:
+def _fixed(ranking: Ranking, plan: Plan, reads: Reads, counter: Callable[[str], int]) -> list[Document]:
     """The windows of the ``k`` best hits (merged windows count once), fitted to the budget where there is one."""
     assert plan.k is not None
     units: list[Unit] = []
     dropped = 0
-    for scored in overfetch(search, plan.first_fetch(), plan.k):
-        hits = [to_hit(doc, score) for doc, score in scored]
+    for hits in overfetch(ranking, plan.first_fetch(), plan.k):
         units = plan.units(plan.taken(hits))
-        dropped = matched(scored) - len(scored)
+        dropped = matched(hits) - len(hits)
         if len(units) >= plan.k:
             break
     if len(units) < plan.k and dropped:
         logger.warning(_SHORT, len(units), plan.k, dropped)
     units = units[: plan.k]
-    records = reads.records(needed_ids(units))  # the hits among them from the search, unread
+    records = reads.records(needed_ids(units))  # the hits among them read once, by the ranking
     return budgeted(assemble(units, record_runs(records), counter, plan.skipped), plan.max_tokens, counter)
 
 
-def _fill(search: Search, plan: Plan, reads: Reads, counter: Callable[[str], int]) -> list[Document]:
+def _fill(ranking: Ranking, plan: Plan, reads: Reads, counter: Callable[[str], int]) -> list[Document]:
     """Windows of the best hits, as many as it takes to hold the budget.
 
     Hits are taken in rank order: the shortest prefix of the ranking whose windows reach
@@ -85,10 +78,8 @@ def _fill(search: Search, plan: Plan, reads: Reads, counter: Callable[[str], int
     sizes: dict[str, int] = {}
     units: list[Unit] = []
     first = plan.first_fetch()
-    for scored in overfetch(search, first, first):
-        hits = [to_hit(doc, score) for doc, score in scored]
+    for hits in overfetch(ranking, first, first):
         taken = plan.taken(hits)
-        records.update((d.id, d) for d, _ in scored if d.id is not None)
         wanted = needed_ids(plan.units(taken))
         missing = [i for i in wanted if i not in records]
         records.update((d.id, d) for d in reads.records(missing) if d.id is not None)
@@ -102,7 +93,7 @@ def _fill(search: Search, plan: Plan, reads: Reads, counter: Callable[[str], int
 
 
 def _grown(
-    search: Hits, dense: VectorSearch, plan: Plan, reads: Reads, counter: Callable[[str], int]
+    ranking: Ranking, dense: VectorSearch, plan: Plan, reads: Reads, counter: Callable[[str], int]
 ) -> list[Document]:
     """Windows grown from the best hits toward the evidence, fitted to the budget.
 
@@ -130,9 +121,9 @@ def _grown(
         return kept, used or 0
 
     first = plan.first_fetch()
-    for found in overfetch(search, first, first):
+    for found in overfetch(ranking, first, first):
         above = plan.taken(found)
-        hits = growing.seeded(above, search.tokens(above), budget)
+        hits = growing.seeded(above, ranking.tokens(above), budget)
         by_seed = seeds_of(hits)
         seeds = list(by_seed)
         growth = growing.rounds(seeds, target, heads=[h.doc_id for h in hits])

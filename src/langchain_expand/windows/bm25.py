@@ -15,6 +15,7 @@ import os
 import threading
 from array import array
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit
 from langchain_expand.store.words import words
 from langchain_expand.windows.figures import Figures
 
-__all__ = ["Bm25", "LexicalRanking", "ranked_bm25", "term_numbers"]
+__all__ = ["Bm25", "LexicalRanking", "SearchedAhead", "ranked_bm25", "term_numbers"]
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,34 @@ def _idfs(n: int, held: np.ndarray) -> np.ndarray:
 
 _SEEDS = 4096
 """Rows of the rarest query terms that :meth:`Bm25._floor` scores, at most (and a term's whole)."""
+
+
+class SearchedAhead:
+    """A snapshot's BM25, its first search (for ``query`` and ``k``) maybe started beforehand; a filter's rows alone."""
+
+    def __init__(
+        self,
+        bm25: Bm25,
+        query: str,
+        k: int,
+        started: Future[list[LexicalHit]] | None,
+        within: np.ndarray | None = None,
+    ) -> None:
+        """``started`` searched the whole index: it is not given with ``within`` (a filter's rows)."""
+        self.bm25 = bm25
+        self.query = query
+        self.k = k
+        self.started = started if within is None else None
+        self.within = within
+        self._last: tuple[tuple[str, int], list[LexicalHit]] | None = None
+
+    def search(self, query: str, k: int) -> list[LexicalHit]:
+        """The ``k`` best by BM25: the search started beforehand where it was for these (each asked once)."""
+        if self.started is not None and (query, k) == (self.query, self.k):
+            return self.started.result()
+        if self._last is None or self._last[0] != (query, k):
+            self._last = ((query, k), self.bm25.search(query, k, self.within))
+        return self._last[1]
 
 
 class LexicalRanking:

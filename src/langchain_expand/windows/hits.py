@@ -1,21 +1,26 @@
 """A query's hits: the matched sentences windows are built around and guided growth starts from.
 
-A ranking gives the best ``k`` as records with their relevance (:mod:`.rankings`); guided growth
-asks for :class:`Hits`, which on a snapshot, or from growth's figures past it, are found,
-fused and scored by position without a record made for each.
+One ranking, whatever the query holds in memory (:class:`Ranking`): the dense search gives
+positions with the store's relevance (exactly, from the snapshot in memory; else from the
+store, as ids or as records), BM25 gives positions (:class:`~.bm25.SearchedAhead` in memory,
+else the lexical index), reciprocal rank fusion orders them, and each hit is made once, from
+what the query holds of its sentence (:meth:`Reads.held`: the snapshot, growth's figures),
+else from its record read. Memory changes where a hit's figures come from, never the hit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
-from langchain_expand.store.records import unit_owner, unit_position
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
+from langchain_expand.store.records import unit_id, unit_position
 from langchain_expand.store.search import VectorSearch, fuse
 from langchain_expand.text.cues import NO_CUES, Cues
 from langchain_expand.units import (
@@ -29,11 +34,15 @@ from langchain_expand.units import (
     STORED_INDEX,
     STORED_REV,
 )
+from langchain_expand.windows.bm25 import SearchedAhead
 from langchain_expand.windows.growth import Position, Sentence
-from langchain_expand.windows.rankings import Search, SearchedAhead, scored_at
 from langchain_expand.windows.reads import Reads, record_cues
+from langchain_expand.windows.similarity import cosines
 
-__all__ = ["FiguresHits", "Hit", "Hits", "RecordHits", "SnapshotHits", "from_match", "to_hit"]
+__all__ = ["Hit", "Lexical", "Ranking", "from_match", "to_hit"]
+
+Lexical = BaseLexicalIndex | Within | SearchedAhead
+"""What ranks a query's sentences by BM25: in memory, or the lexical index (a filter's documents alone)."""
 
 
 @dataclass(frozen=True)
@@ -78,166 +87,152 @@ def from_match(doc: Document) -> Hit:
         raise ValueError(msg) from None
 
 
-class Hits(Protocol):
-    """The ranked hits guided growth starts from, and their sentences' token counts."""
+class Ranking:
+    """The dense ranking fused with BM25's, best first, as hits; each hit's sentence's token count.
 
-    def __call__(self, k: int) -> list[Hit]:
-        """The best ``k`` (more where a ranking fuses two), best first."""
-        ...
+    Asked for ``k``, both rankings give their ``k`` best and the fused list holds up to ``2k``.
+    A hit the dense search found keeps its relevance; one BM25 alone found is scored by the
+    cosine similarity of its vector to the query (the lowest dense score where the store keeps
+    no vectors). With ``ids_first`` (guided growth: it reads the hits' heads anyway), a store
+    that can search for ids alone (Chroma) is asked for ids, and the hits' documents' heads are
+    read in one call; otherwise the store returns the records, which teach ``reads`` their
+    revisions (fixed windows then read every neighbour in one call).
+    """
 
-    def tokens(self, hits: Sequence[Hit]) -> list[int]:
-        """The token count of each hit's sentence; ``hits`` are of the last call."""
-        ...
-
-
-class RecordHits:
-    """Hits made of a search's records; their counts read from the records through the query's ``reads``."""
-
-    def __init__(self, search: Search, reads: Reads) -> None:
-        self.search = search
+    def __init__(
+        self,
+        dense: VectorSearch,
+        reads: Reads,
+        lexical: Lexical | None,
+        beside: Callable[..., Future[Any]],
+        *,
+        ids_first: bool,
+    ) -> None:
+        """``beside`` runs the lexical index's search beside the dense one (a thread pool's submit)."""
+        self.dense = dense
         self.reads = reads
+        self.lexical = lexical
+        self.beside = beside
+        self.ids_first = ids_first
+        self._tokens: dict[Position, int] = {}
         self._records: dict[Position, Document] = {}
 
     def __call__(self, k: int) -> list[Hit]:
-        """The search's best ``k`` as hits."""
-        scored = self.search(k)
-        hits = [to_hit(doc, score) for doc, score in scored]
-        self._records = {(h.doc_id, h.index): doc for h, (doc, _) in zip(hits, scored, strict=True)}
-        return Matches(hits, matched=matched(scored))
+        """Both rankings' best ``k``, fused: up to ``2k`` hits, best first."""
+        lexical = self._lexical(k)
+        vector = self.dense.vector()
+        dense, made, found = self._dense(k, vector, lexical)
+        held = None if vector is None else self.reads.held(vector)
+        for hit in found:
+            self.reads.expect(hit.doc_id, hit.rev)
+        made.update(self._made([(p, score) for p, score in dense if p not in made], held))
+        floor = min((made[p].score for p, _ in dense if p in made), default=0.0)
+        bm25 = [(hit.doc_id, hit.index) for hit in found]
+        made.update(self._scored([p for p in bm25 if p not in made], held, vector, floor))
+        fused = [made[p] for p in fuse([p for p, _ in dense], bm25) if p in made]
+        return Matches(fused, matched=max(len(fused), matched(dense)))
 
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
-        """The token count of each hit's sentence, from its record."""
-        return self.reads.tokens([self._records[h.doc_id, h.index] for h in hits])
+        """The token count of each hit's sentence (of the last call): from what the query holds, else its record."""
+        read = [h for h in hits if (h.doc_id, h.index) not in self._tokens]
+        counted = iter(self.reads.tokens([self._records[h.doc_id, h.index] for h in read]))
+        return [self._tokens[p] if (p := (h.doc_id, h.index)) in self._tokens else next(counted) for h in hits]
 
-
-class SnapshotHits:
-    """The hybrid ranking's hits found, fused and scored in the query's snapshot, with no record made.
-
-    The hits :class:`HybridSearch` over :class:`SnapshotSearch` returns, in the same order
-    with the same scores: the dense hits with the store's relevance, BM25's others with their
-    cosine similarity. A hit's revision, document size and token count come from the snapshot;
-    records are made only for the windows built (about 80 fewer a query at 2,000 tokens).
-    """
-
-    def __init__(self, dense: VectorSearch, lexical: SearchedAhead, reads: Reads) -> None:
-        self.dense = dense
-        self.lexical = lexical
-        self.reads = reads
-        self._tokens: dict[Position, int] = {}
-
-    def __call__(self, k: int) -> list[Hit]:
-        """The fused ranking's best ``k`` as hits (up to ``2k``), best first."""
-        vector = self.dense.vector()
-        assert vector is not None  # a snapshot is only built of a store that keeps vectors
-        scores = self.reads.scores(vector)
-        assert scores is not None
-        dense = dict(scores.nearest(k))
-        order = fuse(list(dense), [(h.doc_id, h.index) for h in self.lexical.search(self.dense.query, k)])
-        held = {position: (n, cosine, cue) for position, n, cosine, cue in self.reads.similar(order, vector)}
-        snapshot = scores.snapshot
-        hits: list[Hit] = []
-        for position in order:
-            if position not in held:
-                continue
-            tokens, cosine, cue = held[position]
-            self._tokens[position] = tokens
-            score = dense[position] if position in dense else relevance(cosine)
-            doc_id, index = position
-            hits.append(Hit(doc_id, index, snapshot.size(doc_id), snapshot.revs[doc_id], score, {}, cue))
-        return hits
-
-    def tokens(self, hits: Sequence[Hit]) -> list[int]:
-        """The token count of each hit's sentence, from the snapshot's copy."""
-        return [self._tokens[h.doc_id, h.index] for h in hits]
-
-
-class FiguresHits:
-    """The hybrid ranking's hits past the snapshot's limit, made from growth's figures where they hold them.
-
-    The hits :class:`RecordHits` makes of :class:`HybridSearch` over :class:`DenseSearch` (BM25
-    in memory), in the same order with the same scores, without a record read for a hit whose
-    sentence the figures hold at its head's revision: its count, cues and similarity are
-    there, its document's size and revision in the head read. Those they do not hold (written
-    since the build) are read as records, as before; a store that cannot search for ids alone
-    answers through ``records``.
-    """
-
-    def __init__(self, dense: VectorSearch, lexical: SearchedAhead, reads: Reads, records: RecordHits) -> None:
-        self.dense = dense
-        self.lexical = lexical
-        self.reads = reads
-        self.records = records
-        self._tokens: dict[Position, int] = {}
-        self._read: dict[Position, Document] = {}
-        self._fallback = False
-
-    def __call__(self, k: int) -> list[Hit]:
-        """The fused ranking's best ``k`` as hits (up to ``2k``), best first."""
-        vector = self.dense.vector()
-        figured = None if vector is None else self.reads.held(vector)
-        found = None if figured is None else self.dense.ids(k)
-        self._fallback = found is None or figured is None
-        if found is None or figured is None:  # nothing held, or a store that cannot search for ids
-            return self.records(k)
-        ranked = [
-            (found_by.doc_id, found_by.index, found_by.rev) for found_by in self.lexical.search(self.dense.query, k)
-        ]
-        self.reads.heads([*(unit_owner(i) for i, _ in found), *(doc_id for doc_id, _, _ in ranked)])
-        for doc_id, _, rev in ranked:
-            self.reads.expect(doc_id, rev)
-        made = self._dense(found, figured)
-        dense = list(made)  # in the store's order
-        lexical = [(doc_id, index) for doc_id, index, _ in ranked]
-        left: list[Position] = []
-        for position in (p for p in lexical if p not in made):
-            sentence = figured(position)
-            hit = None if sentence is None else self._made(position, sentence, relevance(sentence.similarity))
-            if hit is None:
-                left.append(position)
-            else:
-                made[position] = hit
-        floor = min((made[position].score for position in dense), default=0.0)
-        for doc, score in scored_at(self.reads, left, vector, floor):  # as HybridSearch scores them
-            hit = self._read_hit(doc, score)
-            made[hit.doc_id, hit.index] = hit
-        hits = [made[position] for position in fuse(dense, lexical) if position in made]
-        return Matches(hits, matched=max(len(hits), len(found)))
+    def _lexical(self, k: int) -> Callable[[], list[LexicalHit]]:
+        """BM25's ``k`` best, when asked: in memory maybe started beside the embedding, else searched beside now."""
+        query = self.dense.query
+        if self.lexical is None:
+            return list
+        if isinstance(self.lexical, SearchedAhead):
+            ahead = self.lexical
+            return lambda: ahead.search(query, k)
+        # SQLite's BM25 runs beside the dense search (both release the GIL), after the
+        # embedding, which keeps every core busy on its own
+        self.dense.vector()
+        return self.beside(self.lexical.search, query, k).result
 
     def _dense(
-        self, found: list[tuple[str, float]], figured: Callable[[Position], Sentence | None]
-    ) -> dict[Position, Hit]:
-        """The store's hits in its order: from the figures, else read as DenseSearch reads them (gone: left out)."""
-        hits: dict[str, Hit] = {}
-        for i, score in found:
-            position = unit_position(i)
-            hit = None if position is None else self._made(position, figured(position), score)
+        self, k: int, vector: Sequence[float] | None, lexical: Callable[[], list[LexicalHit]]
+    ) -> tuple[Matches, dict[Position, Hit], list[LexicalHit]]:
+        """The dense ranking's best ``k`` (positions and scores), the hits made of records it returned; BM25's.
+
+        In memory (a snapshot) the search is exact; from the store, ids where it gives them,
+        and the heads of the documents either ranking found are read in one call (a snapshot's
+        from memory); else the store's records, made into hits here.
+        """
+        scores = None if vector is None else self.reads.scores(vector)
+        if scores is not None:
+            dense = Matches(scores.nearest(k))
+        else:
+            ids = self.dense.ids(k) if self.ids_first else None
+            if ids is None:
+                records = self.dense(k)
+                self.reads.saw(doc for doc, _ in records)
+                hits = [self._record_hit(doc, score) for doc, score in records]
+                dense = Matches([((h.doc_id, h.index), h.score) for h in hits], matched=matched(records))
+                return dense, {(h.doc_id, h.index): h for h in hits}, lexical()
+            self._read_hits([(i, score) for i, score in ids if unit_position(i) is None])  # to_hit names one
+            dense = Matches([(p, score) for i, score in ids if (p := unit_position(i)) is not None], matched=len(ids))
+        found = lexical()
+        self.reads.heads([*(doc_id for (doc_id, _), _ in dense), *(hit.doc_id for hit in found)])
+        return dense, {}, found
+
+    def _made(self, scored: list[tuple[Position, float]], held: Held | None) -> dict[Position, Hit]:
+        """The hits at ``scored``'s positions and scores: from what the query holds, else read (gone: left out)."""
+        made: dict[Position, Hit] = {}
+        for position, score in scored:
+            hit = self._held_hit(position, held, score)
             if hit is not None:
-                hits[i] = hit
-        unheld = [(i, score) for i, score in found if i not in hits]
-        if unheld:
-            records = {doc.id: doc for doc in self.reads.records([i for i, _ in unheld])}
-            hits.update((i, self._read_hit(records[i], score)) for i, score in unheld if i in records)
-        return {(hit.doc_id, hit.index): hit for i, _ in found if (hit := hits.get(i)) is not None}
+                made[position] = hit
+        unheld = [(unit_id(*p), score) for p, score in scored if p not in made]
+        made.update(((h.doc_id, h.index), h) for h in self._read_hits(unheld))
+        return made
 
-    def _read_hit(self, doc: Document, score: float) -> Hit:
-        """The hit a record read stands for, kept with it (for its count)."""
-        hit = to_hit(doc, score)
-        self._read[hit.doc_id, hit.index] = doc
-        return hit
+    def _scored(
+        self, positions: list[Position], held: Held | None, vector: Sequence[float] | None, floor: float
+    ) -> dict[Position, Hit]:
+        """Hits BM25 alone found, each scored by its similarity to the query (``floor`` without a vector)."""
+        made: dict[Position, Hit] = {}
+        for position in positions:
+            sentence = None if held is None else held(position)
+            hit = None if sentence is None else self._held_hit(position, held, relevance(sentence.similarity))
+            if hit is not None:
+                made[position] = hit
+        ids = [unit_id(*p) for p in positions if p not in made]
+        if not ids:
+            return made
+        if vector is None:
+            read = [(doc, floor) for doc in self.reads.records(ids)]
+        else:
+            with_vectors = self.reads.with_vectors(ids)
+            similar = cosines([v for _, v in with_vectors], vector)
+            read = [(doc, relevance(c)) for (doc, _), c in zip(with_vectors, similar, strict=True)]
+        made.update(((h.doc_id, h.index), h) for h in (self._record_hit(doc, score) for doc, score in read))
+        return made
 
-    def tokens(self, hits: Sequence[Hit]) -> list[int]:
-        """The token count of each hit's sentence: from the figures, else from its record."""
-        if self._fallback:
-            return self.records.tokens(hits)
-        read = [h for h in hits if (h.doc_id, h.index) not in self._tokens]
-        counted = iter(self.reads.tokens([self._read[h.doc_id, h.index] for h in read]))
-        return [self._tokens[h.doc_id, h.index] if (h.doc_id, h.index) in self._tokens else next(counted) for h in hits]
-
-    def _made(self, position: Position, sentence: Sentence | None, score: float) -> Hit | None:
-        """The hit at ``position`` from its figures, with ``score``; None where they or its head are not held."""
+    def _held_hit(self, position: Position, held: Held | None, score: float) -> Hit | None:
+        """The hit at ``position`` from what the query holds of it and its head read; None where either is missing."""
+        sentence = None if held is None else held(position)
         committed = self.reads.committed(position[0])
         n = None if committed is None else committed[0].metadata.get(STORED_COUNT)
         if sentence is None or committed is None or not isinstance(n, int):
             return None
         self._tokens[position] = sentence.tokens
         return Hit(position[0], position[1], n, committed[1], score, {}, Cues(sentence.tied, sentence.heading))
+
+    def _read_hits(self, scored: list[tuple[str, float]]) -> list[Hit]:
+        """The hits whose records ``scored`` names, read (a record gone is left out), in its order."""
+        if not scored:
+            return []
+        records = {doc.id: doc for doc in self.reads.records([i for i, _ in scored])}
+        return [self._record_hit(records[i], score) for i, score in scored if i in records]
+
+    def _record_hit(self, doc: Document, score: float) -> Hit:
+        """The hit a record stands for, kept with it (for its count)."""
+        hit = to_hit(doc, score)
+        self._records[hit.doc_id, hit.index] = doc
+        return hit
+
+
+Held = Callable[[Position], Sentence | None]
+"""What the query holds of a sentence (:meth:`Reads.held`); None where it holds nothing of it."""

@@ -174,15 +174,15 @@ class Reads:
     ) -> list[tuple[Position, int, float, Cues]]:
         """Each sentence's position, token count, similarity to ``vector`` and cues: growth's figures.
 
-        From the snapshot's scores where it holds the sentence (nothing is read or made), else as
-        :meth:`sentences` reads it. Sentences of other writers are left out.
+        From what the query holds in memory where it holds the sentence (:meth:`held`: nothing
+        is read or made), else as :meth:`sentences` reads it. Sentences of other writers are left out.
         """
         found: list[tuple[Position, int, float, Cues]] = []
-        scores = self.scores(vector)
-        if scores is not None:
-            held = scores.at(positions)
-            found = [(p, self._copy_tokens(p, s), c, m) for p, s, c, m in held]
-            taken = {p for p, _, _, _ in held}
+        held = self.held(vector)
+        if held is not None:
+            known = [(p, s) for p in positions if (s := held(p)) is not None]
+            found = [(p, s.tokens, s.similarity, Cues(s.tied, s.heading)) for p, s in known]
+            taken = {p for p, _ in known}
             positions = [p for p in positions if p not in taken]
         fetched = self.sentences(positions)
         similarities = cosines([v for _, _, v, _ in fetched], vector)

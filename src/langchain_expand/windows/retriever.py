@@ -43,7 +43,7 @@ from langchain_expand.windows.assembly import (
 )
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.growth import MAX_RADIUS
-from langchain_expand.windows.hits import FiguresHits, Hits, RecordHits, SnapshotHits, from_match
+from langchain_expand.windows.hits import Ranking, from_match
 from langchain_expand.windows.indexing import SentenceIndexing
 from langchain_expand.windows.performance import Performance, from_old_names
 from langchain_expand.windows.performance import old_name as performance_old_name
@@ -53,7 +53,6 @@ from langchain_expand.windows.plan import (
     check_window,
     plan_call,
 )
-from langchain_expand.windows.rankings import DenseSearch, HybridSearch, Search, SnapshotSearch
 from langchain_expand.windows.reads import Reads
 from langchain_expand.windows.views import Current, StoreViews
 
@@ -290,26 +289,18 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         )
         where = filter if filter is not None else self.filter
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
-        ahead = plan.shape == "guided"  # DenseSearch asks for ids first
-        current, lexical, rows = self._searched(where, dense, plan.first_fetch(), ahead)
-        held, ranked, _, figures = (None, None, None, None) if current is None else current
+        guided = plan.shape == "guided"  # the ranking asks the store for ids first
+        current, lexical, rows = self._searched(where, dense, plan.first_fetch(), guided)
         reads = self._reads(current, rows)
-        stored = DenseSearch(dense, reads, ids_first=ahead)
-        search: Search = stored
-        seeds: Hits | None = None
-        if held is not None and ranked is not None:
-            search = HybridSearch(SnapshotSearch(dense, reads), dense, ranked, reads, self._views.beside)
-            seeds = SnapshotHits(dense, ranked, reads)
-        elif lexical is not None:  # past the snapshot's limit, BM25 in memory where it is current
-            search = HybridSearch(stored, dense, lexical if ranked is None else ranked, reads, self._views.beside)
-            if ranked is not None and figures is not None and ahead:  # guided
-                seeds = FiguresHits(dense, ranked, reads, RecordHits(search, reads))
-        found = answer(plan, search, dense, reads, self.token_counter, seeds)
+        ranked = None if current is None else current.bm25  # BM25 in memory, where it is current
+        bm25 = None if lexical is None else ranked if ranked is not None else lexical
+        ranking = Ranking(dense, reads, bm25, self._views.beside, ids_first=guided)
+        found = answer(plan, ranking, dense, reads, self.token_counter)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
                 break
             plan = dataclasses.replace(plan, excluded=plan.excluded | plan.skipped, skipped=set())
-            found = answer(plan, search, dense, reads, self.token_counter, seeds)
+            found = answer(plan, ranking, dense, reads, self.token_counter)
         return found
 
     def clear_cache(self) -> None:

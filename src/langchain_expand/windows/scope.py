@@ -19,7 +19,7 @@ import numpy as np
 
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex, Within
-from langchain_expand.windows.rankings import SearchedAhead
+from langchain_expand.windows.bm25 import SearchedAhead
 from langchain_expand.windows.views import Current
 
 __all__ = ["Scoped", "narrowed"]

@@ -240,20 +240,6 @@ class Scores:
             return None
         return self.snapshot._sentences[row], float(self.cosines[row]), self.snapshot._cues[row]
 
-    def at(self, positions: Iterable[tuple[str, int]]) -> list[tuple[tuple[str, int], LocalSentence, float, Cues]]:
-        """The sentences at ``positions`` (document, index) held here, each with its cosine similarity and cues."""
-        held: list[tuple[str, int]] = []
-        rows: list[int] = []
-        for position in positions:
-            row = self.snapshot.row(position)
-            if row is not None:
-                held.append(position)
-                rows.append(row)
-        sentences, cued = self.snapshot._sentences, self.snapshot._cues
-        return [
-            (p, sentences[row], c, cued[row]) for p, row, c in zip(held, rows, self.cosines[rows].tolist(), strict=True)
-        ]
-
 
 def build(
     store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, previous: Snapshot | None = None

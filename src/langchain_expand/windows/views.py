@@ -21,10 +21,9 @@ from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import snapshot
-from langchain_expand.windows.bm25 import Bm25, LexicalRanking
+from langchain_expand.windows.bm25 import Bm25, LexicalRanking, SearchedAhead
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.figures import Figures
-from langchain_expand.windows.rankings import SearchedAhead
 from langchain_expand.windows.snapshot import Snapshot
 
 __all__ = ["Beside", "Current", "StoreViews"]
