@@ -179,11 +179,7 @@ class Ranking:
 
     def _made(self, scored: list[tuple[Position, float]], held: Held | None) -> dict[Position, Hit]:
         """The hits at ``scored``'s positions and scores: from what the query holds, else read (gone: left out)."""
-        made: dict[Position, Hit] = {}
-        for position, score in scored:
-            hit = self._held_hit(position, held, score)
-            if hit is not None:
-                made[position] = hit
+        made = self._held_hits(scored, held)
         unheld = [(unit_id(*p), score) for p, score in scored if p not in made]
         made.update(((h.doc_id, h.index), h) for h in self._read_hits(unheld))
         return made
@@ -192,12 +188,7 @@ class Ranking:
         self, positions: list[Position], held: Held | None, vector: Sequence[float] | None, floor: float
     ) -> dict[Position, Hit]:
         """Hits BM25 alone found, each scored by its similarity to the query (``floor`` without a vector)."""
-        made: dict[Position, Hit] = {}
-        for position in positions:
-            sentence = None if held is None else held(position)
-            hit = None if sentence is None else self._held_hit(position, held, relevance(sentence.similarity))
-            if hit is not None:
-                made[position] = hit
+        made = self._held_hits([(p, None) for p in positions], held)
         ids = [unit_id(*p) for p in positions if p not in made]
         if not ids:
             return made
@@ -210,15 +201,27 @@ class Ranking:
         made.update(((h.doc_id, h.index), h) for h in (self._record_hit(doc, score) for doc, score in read))
         return made
 
-    def _held_hit(self, position: Position, held: Held | None, score: float) -> Hit | None:
-        """The hit at ``position`` from what the query holds of it and its head read; None where either is missing."""
-        sentence = None if held is None else held(position)
-        committed = self.reads.committed(position[0])
-        n = None if committed is None else committed[0].metadata.get(STORED_COUNT)
-        if sentence is None or committed is None or not isinstance(n, int):
-            return None
-        self._tokens[position] = sentence.tokens
-        return Hit(position[0], position[1], n, committed[1], score, {}, Cues(sentence.tied, sentence.heading))
+    def _held_hits(self, wanted: Sequence[tuple[Position, float | None]], held: Held | None) -> dict[Position, Hit]:
+        """The hits at ``wanted``'s positions that the query holds, with its heads read; score None: by similarity."""
+        made: dict[Position, Hit] = {}
+        if held is None:
+            return made
+        heads: dict[str, tuple[int, str] | None] = {}
+        for position, score in wanted:
+            sentence = held(position)
+            doc_id = position[0]
+            if doc_id not in heads:
+                committed = self.reads.committed(doc_id)
+                n = None if committed is None else committed[0].metadata.get(STORED_COUNT)
+                heads[doc_id] = (n, committed[1]) if committed is not None and isinstance(n, int) else None
+            head = heads[doc_id]
+            if sentence is None or head is None:
+                continue
+            self._tokens[position] = sentence.tokens
+            relevant = relevance(sentence.similarity) if score is None else score
+            cue = Cues(sentence.tied, sentence.heading)
+            made[position] = Hit(doc_id, position[1], head[0], head[1], relevant, {}, cue)
+        return made
 
     def _read_hits(self, scored: list[tuple[str, float]]) -> list[Hit]:
         """The hits whose records ``scored`` names, read (a record gone is left out), in its order."""
