@@ -15,7 +15,7 @@ LAYERS = [
     {"units", "calls", "version", "policy"},
     {"text"},
     {"store"},
-    {"prompt", "shrink", "budget", "merge"},
+    {"prompt", "shrink", "packing", "budget", "merge"},
     {"windows", "parents"},
     {"rerank"},
     {"tools"},
@@ -94,11 +94,6 @@ FUNCTION_LINES = 60
 """The most lines a function of the package may take, its signature and docstring included."""
 MODULE_LINES = 400
 OVER = {
-    "store/lexical.py": 534,
-    "budget.py": 493,
-    "text/sentences.py": 426,
-    "store/adapters/chroma.py": 441,
-    "windows/growth.py": 435,
 }
 """Modules still over ``MODULE_LINES`` (issue #49), each at most as long as it is now: they only shrink."""
 

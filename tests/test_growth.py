@@ -7,7 +7,8 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from langchain_expand.windows.growth import Growth, Position, Seed, Sentence, decay_for, grow
+from langchain_expand.windows.growth import Growth, decay_for, grow
+from langchain_expand.windows.regions import Position, Seed, Sentence
 
 
 def cost(regions: list, sentences: dict[Position, Sentence], unknown: int) -> int:

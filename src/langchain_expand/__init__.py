@@ -18,8 +18,8 @@ from langchain_expand.rerank import (
 )
 from langchain_expand.store.defaults import chroma_store, default_embeddings
 from langchain_expand.store.docstore import SQLDocStore
-from langchain_expand.store.lexical import LexicalIndex
 from langchain_expand.store.pglexical import PostgresLexicalIndex
+from langchain_expand.store.sqlite import LexicalIndex
 from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
 from langchain_expand.text.ranges import window_bounds
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter

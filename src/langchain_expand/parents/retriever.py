@@ -160,7 +160,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     a question that names what a section holds (a rule's name, a part number, an error code)
     finds it word for word where the dense ranking puts paraphrases first. Parents then come in
     the fused order of their best child (``aggregate`` orders them without it). A
-    :class:`~langchain_expand.store.lexical.LexicalIndex` (a SQLite file) or a
+    :class:`~langchain_expand.store.sqlite.LexicalIndex` (a SQLite file) or a
     :class:`~langchain_expand.store.pglexical.PostgresLexicalIndex`, written by ``add_documents``
     under the same commit protocol. A ``filter`` on the documents' metadata (``doc_id`` included)
     narrows BM25 to the parents it picks; one on a child's own keys, a store's own filter

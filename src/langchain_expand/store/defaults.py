@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from langchain_chroma import Chroma
 
 from langchain_expand.store.adapters import relevance
-from langchain_expand.store.adapters.chroma import embedded, refuse_after_fork
+from langchain_expand.store.adapters.chromaclient import embedded, refuse_after_fork
 
 __all__ = ["FromTexts", "chroma_store", "default_embeddings", "documents_of", "refuse_own_fields"]
 

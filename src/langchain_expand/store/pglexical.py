@@ -1,6 +1,6 @@
 """The lexical index in PostgreSQL: BM25 and local copies that every process shares.
 
-:class:`~langchain_expand.store.lexical.LexicalIndex` is a SQLite file, so with a Chroma server and
+:class:`~langchain_expand.store.sqlite.LexicalIndex` is a SQLite file, so with a Chroma server and
 several indexing workers on other machines only one machine would see it. A
 :class:`PostgresLexicalIndex` keeps the same rows in a PostgreSQL database (the one that holds
 the parents' :class:`~langchain_expand.store.docstore.SQLDocStore`, say), so every worker writes it
@@ -72,7 +72,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             table: The name the three tables start with, so several indexes can share a database.
 
         Raises:
-            ValueError: When the URL is not PostgreSQL's (use :class:`~langchain_expand.store.lexical.LexicalIndex`
+            ValueError: When the URL is not PostgreSQL's (use :class:`~langchain_expand.store.sqlite.LexicalIndex`
                 for a SQLite file) or ``table`` is not a plain identifier.
         """
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,40}", table):

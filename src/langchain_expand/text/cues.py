@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from langchain_expand.text.sentences import LIST_ITEM
+from langchain_expand.text.lines import LIST_ITEM
 
 __all__ = ["EVERY_CUES", "NO_CUES", "Cues", "cues", "cues_code", "heading", "tied"]
 

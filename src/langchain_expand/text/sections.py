@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 from langchain_text_splitters import TextSplitter
 
 from langchain_expand.text import markdown
-from langchain_expand.text.sentences import LINE, Span, stripped
+from langchain_expand.text.lines import LINE, Span, stripped
 from langchain_expand.units import END, HEADINGS, SECTIONS, START, TITLE
 
 __all__ = ["MarkdownSectionSplitter", "SectionSplitter", "StructureSplitter", "locate", "located_parents"]

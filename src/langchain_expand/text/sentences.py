@@ -18,14 +18,21 @@ from typing import Literal
 
 from langchain_expand.calls import deprecated
 from langchain_expand.text import markdown
+from langchain_expand.text.lines import (
+    LINE,
+    Span,
+    attach_markup,
+    lines_within,
+    list_items,
+    next_visible,
+    table_rows,
+    trimmed,
+)
 from langchain_expand.text.tokens import TokenCounter, count_many, count_spans
 
-__all__ = ["LINE", "LIST_ITEM", "SentenceSplitter", "Span", "Splitter", "stripped"]
+__all__ = ["SentenceSplitter", "Span", "Splitter"]
 
 _UNSET: typing.Final = object()
-
-Span = tuple[int, int]
-"""A half-open ``[start, end)`` range of char offsets."""
 
 Splitter = typing.Callable[[str], list[Span]]
 Splitter.__doc__ = """Anything that turns a text into its units: ordered, non-overlapping ``(start, end)`` char spans.
@@ -43,10 +50,6 @@ ABBREVIATIONS = frozenset(
 )
 """Words that a period follows without ending the sentence (lower case, no final '.')."""
 
-LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
-"""One line with its line break (the last may have none); an empty match ends the text."""
-"""The second line of a setext heading (and of reStructuredText's most common section title)."""
-LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
 SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
 _TERMINATOR = re.compile(
@@ -56,7 +59,6 @@ _TERMINATOR = re.compile(
 first mark of a run and never backtracks, so a run of 100k dots is one linear scan, not a
 quadratic one."""
 _WORD = re.compile(r"\S+")
-_ADMONITION = re.compile(r"(?:/{3,}|:{3,}|!{3}|\?{3})[ \t]*\w")
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,7 @@ class SentenceSplitter:
         counts instead of counting each sentence twice. None for a unit the cap split (its
         pieces are counted in groups) and for every unit when the cap is off.
         """
-        spans = _attach_markup(text, list(self._units(text)))
+        spans = attach_markup(text, list(self._units(text)))
         if self.max_unit_tokens is None or not spans:
             return spans, [None] * len(spans)
         return self._cap(text, spans)
@@ -190,14 +192,14 @@ class SentenceSplitter:
         hard = self._hard_lines(text, lines)
         for block in self._blocks(text, lines):
             if block.kind == "table" and self.table_rows:
-                yield from _table_rows(text, block.start, block.end)
+                yield from table_rows(text, block.start, block.end)
             elif block.kind != "prose":
-                yield from _trimmed(text, block.start, block.end)
+                yield from trimmed(text, block.start, block.end)
             elif hard:
-                for start, end in _lines_within(text, block.start, block.end):
+                for start, end in lines_within(text, block.start, block.end):
                     yield from self._sentences(text, start, end)
             else:
-                for start, end in _list_items(text, block.start, block.end):
+                for start, end in list_items(text, block.start, block.end):
                     yield from self._sentences(text, start, end)
 
     def _hard_lines(self, text: str, lines: list[Span]) -> bool:
@@ -254,13 +256,13 @@ class SentenceSplitter:
         cut = start
         for m in _TERMINATOR.finditer(text, start, end):
             if self._ends_sentence(text, m, end):
-                yield from _trimmed(text, cut, m.end())
+                yield from trimmed(text, cut, m.end())
                 cut = m.end()
-        yield from _trimmed(text, cut, end)
+        yield from trimmed(text, cut, end)
 
     def _ends_sentence(self, text: str, m: re.Match[str], end: int) -> bool:
         mark = m.group().rstrip("\"'\u201d\u2019)]")
-        after = _next_visible(text, m.end(), end)
+        after = next_visible(text, m.end(), end)
         if after is None:
             return True
         if mark[-1] in "!?\uff01\uff1f\u3002":
@@ -297,7 +299,7 @@ class SentenceSplitter:
 
     def _split_long(self, text: str, start: int, end: int, cap: int) -> list[Span]:
         """Split an over-cap unit at line breaks, then whitespace, then characters."""
-        lines = [s for s in _lines_within(text, start, end)]
+        lines = [s for s in lines_within(text, start, end)]
         if len(lines) > 1:
             pieces = lines
         else:
@@ -345,82 +347,3 @@ class SentenceSplitter:
             out.append((pos, pos + width))
             pos += width
         return out
-
-
-def _attach_markup(text: str, spans: list[Span]) -> list[Span]:
-    """Join markup lines to a neighbouring unit instead of counting them as sentences.
-
-    A unit without a letter or digit ("////", "---", "...") joins the unit before it; an
-    admonition opener ("/// note", "::: tip", "!!! warning") joins the unit after it.
-    As units of their own they would count as sentences of one or two tokens and make a
-    window of n sentences hold less text than n sentences.
-    """
-    out: list[Span] = []
-    opener: Span | None = None  # an admonition opener waiting for its first sentence
-    for start, end in spans:
-        unit = text[start:end]
-        if out and opener is None and not any(ch.isalnum() for ch in unit):
-            out[-1] = (out[-1][0], end)
-            continue
-        if _ADMONITION.match(unit) and "\n" not in unit:
-            if opener is not None:
-                out.append(opener)
-            opener = (start, end)
-            continue
-        out.append((start if opener is None else opener[0], end))
-        opener = None
-    if opener is not None:
-        out.append(opener)
-    if len(out) > 1 and not any(ch.isalnum() for ch in text[out[0][0] : out[0][1]]):
-        out[:2] = [(out[0][0], out[1][1])]
-    return out
-
-
-def _table_rows(text: str, start: int, end: int) -> Iterator[Span]:
-    """A table's column headings as one unit, then each later row."""
-    rows = list(_lines_within(text, start, end))
-    head = markdown.heading_rows([text[a:b] for a, b in rows])
-    if head:
-        yield (rows[0][0], rows[head - 1][1])
-    yield from rows[head:]
-
-
-def _lines_within(text: str, start: int, end: int) -> Iterator[Span]:
-    for m in LINE.finditer(text, start, end):
-        if m.end() > m.start():
-            yield from _trimmed(text, m.start(), m.end())
-
-
-def _list_items(text: str, start: int, end: int) -> Iterator[Span]:
-    """Split a soft-wrapped paragraph before each Markdown list item."""
-    cut = start
-    for m in LINE.finditer(text, start, end):
-        if m.start() > cut and LIST_ITEM.match(text, m.start(), m.end()):
-            yield (cut, m.start())
-            cut = m.start()
-    if cut < end:
-        yield (cut, end)
-
-
-def stripped(text: str, start: int, end: int) -> Span | None:
-    """``text[start:end]`` without its leading and trailing whitespace, as offsets; None if nothing is left."""
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None
-
-
-def _trimmed(text: str, start: int, end: int) -> Iterator[Span]:
-    """:func:`stripped`, as a span to yield, or none."""
-    span = stripped(text, start, end)
-    if span is not None:
-        yield span
-
-
-def _next_visible(text: str, pos: int, end: int) -> str | None:
-    while pos < end:
-        if not text[pos].isspace():
-            return text[pos]
-        pos += 1
-    return None

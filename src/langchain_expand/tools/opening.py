@@ -53,8 +53,9 @@ def windows_retriever(
     args: argparse.Namespace, embeddings: Embeddings | None = None, write_batch: int = 4096
 ) -> SentenceWindowRetriever:
     """The window retriever over ``--home``: its sentences, and BM25 where one can be kept (below)."""
-    from langchain_expand.store.lexical import BaseLexicalIndex, LexicalIndex
+    from langchain_expand.store.lexical import BaseLexicalIndex
     from langchain_expand.store.pglexical import PostgresLexicalIndex
+    from langchain_expand.store.sqlite import LexicalIndex
     from langchain_expand.windows.retriever import SentenceWindowRetriever
 
     # A SQLite file is seen by one machine: with a shared Chroma server the lexical index lives in

@@ -30,7 +30,7 @@ import numpy as np
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.lexical import FigureRow
 from langchain_expand.text.cues import EVERY_CUES, cues, cues_code
-from langchain_expand.windows.growth import Position, Sentence
+from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
 
 __all__ = ["BLOCK", "Figures", "QueryFigures", "lookup"]

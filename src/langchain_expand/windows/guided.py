@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from langchain_expand.text.cues import Cues
-from langchain_expand.windows.growth import Growth, Position, Seed, Sentence, grow
+from langchain_expand.windows.growth import Growth, grow
 from langchain_expand.windows.hits import Hit
 from langchain_expand.windows.plan import Plan
 from langchain_expand.windows.reads import Reads
+from langchain_expand.windows.regions import Position, Seed, Sentence
 
 __all__ = ["GROWTH_ROUNDS", "Growing"]
 

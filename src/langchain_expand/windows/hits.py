@@ -35,8 +35,8 @@ from langchain_expand.units import (
     STORED_REV,
 )
 from langchain_expand.windows.bm25 import SearchedAhead
-from langchain_expand.windows.growth import Position, Sentence
 from langchain_expand.windows.reads import Reads, record_cues
+from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 
 __all__ = ["Hit", "Lexical", "Ranking", "from_match", "to_hit"]

@@ -61,7 +61,7 @@ class SentenceIndexing(DocumentIndexed):
         Unless ``lexical`` is given (None: dense only). What the benchmarks measure.
         """
         from langchain_expand.store.defaults import chroma_store
-        from langchain_expand.store.lexical import LexicalIndex
+        from langchain_expand.store.sqlite import LexicalIndex
 
         if "lexical" not in fields:
             fields["lexical"] = LexicalIndex(folder / "lexical.sqlite")

@@ -19,8 +19,9 @@ from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.ranges import largest_fitting, window_bounds
 from langchain_expand.units import DOC_ID, SPAN
-from langchain_expand.windows.growth import MAX_RADIUS, Seed
+from langchain_expand.windows.growth import MAX_RADIUS
 from langchain_expand.windows.hits import Hit
+from langchain_expand.windows.regions import Seed
 
 __all__ = [
     "DEFAULT_K",

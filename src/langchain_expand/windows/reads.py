@@ -19,7 +19,7 @@ from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.cache import Entry, HeadsAtMark, SentenceCache, own_vector
 from langchain_expand.windows.figures import Figures, lookup
-from langchain_expand.windows.growth import Position, Sentence
+from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.snapshot import Run, Scores, Snapshot
 
@@ -193,7 +193,7 @@ class Reads:
         """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
 
         Nothing is read or made: what :meth:`similar` gives for one sentence the snapshot holds,
-        as growth's :class:`~langchain_expand.windows.growth.Sentence`; None for one it does not
+        as growth's :class:`~langchain_expand.windows.regions.Sentence`; None for one it does not
         hold. Growth asks for a few hundred a query, so the scores are bound once, here. Past
         the snapshot, from the :class:`~langchain_expand.windows.figures.Figures`, for a sentence
         of a document whose head this query has read (:meth:`heads`), at that head's revision.

@@ -160,7 +160,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     lexical: BaseLexicalIndex | None = None
     """A BM25 ranking over the same sentences, fused with the dense one (reciprocal rank fusion)
     before expansion: exact terms (numbers, names, codes) that dense vectors miss. A
-    :class:`~langchain_expand.store.lexical.LexicalIndex` (a SQLite file) on one machine, a
+    :class:`~langchain_expand.store.sqlite.LexicalIndex` (a SQLite file) on one machine, a
     :class:`~langchain_expand.store.pglexical.PostgresLexicalIndex` where several share a store. Written by
     ``add_documents`` under the same commit protocol; no extra embedding. Queries read neighbours
     from its local copies of the sentence records (faster than the store), at the revision of

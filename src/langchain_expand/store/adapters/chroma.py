@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -23,8 +22,9 @@ from langchain_expand.store.adapters.base import (
     clamped,
     nearest,
 )
+from langchain_expand.store.adapters.chromaclient import Reopening, forked, is_embedded, refuse_after_fork
 
-__all__ = ["ChromaAdapter", "chroma_space", "embedded", "refuse_after_fork"]
+__all__ = ["ChromaAdapter", "chroma_space"]
 
 logger = logging.getLogger(__name__)
 
@@ -54,85 +54,6 @@ def chroma_space(store: VectorStore) -> str:
     return "l2"
 
 
-_FORKED_FROM: int | None = None
-"""The process this one was forked from after it had opened an embedded Chroma; None if none."""
-
-
-def _embedded(system: Any) -> bool:
-    """Whether a Chroma system runs in this process (Chroma's Rust binding), not on a server."""
-    return str(getattr(system.settings, "chroma_api_impl", "")).endswith("RustBindingsAPI")
-
-
-def embedded(client: Any) -> bool:
-    """Whether a Chroma client runs Chroma in this process, not on a server."""
-    return _embedded(client._system)
-
-
-def _after_fork_in_child() -> None:
-    """Note that this process was forked from one that had opened an embedded Chroma.
-
-    An embedded client's first call in a forked child never returns (its Rust runtime's threads
-    stayed in the parent), and so does a client opened again in the child once the parent has
-    written: :meth:`ChromaAdapter.collection` refuses, rather than hang.
-    """
-    global _FORKED_FROM
-    try:
-        from chromadb.api.shared_system_client import SharedSystemClient
-    except ImportError:  # pragma: no cover  (Chroma not installed)
-        return
-    if any(_embedded(system) for system in SharedSystemClient._identifier_to_system.values()):
-        _FORKED_FROM = os.getppid()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def refuse_after_fork(name: str) -> None:
-    """Refuse an embedded Chroma collection in a process forked from one that had opened one.
-
-    Raises:
-        RuntimeError: In such a process; the message says what to do instead.
-    """
-    if _FORKED_FROM is None:
-        return
-    msg = (
-        f"The embedded Chroma collection {name!r} cannot be used in this process ({os.getpid()}): it was "
-        f"forked from process {_FORKED_FROM} after that one had opened an embedded Chroma, and Chroma's calls "
-        "then never return. Open the store in each worker after it starts, not before the fork "
-        "(multiprocessing's 'spawn' or 'forkserver' start method; gunicorn without --preload), or run a "
-        "Chroma server (chromadb.HttpClient), which workers share."
-    )
-    raise RuntimeError(msg)
-
-
-class _Reopening:
-    """A collection whose calls, where an embedded Chroma cannot find what another process wrote, run again reopened.
-
-    Each call that fails with Chroma's "Error finding id" is made once more on the collection
-    ``reopen`` opens again; everything else is the collection's own.
-    """
-
-    def __init__(self, collection: Any, reopen: Callable[[Any], Any]) -> None:
-        self._collection = collection
-        self._reopen = reopen
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._collection, name)
-        if not callable(value):
-            return value
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return value(*args, **kwargs)
-            except Exception as exc:
-                if "Error finding id" not in str(exc) or not _embedded(self._collection._client._system):
-                    raise
-                reopened = self._reopen(self._collection)
-            return getattr(reopened, name)(*args, **kwargs)
-
-        return call
-
-
 class ChromaAdapter(StoreAdapter):
     """A ``langchain_chroma.Chroma`` store, read and written through its collection.
 
@@ -159,9 +80,9 @@ class ChromaAdapter(StoreAdapter):
                 (its calls would never return); the message says what to do instead.
         """
         collection = self.store._collection  # type: ignore[attr-defined]
-        if _FORKED_FROM is not None and _embedded(collection._client._system):
+        if forked() and is_embedded(collection._client._system):
             refuse_after_fork(collection.name)
-        return _Reopening(collection, self._reopen)
+        return Reopening(collection, self._reopen)
 
     def _reopen(self, stale: Any) -> Any:
         """The store's collection on a new client of the same folder, where ``stale``'s could not read what is there.

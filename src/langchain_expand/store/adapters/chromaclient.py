@@ -1,0 +1,99 @@
+"""An embedded Chroma client in this process: refused after a fork, reopened where another process wrote.
+
+An embedded Chroma (Chroma's Rust binding) runs in the process that opened it. Forked, its
+child's first call never returns; and a collection another process wrote to may not find
+the new ids until it is opened again. :func:`refuse_after_fork` and :class:`Reopening` handle
+both for :class:`~langchain_expand.store.adapters.chroma.ChromaAdapter`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Reopening", "embedded", "forked", "is_embedded", "refuse_after_fork"]
+
+
+_FORKED_FROM: int | None = None
+"""The process this one was forked from after it had opened an embedded Chroma; None if none."""
+
+
+def is_embedded(system: Any) -> bool:
+    """Whether a Chroma system runs in this process (Chroma's Rust binding), not on a server."""
+    return str(getattr(system.settings, "chroma_api_impl", "")).endswith("RustBindingsAPI")
+
+
+def embedded(client: Any) -> bool:
+    """Whether a Chroma client runs Chroma in this process, not on a server."""
+    return is_embedded(client._system)
+
+
+def _after_fork_in_child() -> None:
+    """Note that this process was forked from one that had opened an embedded Chroma.
+
+    An embedded client's first call in a forked child never returns (its Rust runtime's threads
+    stayed in the parent), and so does a client opened again in the child once the parent has
+    written: :meth:`ChromaAdapter.collection` refuses, rather than hang.
+    """
+    global _FORKED_FROM
+    try:
+        from chromadb.api.shared_system_client import SharedSystemClient
+    except ImportError:  # pragma: no cover  (Chroma not installed)
+        return
+    if any(is_embedded(system) for system in SharedSystemClient._identifier_to_system.values()):
+        _FORKED_FROM = os.getppid()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def forked() -> bool:
+    """Whether this process was forked from one that had opened an embedded Chroma."""
+    return _FORKED_FROM is not None
+
+
+def refuse_after_fork(name: str) -> None:
+    """Refuse an embedded Chroma collection in a process forked from one that had opened one.
+
+    Raises:
+        RuntimeError: In such a process; the message says what to do instead.
+    """
+    if _FORKED_FROM is None:
+        return
+    msg = (
+        f"The embedded Chroma collection {name!r} cannot be used in this process ({os.getpid()}): it was "
+        f"forked from process {_FORKED_FROM} after that one had opened an embedded Chroma, and Chroma's calls "
+        "then never return. Open the store in each worker after it starts, not before the fork "
+        "(multiprocessing's 'spawn' or 'forkserver' start method; gunicorn without --preload), or run a "
+        "Chroma server (chromadb.HttpClient), which workers share."
+    )
+    raise RuntimeError(msg)
+
+
+class Reopening:
+    """A collection whose calls, where an embedded Chroma cannot find what another process wrote, run again reopened.
+
+    Each call that fails with Chroma's "Error finding id" is made once more on the collection
+    ``reopen`` opens again; everything else is the collection's own.
+    """
+
+    def __init__(self, collection: Any, reopen: Callable[[Any], Any]) -> None:
+        self._collection = collection
+        self._reopen = reopen
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._collection, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            except Exception as exc:
+                if "Error finding id" not in str(exc) or not is_embedded(self._collection._client._system):
+                    raise
+                reopened = self._reopen(self._collection)
+            return getattr(reopened, name)(*args, **kwargs)
+
+        return call

@@ -1,0 +1,357 @@
+"""The lexical index in a SQLite file: BM25 in an FTS5 table, the local copies beside it, persistent.
+
+What a lexical index is, and why it keeps copies: :mod:`langchain_expand.store.lexical`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sqlite3
+import threading
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from langchain_expand.store.commit import batched
+from langchain_expand.store.lexical import BaseLexicalIndex, FigureRow, LexicalHit, LocalSentence, copy_of_row
+from langchain_expand.store.words import fts_text, fts_words, words
+
+__all__ = ["LexicalIndex"]
+
+
+_RECORD_COLUMNS = "doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined"
+_RECORD_SLOTS = ", ".join("?" * len(_RECORD_COLUMNS.split(",")))
+_COPY_COLUMNS = "i, text, start, end, gap, tokens, counter, vector, joined"
+"""A local copy's columns, in :class:`LocalSentence`'s order."""
+_JOINED_COLUMNS = ", ".join(f"r.{column.strip()}" for column in _COPY_COLUMNS.split(","))
+
+
+class LexicalIndex(BaseLexicalIndex):
+    """BM25 over sentences in a SQLite FTS5 table; a file survives a restart, ``None`` is in memory.
+
+    Example:
+        .. code-block:: python
+
+            from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store
+
+            retriever = SentenceWindowRetriever(
+                vectorstore=chroma_store("docs", persist_directory="index/chroma"),
+                lexical=LexicalIndex("index/lexical.sqlite"),
+            )
+    """
+
+    def __init__(self, path: str | Path | None = None, *, table: str = "sentences", timeout: float = 600.0) -> None:
+        """Open (or create) the index.
+
+        A file is kept in SQLite's write-ahead-log mode, so queries read while a writer writes;
+        writers (threads or processes) take turns, each waiting up to ``timeout`` seconds for
+        the one before (a document of 20,000 sentences takes seconds to replace).
+
+        Args:
+            path: The SQLite file; None keeps the index in memory (for tests and one-off runs).
+            table: The FTS5 table's name, so several indexes can share one file.
+            timeout: Seconds a write waits for another writer's to finish before it gives up
+                with an error that says so.
+
+        Raises:
+            ValueError: When ``table`` is not a plain identifier.
+        """
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", table):
+            msg = f"`table` must be a plain identifier (letters, digits, _), got {table!r}."
+            raise ValueError(msg)
+        self.path = None if path is None else Path(path)
+        self.table = table
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self.timeout = timeout
+        self._db = sqlite3.connect(
+            ":memory:" if self.path is None else str(self.path), timeout=timeout, check_same_thread=False
+        )
+        if self.path is not None:
+            self._db.execute("PRAGMA journal_mode=WAL")  # kept in the file: set once, by whoever opens it first
+        with self._lock, self._writing(), self._db:
+            self._db.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} "
+                "USING fts5(doc_id UNINDEXED, i UNINDEXED, rev UNINDEXED, text, tokenize='unicode61')"
+            )
+            self._db.execute(
+                f"CREATE TABLE IF NOT EXISTS {table}_records (doc_id TEXT NOT NULL, i INTEGER NOT NULL, "
+                "rev TEXT NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, gap TEXT NOT NULL, "
+                "text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BLOB, joined INTEGER, "
+                "PRIMARY KEY (doc_id, i))"
+            )
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table}_records)")}
+            if "joined" not in columns:  # an index written before joined counts were kept: its rows have none
+                self._db.execute(f"ALTER TABLE {table}_records ADD COLUMN joined INTEGER")
+        with self._writing():
+            self._map_rows()
+            self._store_words()
+
+    def _map_rows(self) -> None:
+        """Create the table that maps each document to its FTS5 rows, filled from them once.
+
+        FTS5 keeps ``doc_id`` unindexed, so deleting or finding a document's rows by it scans
+        the whole table: a re-add cost time in proportion to the corpus (180 ms a document at
+        a million sentences). ``{table}_rows`` finds them by key. A file written before the
+        table existed gets it on first open, in one scan, under SQLite's write lock so that
+        two processes opening at once fill it once.
+        """
+        rows = f"{self.table}_rows"
+        if self._has_table(rows):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if not self._has_table(rows):
+                self._db.execute(
+                    f"CREATE TABLE {rows} (doc_id TEXT NOT NULL, row INTEGER NOT NULL, "
+                    "PRIMARY KEY (doc_id, row)) WITHOUT ROWID"
+                )
+                self._db.execute(f"INSERT INTO {rows} (doc_id, row) SELECT doc_id, rowid FROM {self.table}")
+            self._db.commit()
+        except BaseException:
+            self._db.rollback()
+            raise
+
+    def _store_words(self) -> None:
+        """Hand FTS5 the words of each row (:func:`fts_text`), once, in a file written before it was.
+
+        Such a file holds each sentence's own text, which FTS5 tokenized its own way: the
+        same words as :func:`words` makes for ASCII text, other words for the rest, so only
+        rows with other characters are rewritten. The table ``{table}_words`` says the rows
+        hold words; it is made in the same transaction as they are rewritten, under SQLite's
+        write lock, so two processes opening at once rewrite them once.
+        """
+        marker = f"{self.table}_words"
+        if self._has_table(marker):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if not self._has_table(marker):
+                self._db.execute(f"CREATE TABLE {marker} (format INTEGER NOT NULL)")
+                self._db.execute(f"INSERT INTO {marker} (format) VALUES (1)")
+                rows = self._db.execute(f"SELECT rowid, text FROM {self.table}").fetchall()
+                self._db.executemany(
+                    f"UPDATE {self.table} SET text = ? WHERE rowid = ?",
+                    ((fts_text(words(text)), row) for row, text in rows if not text.isascii()),
+                )
+            self._db.commit()
+        except BaseException:
+            self._db.rollback()
+            raise
+
+    def _has_table(self, name: str) -> bool:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return self._db.execute(query, (name,)).fetchone() is not None
+
+    def __repr__(self) -> str:
+        return f"LexicalIndex({str(self.path) if self.path else None!r}, table={self.table!r})"
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write; SQLite's "database is locked" after ``timeout`` becomes an error that names the fix."""
+        try:
+            yield
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            msg = (
+                f"The lexical index {str(self.path)!r} stayed locked by another writer for {self.timeout:g} s. "
+                "SQLite takes one writer at a time: run fewer writers at once, give LexicalIndex a longer "
+                "`timeout`, or use PostgresLexicalIndex for many concurrent writers. Nothing of this call "
+                "was written; run it again."
+            )
+            raise RuntimeError(msg) from exc
+
+    def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
+        """See :meth:`BaseLexicalIndex.replace`. A document's rows are built and inserted ``_ROWS`` at a time."""
+        with self._lock, self._writing(), self._db:
+            for doc_id, rev, sentences in documents:
+                self._delete(doc_id)
+                # Rows are numbered here, after the last one (the delete above holds the write
+                # lock), so that the map to them is written without reading them back.
+                last = self._db.execute(f"SELECT rowid FROM {self.table} ORDER BY rowid DESC LIMIT 1").fetchone()
+                row = 1 if last is None else last[0] + 1
+                for chunk in batched(enumerate(sentences), _ROWS):
+                    ranked, kept = _rows(doc_id, rev, chunk)
+                    self._db.executemany(
+                        f"INSERT INTO {self.table} (rowid, doc_id, i, rev, text) VALUES (?, ?, ?, ?, ?)",
+                        ((row + n, *ranked_row) for n, ranked_row in enumerate(ranked)),
+                    )
+                    self._db.executemany(
+                        f"INSERT INTO {self.table}_rows (doc_id, row) VALUES (?, ?)",
+                        ((doc_id, row + n) for n in range(len(ranked))),
+                    )
+                    self._db.executemany(
+                        f"INSERT INTO {self.table}_records ({_RECORD_COLUMNS}) VALUES ({_RECORD_SLOTS})", kept
+                    )
+                    row += len(ranked)
+
+    def delete(self, doc_ids: Iterable[str]) -> None:
+        """Remove every row of these documents; unknown ids are ignored."""
+        with self._lock, self._writing(), self._db:
+            for doc_id in doc_ids:
+                self._delete(doc_id)
+
+    def _delete(self, doc_id: str) -> None:
+        rows = f"{self.table}_rows"
+        self._db.execute(
+            f"DELETE FROM {self.table} WHERE rowid IN (SELECT row FROM {rows} WHERE doc_id = ?)", (doc_id,)
+        )
+        self._db.execute(f"DELETE FROM {rows} WHERE doc_id = ?", (doc_id,))
+        self._db.execute(f"DELETE FROM {self.table}_records WHERE doc_id = ?", (doc_id,))
+
+    def sentences(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[LocalSentence]:
+        """See :meth:`BaseLexicalIndex.sentences`."""
+        return self.sentences_of({(doc_id, rev): indices}).get((doc_id, rev), [])
+
+    def sentences_of(
+        self, wanted: Mapping[tuple[str, str], Sequence[int]]
+    ) -> dict[tuple[str, str], list[LocalSentence]]:
+        """See :meth:`BaseLexicalIndex.sentences_of`: one statement for a few hundred sentences.
+
+        At a million sentences a query read its copies in about 140 statements, one a
+        document (a third of the time it spent reading them); the sentences asked are joined
+        to the records by key instead.
+        """
+        asked = list(dict.fromkeys((doc_id, rev, i) for (doc_id, rev), indices in wanted.items() for i in indices))
+        found: dict[tuple[str, str], list[LocalSentence]] = {}
+        step = _MAX_VARIABLES // 3
+        with self._lock:
+            for at in range(0, len(asked), step):
+                chunk = asked[at : at + step]
+                rows = self._db.execute(
+                    f"SELECT r.doc_id, r.rev, {_JOINED_COLUMNS} FROM (VALUES {', '.join(['(?, ?, ?)'] * len(chunk))}) "
+                    f"AS w JOIN {self.table}_records AS r ON r.doc_id = w.column1 AND r.i = w.column3 "
+                    "AND r.rev = w.column2",
+                    [value for triple in chunk for value in triple],
+                ).fetchall()
+                for doc_id, rev, *copy in rows:
+                    found.setdefault((doc_id, rev), []).append(copy_of_row(copy))
+        return found
+
+    def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
+        """Every local copy (of ``doc_ids`` only, when given) as ``(doc_id, rev, sentence)``, in the order written."""
+        columns = f"rowid, doc_id, rev, {_COPY_COLUMNS}"
+        with self._lock:
+            if doc_ids is None:
+                rows = self._db.execute(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid").fetchall()
+            else:
+                rows = sorted(self._among(f"SELECT {columns} FROM {self.table}_records", doc_ids))
+        for _, doc_id, rev, *copy in rows:
+            yield doc_id, rev, copy_of_row(copy)
+
+    def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
+        """See :meth:`BaseLexicalIndex.ranked`; read whole (:meth:`_whole`), each text its words joined by spaces."""
+        rows = self._whole(f"SELECT doc_id, i, rev, text FROM {self.table} ORDER BY rowid")
+        return ((doc_id, i, rev, " ".join(fts_words(text))) for doc_id, i, rev, text in rows)
+
+    def figures(self) -> Iterator[FigureRow] | None:
+        """See :meth:`BaseLexicalIndex.figures`; read whole (:meth:`_whole`), the vectors as float32 bytes."""
+        columns = "doc_id, i, rev, text, gap, tokens, counter, vector"
+        return self._whole(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid")
+
+    def _whole(self, query: str) -> Iterator[Any]:
+        """The rows of ``query``, over the whole index: what the builds beside the queries read.
+
+        A file is read on a connection of its own, in one statement (one consistent read that
+        holds no lock of this object's, so queries go on meanwhile); an index in memory is read
+        on the index's connection, under its lock.
+        """
+        if self.path is None:
+            with self._lock:
+                rows = self._db.execute(query).fetchall()
+            return iter(rows)
+        return _rows_of(str(self.path), query)
+
+    def count(self) -> int:
+        """How many local copies are kept."""
+        with self._lock:
+            return int(self._db.execute(f"SELECT COUNT(*) FROM {self.table}_records").fetchone()[0])
+
+    def documents(self, *, copied: bool = False, among: Collection[str] | None = None) -> set[str]:
+        """See :meth:`BaseLexicalIndex.documents`."""
+        table = f"{self.table}_records" if copied else f"{self.table}_rows"
+        with self._lock:
+            if among is None:
+                return {row[0] for row in self._db.execute(f"SELECT DISTINCT doc_id FROM {table}")}
+            return {row[0] for row in self._among(f"SELECT DISTINCT doc_id FROM {table}", among)}
+
+    def revisions(self, doc_ids: Collection[str]) -> dict[str, set[str]]:
+        """See :meth:`BaseLexicalIndex.revisions`."""
+        held: dict[str, set[str]] = {}
+        with self._lock:
+            for doc_id, rev in self._among(f"SELECT DISTINCT doc_id, rev FROM {self.table}_records", doc_ids):
+                held.setdefault(doc_id, set()).add(rev)
+        return held
+
+    def _among(self, select: str, doc_ids: Collection[str]) -> list[tuple[Any, ...]]:
+        """The rows of ``select`` for these documents, asked ``_MAX_VARIABLES`` ids a statement (the lock held)."""
+        wanted, rows = list(doc_ids), []
+        for at in range(0, len(wanted), _MAX_VARIABLES):
+            chunk = wanted[at : at + _MAX_VARIABLES]
+            rows += self._db.execute(f"{select} WHERE doc_id IN ({', '.join('?' * len(chunk))})", chunk).fetchall()
+        return rows
+
+    def search(self, query: str, k: int, within: Collection[str] | None = None) -> list[LexicalHit]:
+        """See :meth:`BaseLexicalIndex.search`.
+
+        Every word of the query is a term, stored as :func:`fts_text` stores the sentences'
+        words, so FTS5 syntax in the query is just text.
+        """
+        terms = sorted(set(words(query)))
+        if not terms or k < 1:
+            return []
+        expression = " OR ".join(f'"{fts_text([term])}"' for term in terms)  # letters and digits, quoted
+        scoped = "" if within is None else " AND doc_id IN (SELECT value FROM json_each(?))"
+        arguments = (expression, k) if within is None else (expression, json.dumps(list(within)), k)
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT doc_id, i, rev FROM {self.table} WHERE {self.table} MATCH ?{scoped} "
+                f"ORDER BY bm25({self.table}), rowid LIMIT ?",  # ties in the order written, as in memory
+                arguments,
+            ).fetchall()
+        return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
+
+
+_ROWS = 4096
+"""A document's rows built and inserted at a time: a long document's rows are never held whole."""
+
+
+def _rows(
+    doc_id: str, rev: str, sentences: Iterable[tuple[int, str | LocalSentence]]
+) -> tuple[list[tuple[str, int, str, str]], list[tuple[object, ...]]]:
+    """Rows of the ranking (document, position, revision, words) and of the local copies, for ``sentences``.
+
+    A sentence given as a str is ranked at its place in the document and has no copy.
+    """
+    ranked: list[tuple[str, int, str, str]] = []
+    kept: list[tuple[object, ...]] = []
+    for position, sentence in sentences:
+        if isinstance(sentence, str):
+            ranked.append((doc_id, position, rev, fts_text(words(sentence))))
+            continue
+        ranked.append((doc_id, sentence.i, rev, fts_text(words(sentence.text))))
+        vector = None if sentence.vector is None else np.asarray(sentence.vector, np.float32).tobytes()
+        i, text, start, end, gap, tokens, counter, _, joined = sentence
+        kept.append((doc_id, i, rev, start, end, gap, text, tokens, counter, vector, joined))
+    return ranked, kept
+
+
+def _rows_of(path: str, query: str) -> Iterator[Any]:
+    """The rows of ``query`` on a connection to ``path`` of their own, a batch at a time."""
+    db = sqlite3.connect(path)
+    try:
+        cursor = db.execute(query)
+        while batch := cursor.fetchmany(10_000):
+            yield from batch
+    finally:
+        db.close()
+
+
+_MAX_VARIABLES = 900
+"""Sentences asked per statement: under SQLite's oldest limit on bound variables (999)."""
