@@ -287,14 +287,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             score_threshold=score_threshold,
             relative_score_threshold=relative_score_threshold,
         )
-        where = filter if filter is not None else self.filter
-        dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
-        guided = plan.shape == "guided"  # the ranking asks the store for ids first
-        current, lexical, rows = self._searched(where, dense, plan.first_fetch(), guided)
-        reads = self._reads(current, rows)
-        ranked = None if current is None else current.bm25  # BM25 in memory, where it is current
-        bm25 = None if lexical is None else ranked if ranked is not None else lexical
-        ranking = Ranking(dense, reads, bm25, self._views.beside, ids_first=guided)
+        ranking, reads, dense = self._ranking(query, filter if filter is not None else self.filter, plan)
         found = answer(plan, ranking, dense, reads, self.token_counter)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
@@ -302,6 +295,16 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
             plan = dataclasses.replace(plan, excluded=plan.excluded | plan.skipped, skipped=set())
             found = answer(plan, ranking, dense, reads, self.token_counter)
         return found
+
+    def _ranking(self, query: str, where: dict[str, Any] | None, plan: Plan) -> tuple[Ranking, Reads, VectorSearch]:
+        """The query's ranking (:class:`Ranking`), the reads it and the windows share, and its dense search."""
+        dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
+        guided = plan.shape == "guided"  # the ranking asks the store for ids first
+        current, lexical, rows = self._searched(where, dense, plan.first_fetch(), guided)
+        reads = self._reads(current, rows)
+        ranked = None if current is None else current.bm25  # BM25 in memory, where it is current
+        bm25 = None if lexical is None else ranked if ranked is not None else lexical
+        return Ranking(dense, reads, bm25, self._views.beside, ids_first=guided), reads, dense
 
     def clear_cache(self) -> None:
         """Forget the sentence records and heads kept between queries (``cache_size``); never needed for correctness.
