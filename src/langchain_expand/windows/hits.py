@@ -157,22 +157,21 @@ class Ranking:
         """The dense ranking's best ``k`` (positions and scores), the hits made of records it returned; BM25's.
 
         In memory (a snapshot) the search is exact; from the store, ids where it gives them,
-        and the heads of the documents either ranking found are read in one call (a snapshot's
-        from memory); else the store's records, made into hits here.
+        and the heads of the documents either ranking found are read in one call; else the
+        store's records, made into hits here.
         """
         scores = None if vector is None else self.reads.scores(vector)
-        if scores is not None:
-            dense = Matches(scores.nearest(k))
-        else:
-            ids = self.dense.ids(k) if self.ids_first else None
-            if ids is None:
-                records = self.dense(k)
-                self.reads.saw(doc for doc, _ in records)
-                hits = [self._record_hit(doc, score) for doc, score in records]
-                dense = Matches([((h.doc_id, h.index), h.score) for h in hits], matched=matched(records))
-                return dense, {(h.doc_id, h.index): h for h in hits}, lexical()
-            self._read_hits([(i, score) for i, score in ids if unit_position(i) is None])  # to_hit names one
-            dense = Matches([(p, score) for i, score in ids if (p := unit_position(i)) is not None], matched=len(ids))
+        if scores is not None:  # every document held, with its size and revision: no head to read
+            return Matches(scores.nearest(k)), {}, lexical()
+        ids = self.dense.ids(k) if self.ids_first else None
+        if ids is None:
+            records = self.dense(k)
+            self.reads.saw(doc for doc, _ in records)
+            hits = [self._record_hit(doc, score) for doc, score in records]
+            dense = Matches([((h.doc_id, h.index), h.score) for h in hits], matched=matched(records))
+            return dense, {(h.doc_id, h.index): h for h in hits}, lexical()
+        self._read_hits([(i, score) for i, score in ids if unit_position(i) is None])  # to_hit names one
+        dense = Matches([(p, score) for i, score in ids if (p := unit_position(i)) is not None], matched=len(ids))
         found = lexical()
         self.reads.heads([*(doc_id for (doc_id, _), _ in dense), *(hit.doc_id for hit in found)])
         return dense, {}, found
@@ -206,21 +205,19 @@ class Ranking:
         made: dict[Position, Hit] = {}
         if held is None:
             return made
-        heads: dict[str, tuple[int, str] | None] = {}
+        documents: dict[str, tuple[int, str] | None] = {}
         for position, score in wanted:
             sentence = held(position)
             doc_id = position[0]
-            if doc_id not in heads:
-                committed = self.reads.committed(doc_id)
-                n = None if committed is None else committed[0].metadata.get(STORED_COUNT)
-                heads[doc_id] = (n, committed[1]) if committed is not None and isinstance(n, int) else None
-            head = heads[doc_id]
-            if sentence is None or head is None:
+            if doc_id not in documents:
+                documents[doc_id] = self.reads.document(doc_id)
+            document = documents[doc_id]
+            if sentence is None or document is None:
                 continue
             self._tokens[position] = sentence.tokens
             relevant = relevance(sentence.similarity) if score is None else score
             cue = Cues(sentence.tied, sentence.heading)
-            made[position] = Hit(doc_id, position[1], head[0], head[1], relevant, {}, cue)
+            made[position] = Hit(doc_id, position[1], document[0], document[1], relevant, {}, cue)
         return made
 
     def _read_hits(self, scored: list[tuple[str, float]]) -> list[Hit]:

@@ -16,7 +16,7 @@ from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id, unit_position
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
-from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
+from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.cache import Entry, HeadsAtMark, SentenceCache, own_vector
 from langchain_expand.windows.figures import Figures, lookup
 from langchain_expand.windows.regions import Position, Sentence
@@ -118,7 +118,12 @@ class Reads:
         self._learn(read)
 
     def records(self, ids: Sequence[str]) -> list[Document]:
-        """The records ``ids`` name (unknown ids left out), each read from the store at most once."""
+        """The records ``ids`` name (unknown ids left out), each read from the store at most once.
+
+        Heads come as :meth:`heads` reads them (from the snapshot where it holds them).
+        """
+        if self.snapshot is not None:
+            self.heads(p[0] for i in ids if i not in self._read and (p := unit_position(i)) is not None and p[1] == 0)
         known = {i: self._read[i][0] for i in ids if i in self._read}
         known.update((i, e.doc) for i, e in self._cached([i for i in ids if i not in known]).items())
         known.update((i, doc) for i, (doc, _) in self._copied([i for i in ids if i not in known]).items())
@@ -338,6 +343,15 @@ class Reads:
         head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
         rev = None if head is None else head.metadata.get(STORED_REV)
         return (head, rev) if head is not None and isinstance(rev, str) else None
+
+    def document(self, doc_id: str) -> tuple[int, str] | None:
+        """The document's number of sentences and revision: the snapshot's, else its head's read this query."""
+        snapshot = self.snapshot
+        if snapshot is not None and doc_id in snapshot.revs:
+            return snapshot.size(doc_id), snapshot.revs[doc_id]
+        committed = self.committed(doc_id)
+        n = None if committed is None else committed[0].metadata.get(STORED_COUNT)
+        return (n, committed[1]) if committed is not None and isinstance(n, int) else None
 
     def _head(self, doc_id: str) -> tuple[str, Vector | None] | None:
         """The revision and vector of the document's head read this query; None where none was read (or committed)."""
