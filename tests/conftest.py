@@ -12,13 +12,14 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand import SentenceWindowRetriever, chroma_store, default_embeddings
+from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store, default_embeddings
 
 from . import pgserver
 
@@ -172,6 +173,43 @@ def qmsum_index(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) ->
     retriever = SentenceWindowRetriever(vectorstore=store, k=8)
     retriever.add_documents(as_documents(load_docs("qmsum")))
     return retriever
+
+
+Make = Callable[..., SentenceWindowRetriever]
+"""Makes a retriever over an index the memory tests share (:func:`reader`)."""
+
+
+def index_of(folder: Path, corpus: str, minilm: Embeddings) -> tuple[Any, Path]:
+    """``corpus``'s test documents in one Chroma collection and lexical index under ``folder``."""
+    store = chroma_store(corpus, persist_directory=folder / "chroma", embeddings=minilm)
+    lexical = folder / "lexical.sqlite"
+    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical)).add_documents(
+        as_documents(load_docs(corpus))
+    )
+    return store, lexical
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tuple[Any, Path]:
+    """The test meetings in Chroma and a lexical index, for the memory tests' read-only checks."""
+    return index_of(tmp_path_factory.mktemp("cache"), "qmsum", minilm)
+
+
+@pytest.fixture
+def reader(indexed: tuple[Any, Path]) -> Make:
+    """A new retriever over the indexed meetings: its own store adapter and cache; ``lexical=True`` opens the index."""
+    store, path = indexed
+
+    def make(*, lexical: bool = False, **kwargs: Any) -> SentenceWindowRetriever:
+        return SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path) if lexical else None, **kwargs)
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def passages(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tuple[Any, Path]:
+    """The 40 TAT-QA passages: many documents, of which a query meets a few."""
+    return index_of(tmp_path_factory.mktemp("passages"), "tatqa", minilm)
 
 
 @pytest.fixture(scope="session")

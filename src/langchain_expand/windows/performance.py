@@ -3,7 +3,7 @@
 A query's answer is decided by the store, the lexical index and the call's arguments. These
 settings decide only where the query reads from (a snapshot in memory, BM25 and growth's
 figures in memory, the local copies, the store) and how many records go in one write. With an
-exact dense search every setting gives the same windows (``tests/test_cache.py`` runs a corpus's
+exact dense search every setting gives the same windows (``tests/test_performance.py`` runs a corpus's
 queries in each); with the store's approximate search (Chroma's HNSW), the snapshot's exact
 search may find a sentence the store's missed (``make bench-latency`` counts how often).
 

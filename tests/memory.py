@@ -1,0 +1,188 @@
+"""What the memory tests share: the test meetings indexed, a retriever over them, read logs and spies."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+
+from langchain_expand import (
+    LexicalIndex,
+    Performance,
+    SentenceWindowRetriever,
+    TokenCounter,
+)
+from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.adapters.base import tie_ordered
+from langchain_expand.store.search import VectorSearch
+from langchain_expand.windows.bm25 import LexicalRanking
+from langchain_expand.windows.snapshot import Snapshot
+from langchain_expand.windows.views import StoreViews
+
+from .conftest import Make
+
+
+def sqlite_copy(source: Path, target: Path) -> Path:
+    """A consistent copy of a SQLite file, its write-ahead log included (SQLite's backup)."""
+    with sqlite3.connect(source) as read, sqlite3.connect(target) as write:
+        read.backup(write)
+    return target
+
+
+class ReadLog:
+    """Every id the retriever reads from its store, by either read."""
+
+    def __init__(self, adapter: StoreAdapter) -> None:
+        self.ids: list[str] = []
+        for name in ("get_by_ids", "with_vectors"):
+            original = getattr(adapter, name)
+            object.__setattr__(adapter, name, self._logged(original))
+
+    def _logged(self, original: Callable[[Sequence[str]], Any]) -> Callable[[Sequence[str]], Any]:
+        def read(ids: Sequence[str]) -> Any:
+            self.ids.extend(ids)
+            return original(ids)
+
+        return read
+
+    def taken(self) -> list[str]:
+        ids, self.ids = self.ids, []
+        return ids
+
+
+def shown(docs: list[Document]) -> list[tuple[str, dict]]:
+    return [(d.page_content, d.metadata) for d in docs]
+
+
+class LoggedCounter(TokenCounter):
+    """``cl100k_base``, noting every text it counts."""
+
+    def __init__(self) -> None:
+        super().__init__("cl100k_base")
+        self.texts: list[str] = []
+
+    def __call__(self, text: str) -> int:
+        self.texts.append(text)
+        return super().__call__(text)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        self.texts.extend(texts)
+        return super().count_many(texts)
+
+
+def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
+    """``retriever`` with its store searched exactly: every vector the store holds scored by cosine.
+
+    Ties (to 6 decimals) go by document id, then position: every path's rule (``tie_ordered``).
+    """
+    got = retriever.vectorstore._collection.get(include=["embeddings"])  # type: ignore[attr-defined]
+    ids, matrix = got["ids"], np.asarray(got["embeddings"], dtype=np.float64)
+    norms = np.linalg.norm(matrix, axis=1)
+
+    def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
+        q = np.asarray(vector, dtype=np.float64)
+        similarity = matrix @ q / (norms * np.linalg.norm(q))
+        scored = [(i, retriever._vectors.relevance(1.0 - s)) for i, s in zip(ids, similarity.tolist(), strict=True)]
+        return tie_ordered(scored, str)[:k]
+
+    object.__setattr__(retriever._vectors, "search_ids", search_ids)
+    return retriever
+
+
+def snapshot_of(retriever: SentenceWindowRetriever) -> Snapshot:
+    assert retriever.lexical is not None
+    current = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"), 1)
+    assert current is not None
+    return current[0]
+
+
+def unscored(docs: list[Document]) -> list[tuple[str, dict]]:
+    """The units as :func:`shown`, without their scores (float32 sums differ in the last bits)."""
+    return [(d.page_content, {k: v for k, v in d.metadata.items() if k != "score"}) for d in docs]
+
+
+class Deferred:
+    """A ``submit`` that keeps what it is given until told to run it: a build beside the queries, held."""
+
+    def __init__(self) -> None:
+        self.waiting: list[Callable[[], None]] = []
+
+    def __call__(self, fn: Callable[[], None]) -> None:
+        self.waiting.append(fn)
+
+    def run(self) -> None:
+        waiting, self.waiting = self.waiting, []
+        for fn in waiting:
+            fn()
+
+
+class Unranked(LexicalIndex):
+    """A lexical index that does not list what it ranks: it answers every query itself."""
+
+    def ranked(self) -> None:
+        return None
+
+
+def past_the_limit(reader: Make, submit: Deferred, **kwargs: Any) -> SentenceWindowRetriever:
+    """A retriever over the test meetings whose snapshot limit they are past, its builds held by ``submit``."""
+    retriever = reader(lexical=True, performance=Performance(snapshot_limit=10), **kwargs)
+    retriever._views = StoreViews(LexicalRanking(submit))
+    return retriever
+
+
+def spied(lexical: LexicalIndex) -> list[str]:
+    """The queries ``lexical`` ranks itself from now on."""
+    searched: list[str] = []
+    original = lexical.search
+
+    def search(query: str, k: int) -> list[Any]:
+        searched.append(query)
+        return original(query, k)
+
+    lexical.search = search  # type: ignore[method-assign]
+    return searched
+
+
+class CountedCopies(LexicalIndex):
+    """The lexical index, counting the local copies each query reads from SQLite."""
+
+    read: int = 0
+
+    def sentences_of(self, wanted: Mapping[tuple[str, str], Sequence[int]]) -> dict[tuple[str, str], list[Any]]:
+        type(self).read += sum(len(indices) for indices in wanted.values())
+        return super().sentences_of(wanted)
+
+
+class PositionsRead(LexicalIndex):
+    """The lexical index, keeping every position whose local copy a query reads from SQLite."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.read: list[tuple[str, int]] = []
+        self.name = ""
+
+    def sentences_of(self, wanted: Mapping[tuple[str, str], Sequence[int]]) -> dict[tuple[str, str], list[Any]]:
+        self.read += [(doc_id, i) for (doc_id, _), indices in wanted.items() for i in indices]
+        return super().sentences_of(wanted)
+
+
+def vector(rng: np.random.Generator) -> np.ndarray:
+    """A random vector of 8 dimensions, as float32."""
+    return rng.normal(size=8).astype(np.float32)
+
+
+MODES: dict[str, dict[str, Any]] = {
+    "in memory": {},
+    "past the limit": {"performance": Performance(snapshot_limit=0)},
+    "nothing in memory": {"performance": Performance(in_memory=False)},
+    "no cache": {"performance": Performance(cache_size=0)},
+}
+"""Every memory setting a retriever has: each changes what a query reads, never its answer."""
+
+
+def spans(units: list[tuple[str, dict]]) -> list[tuple[str, list[int], list[int]]]:
+    return [(m["doc_id"], m["span"], m["hits"]) for _, m in units]

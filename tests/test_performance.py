@@ -1,0 +1,86 @@
+"""Memory settings (``windows/performance.py``) change what a query reads, never its answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_expand import (
+    LexicalIndex,
+    Performance,
+    SentenceWindowRetriever,
+    chroma_store,
+)
+from langchain_expand.windows.bm25 import LexicalRanking
+from langchain_expand.windows.views import StoreViews
+
+from .conftest import Make, as_documents, load_docs, load_queries
+from .memory import MODES, Deferred, shown, spans, unscored
+
+
+def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keeps_nothing(reader: Make) -> None:
+    query = load_queries("qmsum")[0]["query"]
+    no_snapshot = reader(lexical=True, performance=Performance(snapshot_limit=0))
+    no_snapshot._views = StoreViews(LexicalRanking(lambda fn: fn()))
+    first = no_snapshot.invoke(query, max_tokens=1000)  # starts the build, which runs at once here
+    assert no_snapshot.invoke(query, max_tokens=1000) == first
+    held = no_snapshot._views.snapshot
+    assert held is None or held[1] is None  # no snapshot, even of a few sentences
+    assert no_snapshot._views.ranking.figures(no_snapshot.lexical) is not None  # BM25 and growth's figures
+    submit = Deferred()
+    nothing = reader(lexical=True, performance=Performance(in_memory=False))
+    nothing._views = StoreViews(LexicalRanking(submit))
+    assert shown(nothing.invoke(query, max_tokens=1000)) == shown(first)
+    assert nothing._views.snapshot is None
+    assert submit.waiting == []  # no build started
+
+
+def test_every_memory_mode_answers_alike_where_the_store_searches_exactly(tmp_path: Path, minilm: Embeddings) -> None:
+    # issue #51, finding 7, and #49: one query's answer differed by mode with the same dense
+    # top 100. A repeated line ("Housekeeper: The Waltham Residence .") has one vector: the
+    # snapshot gave its tie to the copy written first, Chroma's index in an order of its own,
+    # and the windows differed. Every path now breaks ties by document id, then position.
+    store = chroma_store("friends", persist_directory=tmp_path / "chroma", embeddings=minilm, ef_search=4096)
+    path = tmp_path / "lexical.sqlite"  # 1,513 sentences: a beam past their count searches exactly
+    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path)).add_documents(
+        as_documents(load_docs("friendsqa"))
+    )
+    modes = {m: SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), **kw) for m, kw in MODES.items()}
+    asked = [("What does the Janitor claim they forgot ?", "s01_e23")]
+    asked += [(q["query"], q["doc_id"]) for q in load_queries("friendsqa")[::12]]
+    for query, doc_id in asked:
+        scoped = {"filter": {"doc_id": doc_id}}  # issue #49: a filtered query is hybrid on every path too
+        for call in ({"max_tokens": 2000}, {"max_tokens": 300}, {"k": 4}, {"max_tokens": 2000, **scoped}):
+            answers = {m: unscored(r.invoke(query, **call)) for m, r in modes.items()}
+            for mode, answer in answers.items():
+                assert answer == answers["in memory"], (mode, query, call, spans(answer), spans(answers["in memory"]))
+        assert {m["doc_id"] for _, m in answers["in memory"]} == {doc_id}
+
+
+def test_a_filter_that_passes_every_document_answers_as_no_filter(tmp_path: Path, minilm: Embeddings) -> None:
+    # issue #49: any filter turned BM25 and the snapshot off, so a multi-tenant app's every query
+    # was dense only. Now the filter narrows the hybrid search: one that passes every document
+    # leaves the answer as it was, in every memory mode, and one document's keeps to it.
+    store = chroma_store("friends", persist_directory=tmp_path / "chroma", embeddings=minilm, ef_search=4096)
+    path = tmp_path / "lexical.sqlite"
+    rows = load_docs("friendsqa")
+    documents = [Document(r["text"], id=r["doc_id"], metadata={"season": int(r["doc_id"][1:3])}) for r in rows]
+    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path)).add_documents(documents)
+    every = [{"season": {"$gte": 0}}, {"doc_id": {"$in": [r["doc_id"] for r in rows]}}, {"season": {"$ne": 99}}]
+    queries = [q for q in load_queries("friendsqa")[::8]]
+    dense_only = SentenceWindowRetriever(vectorstore=store)
+    differs = 0
+    for mode, options in MODES.items():
+        retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), **options)
+        for q in queries:
+            plain = unscored(retriever.invoke(q["query"], max_tokens=1000))
+            for where in every:
+                assert unscored(retriever.invoke(q["query"], max_tokens=1000, filter=where)) == plain, (mode, where)
+            differs += plain != unscored(dense_only.invoke(q["query"], max_tokens=1000))
+            season = int(q["doc_id"][1:3])
+            found = retriever.invoke(q["query"], max_tokens=1000, filter={"season": season})
+            assert found
+            assert {d.metadata["season"] for d in found} == {season}
+    assert differs  # the hybrid answer is not the dense one: the filters above kept BM25

@@ -1,0 +1,333 @@
+"""Past the snapshot's limit (``windows/views.py``, ``windows/bm25.py``): BM25 built beside queries, heads at a mark."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+
+from langchain_expand import (
+    LexicalIndex,
+    Performance,
+    SentenceWindowRetriever,
+    chroma_store,
+)
+from langchain_expand.store.records import unit_id
+from langchain_expand.store.search import VectorSearch
+from langchain_expand.windows import guided
+from langchain_expand.windows.bm25 import LexicalRanking, ranked_bm25
+from langchain_expand.windows.cache import HeadsAtMark
+from langchain_expand.windows.growth import Growth, grow
+from langchain_expand.windows.views import StoreViews
+
+from .conftest import Make, as_documents, load_docs, load_queries
+from .memory import Deferred, ReadLog, Unranked, past_the_limit, shown, spied
+
+
+def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_does(
+    reader: Make, indexed: tuple[Any, Path]
+) -> None:
+    submit = Deferred()
+    retriever = past_the_limit(reader, submit)
+    by_index = retriever.model_copy(update={"lexical": Unranked(indexed[1])})
+    by_index._views = StoreViews(LexicalRanking(Deferred()))
+    lexical = retriever.lexical
+    assert lexical is not None
+    bm25 = ranked_bm25(lexical)
+    assert bm25 is not None
+    queries = [q["query"] for q in load_queries("qmsum")]
+    for query in queries:
+        assert bm25.search(query, 45) == lexical.search(query, 45)
+    first = retriever.invoke(queries[0], max_tokens=1000)  # no ranking yet: the index answers, one build starts
+    assert len(submit.waiting) == 1
+    assert retriever.invoke(queries[1], max_tokens=1000) == by_index.invoke(queries[1], max_tokens=1000)
+    assert len(submit.waiting) == 1  # one build at a time
+    submit.run()
+    searched = spied(lexical)
+    for query in queries:
+        assert retriever.invoke(query, max_tokens=1000) == by_index.invoke(query, max_tokens=1000), query
+    assert searched == []  # every query was ranked in memory
+    assert retriever.invoke(queries[0], max_tokens=1000) == first
+    ranking = retriever._views.ranking.latest(lexical)
+    assert ranking is not None
+    threads: list[str] = []
+    ranked = ranking.search
+    ranking.search = lambda query, k: threads.append(threading.current_thread().name) or ranked(query, k)  # type: ignore[method-assign]
+    retriever.invoke(queries[1], max_tokens=1000)
+    assert len(threads) == 1  # ranked once, beside the query's embedding, as a snapshot's BM25 is
+    assert threads[0].startswith("langchain-expand")
+
+
+def test_past_the_snapshot_limit_the_stores_search_runs_beside_bm25_while_it_ranks(
+    reader: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At a million sentences BM25 in memory takes 4 ms, as long as a near-free embedding and the
+    # store's search together: that search then starts beside it. Where BM25 was done while the
+    # query was embedded (a real model, a smaller store), the search runs on the query's thread:
+    # a hand-over to the pool cost 0.3-0.7 ms there and saved nothing.
+    queries = [q["query"] for q in load_queries("qmsum")[:3]]
+    answers: dict[str, list[list[Document]]] = {}
+    embedded = VectorSearch.vector
+    for setting in ("ranking", "ranked", "snapshot"):
+        retriever = reader(
+            lexical=True, **({} if setting == "snapshot" else {"performance": Performance(snapshot_limit=0)})
+        )
+        retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+        retriever.invoke(queries[0], max_tokens=100)  # past the limit, the build runs now
+        threads: list[str] = []
+        searching = threading.Event()
+        searched = retriever._vectors.search_ids
+
+        def spy(
+            *args: Any, searched: Any = searched, threads: Any = threads, searching: Any = searching, **kw: Any
+        ) -> Any:
+            threads.append(threading.current_thread().name)
+            searching.set()
+            return searched(*args, **kw)
+
+        object.__setattr__(retriever._vectors, "search_ids", spy)
+        started: list[Future[Any]] = []
+        beside = retriever._views.beside
+
+        def recorded(fn: Any, *args: Any, beside: Any = beside, started: Any = started, **kwargs: Any) -> Any:
+            started.append(beside(fn, *args, **kwargs))
+            return started[-1]
+
+        retriever._views.beside = recorded  # type: ignore[assignment]
+        ranking = retriever._views.ranking.latest(retriever.lexical)  # type: ignore[arg-type]
+        with monkeypatch.context() as patch:
+            if setting == "ranking":
+                assert ranking is not None
+                bm25 = ranking.search
+
+                def held(query: str, k: int, bm25: Any = bm25, searching: Any = searching) -> Any:
+                    assert searching.wait(30)  # BM25 still ranks when the store's search starts
+                    return bm25(query, k)
+
+                patch.setattr(ranking, "search", held)
+            if setting == "ranked":  # the query is embedded once the mark is read and BM25 has ranked
+
+                def slow(self: VectorSearch, started: list[Future[Any]] = started) -> Any:
+                    wait(list(started))
+                    return embedded(self)
+
+                patch.setattr(VectorSearch, "vector", slow)
+            answers[setting] = []
+            for query in queries:
+                searching.clear()
+                started.clear()
+                answers[setting].append(retriever.invoke(query, max_tokens=1000))
+        if setting == "ranking":
+            assert len(threads) == len(queries)  # once a query, on the views' pool
+            assert all(name.startswith("langchain-expand") for name in threads)
+        elif setting == "ranked":
+            assert threads == ["MainThread"] * len(queries)
+        else:
+            assert threads == []  # the snapshot answers: no store search started for nothing
+        threads.clear()
+        assert retriever.invoke(queries[0], max_tokens=1000, window="fixed", k=3)
+        assert threads == []  # fixed windows read records, not ids: none started
+    assert answers["ranking"] == answers["ranked"]
+
+
+def test_a_search_started_beside_answers_its_own_k_once(reader: Make) -> None:
+    retriever = reader()
+    asked: list[int] = []
+    searched = retriever._vectors.search_ids
+
+    def spy(vector: Sequence[float], k: int, **kwargs: Any) -> Any:
+        asked.append(k)
+        return searched(vector, k, **kwargs)
+
+    object.__setattr__(retriever._vectors, "search_ids", spy)
+    dense = VectorSearch(retriever._vectors, load_queries("qmsum")[0]["query"])
+    dense.ids_beside(8, lambda fn, *args, **kwargs: ThreadPoolExecutor(1).submit(fn, *args, **kwargs))
+    first = dense.ids(8)
+    assert asked == [8]
+    assert dense.ids(8) == first  # asked again (a refill after a write): searched again
+    assert dense.ids(16)[:8] == first  # type: ignore[index]
+    assert asked == [8, 8, 16]
+
+
+def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: Path, minilm: Embeddings) -> None:
+    submit = Deferred()
+    store = chroma_store("past-limit", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical, performance=Performance(snapshot_limit=2))
+    retriever._views = StoreViews(LexicalRanking(submit))
+    retriever.add_documents(as_documents(load_docs("emanual")[:1]))
+    retriever.invoke("How do I reset the remote?", max_tokens=300)
+    submit.run()  # the ranking is current
+    searched = spied(lexical)
+    retriever.invoke("How do I reset the remote?", max_tokens=300)
+    assert searched == []
+    retriever.add_documents([Document("The quokka warranty covers zygomorphic remotes. It lasts a year.", id="new")])
+    found = retriever.invoke("quokka zygomorphic", max_tokens=300)
+    assert searched == ["quokka zygomorphic"]  # the mark moved: the index ranks until the ranking is built again
+    assert found[0].metadata["doc_id"] == "new"
+    submit.run()
+    assert retriever.invoke("quokka zygomorphic", max_tokens=300) == found
+    assert searched == ["quokka zygomorphic"]  # ranked in memory, the new document in it
+
+
+@pytest.mark.parametrize("broken", ["ranked", "figures"])
+def test_a_ranking_or_figures_that_cannot_be_built_leave_the_index_answering(
+    tmp_path: Path, minilm: Embeddings, caplog: pytest.LogCaptureFixture, broken: str
+) -> None:
+    def fails(self: LexicalIndex) -> Any:
+        msg = "disk gone"
+        raise OSError(msg)
+
+    broken_index = type("Broken", (LexicalIndex,), {broken: fails})
+    store = chroma_store("broken", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    retriever = SentenceWindowRetriever(
+        vectorstore=store, lexical=broken_index(tmp_path / "lexical.sqlite"), performance=Performance(snapshot_limit=2)
+    )
+    retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))  # built at once, in the query
+    retriever.add_documents(as_documents(load_docs("emanual")[:1]))
+    reads = SentenceWindowRetriever(
+        vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), performance=Performance(in_memory=False)
+    )
+    answer = retriever.invoke("How do I reset the remote?", max_tokens=300)
+    assert answer
+    assert "disk gone" in caplog.text
+    assert retriever.invoke("How do I reset the remote?", max_tokens=300) == answer
+    assert (retriever._views.ranking.figures(retriever.lexical) is None) == (broken == "figures")
+    assert shown(answer) == shown(reads.invoke("How do I reset the remote?", max_tokens=300))
+
+
+def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make) -> None:
+    retriever = past_the_limit(reader, Deferred())
+    log = ReadLog(retriever._vectors)
+    query = load_queries("qmsum")[0]["query"]
+    first = retriever.invoke(query, max_tokens=1000)
+    assert any(i.endswith("::0") for i in log.taken())  # read from the store at the first query
+    assert retriever.invoke(query, max_tokens=1000) == first
+    assert not any(i.endswith("::0") for i in log.taken())  # the mark has not moved: none read again
+
+
+def test_past_the_snapshot_limit_every_head_is_read_ahead_once_the_ranking_is_built(
+    passages: tuple[Any, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, path = passages
+    queries = [q["query"] for q in load_queries("tatqa")[:8]]
+    answers: dict[bool, list[list[Document]]] = {}
+    for ahead in (True, False):
+        with monkeypatch.context() as patch:
+            if not ahead:
+                patch.setattr(HeadsAtMark, "claim_fill", lambda self: False)
+            submit = Deferred()
+            retriever = SentenceWindowRetriever(
+                vectorstore=store, lexical=LexicalIndex(path), performance=Performance(snapshot_limit=10)
+            )
+            retriever._views = StoreViews(LexicalRanking(submit))
+            assert retriever.lexical is not None
+            heads = {unit_id(d, 0) for d in retriever.lexical.documents()}
+            log = ReadLog(retriever._vectors)
+            retriever.invoke(queries[0], max_tokens=300)  # the ranking's build starts
+            submit.run()
+            retriever.clear_cache()  # the heads that query read, forgotten
+            log.taken()
+            assert retriever.invoke(queries[0], max_tokens=300)  # finds the ranking built
+            met = {i for i in log.taken() if i.endswith("::0")}
+            assert met
+            assert met < heads  # the heads this query met: read by it, not all
+            assert len(submit.waiting) == (1 if ahead else 0)  # the fill, claimed once
+            submit.run()
+            assert set(log.taken()) == (heads - met if ahead else set())  # every other head, once
+            answers[ahead] = [retriever.invoke(q, max_tokens=1000) for q in queries]
+            read = [i for i in log.taken() if i.endswith("::0")]
+            if ahead:
+                assert read == []  # every head is known: none read
+            else:
+                assert read  # the queries read the heads they met
+    assert answers[True] == answers[False]
+
+
+def test_heads_read_ahead_are_kept_only_at_their_mark_and_while_there_is_room(
+    reader: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    retriever = reader(lexical=True)
+    assert retriever.lexical is not None
+    docs = sorted(retriever.lexical.documents())
+    store = retriever._vectors
+    mark = store.marked()
+    assert mark is not None
+    moved = HeadsAtMark(mark, 100)
+    moved.fill(store, docs, lambda: "another mark")  # a writer finished meanwhile: its heads may be newer
+    assert moved.found([unit_id(d, 0) for d in docs]) == []
+    small = HeadsAtMark(mark, 2)
+    assert small.claim_fill()
+    assert not small.claim_fill()  # one fill a mark
+    small.fill(store, docs, store.marked)
+    held = small.found([unit_id(d, 0) for d in docs])
+    assert len(held) == 2
+    assert [doc.metadata for doc, _ in held] == [d.metadata for d in store.get_by_ids([h.id for h, _ in held])]  # type: ignore[misc]
+    assert not HeadsAtMark(mark, 0).claim_fill()  # no room: nothing to fill
+    broken = reader()._vectors
+
+    def unreadable(ids: Sequence[str]) -> Any:
+        msg = "disk I/O error"
+        raise sqlite3.OperationalError(msg)
+
+    object.__setattr__(broken, "with_vectors", unreadable)
+    failing = HeadsAtMark(mark, 100)
+    failing.fill(broken, docs, store.marked)  # logged; the queries read the heads they need
+    assert "could not be read ahead" in caplog.text
+    assert failing.found([unit_id(d, 0) for d in docs]) == []
+
+
+@pytest.mark.parametrize("cache_size", [20_000, 0])
+def test_with_the_snapshot_off_heads_are_read_once_a_change_mark_where_the_cache_keeps_them(
+    reader: Make, cache_size: int
+) -> None:
+    # in_memory=False turns the snapshot, BM25 and growth's figures in memory off; the heads
+    # read at the store's change mark stay, as the sentence cache does (a query over TAT-QA's
+    # 60 documents read every head again: 2.4 ms).
+    retriever = reader(lexical=True, performance=Performance(in_memory=False, cache_size=cache_size))
+    log = ReadLog(retriever._vectors)
+    query = load_queries("qmsum")[0]["query"]
+    first = retriever.invoke(query, max_tokens=1000)
+    assert any(i.endswith("::0") for i in log.taken())
+    assert retriever.invoke(query, max_tokens=1000) == first
+    again = [i for i in log.taken() if i.endswith("::0")]
+    if cache_size:
+        assert again == []  # the mark has not moved: none read again
+    else:
+        assert again  # nothing is kept: read at every query
+    retriever.clear_cache()
+    assert retriever.invoke(query, max_tokens=1000) == first
+    assert any(i.endswith("::0") for i in log.taken())  # forgotten with the sentences
+
+
+def test_past_the_snapshot_limit_growth_starts_knowing_each_seeds_neighbours(
+    reader: Make, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first round would otherwise guess from its first step: every seed's neighbours are fetched before it."""
+    first_rounds: list[list[bool]] = []
+
+    def grown(seeds: list[Any], sentences: Any, *args: Any, resume: Any = None, **kwargs: Any) -> Growth:
+        if resume is None and not kwargs.get("taken"):
+            first_rounds.append(
+                [
+                    sentences.get((s.doc_id, j)) is not None
+                    for s in seeds
+                    for j in (s.index - 1, s.index + 1)
+                    if 0 <= j < s.n
+                ]
+            )
+        return grow(seeds, sentences, *args, resume=resume, **kwargs)
+
+    monkeypatch.setattr(guided, "grow", grown)
+    retriever = past_the_limit(reader, Deferred())
+    for query in [q["query"] for q in load_queries("qmsum")[:2]]:
+        assert retriever.invoke(query, max_tokens=1000)
+    assert first_rounds
+    assert all(all(known) and known for known in first_rounds)
