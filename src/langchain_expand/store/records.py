@@ -32,7 +32,8 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.units import PREFIX, STORED_END, STORED_JSON, STORED_NONE, STORED_START
+from langchain_expand.text.cues import Cues, cues
+from langchain_expand.units import PREFIX, STORED_END, STORED_GAP, STORED_JSON, STORED_NONE, STORED_START
 
 __all__ = [
     "UnitIds",
@@ -40,6 +41,7 @@ __all__ = [
     "decode_metadata",
     "document_ids",
     "encode_metadata",
+    "record_cues",
     "revision",
     "sentence_span",
     "unit_id",
@@ -346,3 +348,8 @@ def decode_metadata(stored: Mapping[str, Any]) -> dict[str, Any]:
 
 def _keys(joined: Any) -> list[str]:
     return joined.split(",") if isinstance(joined, str) and joined else []
+
+
+def record_cues(record: Document) -> Cues:
+    """A sentence record's :class:`~langchain_expand.text.cues.Cues`, from its text and stored gap."""
+    return cues(record.page_content, str(record.metadata.get(STORED_GAP, "")))

@@ -20,7 +20,7 @@ from langchain_core.documents import Document
 from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
-from langchain_expand.store.records import unit_id, unit_position
+from langchain_expand.store.records import record_cues, unit_id, unit_position
 from langchain_expand.store.search import VectorSearch, fuse
 from langchain_expand.text.cues import NO_CUES, Cues
 from langchain_expand.units import (
@@ -35,7 +35,7 @@ from langchain_expand.units import (
     STORED_REV,
 )
 from langchain_expand.windows.bm25 import SearchedAhead
-from langchain_expand.windows.reads import Reads, record_cues
+from langchain_expand.windows.reads import Reads
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 

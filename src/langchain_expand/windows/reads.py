@@ -5,15 +5,14 @@ Why, and the rule that keeps a read current: :mod:`.cache`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import StoreAdapter, Vector
-from langchain_expand.store.lexical import LocalSentence
-from langchain_expand.store.records import unit_id, unit_position
+from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence
+from langchain_expand.store.records import record_cues, unit_id, unit_position
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
@@ -23,17 +22,7 @@ from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.snapshot import Run, Scores, Snapshot
 
-__all__ = ["Reads", "record_cues"]
-
-
-class Copies(Protocol):
-    """Where local copies of sentence records are read: a lexical index."""
-
-    def sentences_of(
-        self, wanted: Mapping[tuple[str, str], Sequence[int]]
-    ) -> dict[tuple[str, str], list[LocalSentence]]:
-        """For each ``(doc_id, rev)``, the copies held of its sentences ``indices`` at that revision."""
-        ...
+__all__ = ["Reads"]
 
 
 class Reads:
@@ -55,7 +44,7 @@ class Reads:
         cache: SentenceCache,
         size: int,
         counter: Callable[[str], int],
-        local: Copies | None = None,
+        local: BaseLexicalIndex | None = None,
         snapshot: Snapshot | None = None,
         marked: HeadsAtMark | None = None,
         figures: Figures | None = None,
@@ -392,11 +381,6 @@ class Reads:
         if not self.size:
             return {}
         return self.cache.find(ids, self.revs, self.counter)
-
-
-def record_cues(record: Document) -> Cues:
-    """A sentence record's :class:`~langchain_expand.text.cues.Cues`, from its text and stored gap."""
-    return cues(record.page_content, str(record.metadata.get(STORED_GAP, "")))
 
 
 def _position(record: Document) -> Position:
