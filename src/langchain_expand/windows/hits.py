@@ -119,8 +119,8 @@ class Ranking:
 
     def __call__(self, k: int) -> list[Hit]:
         """Both rankings' best ``k``, fused: up to ``2k`` hits, best first."""
+        vector = self.dense.vector()  # before BM25 starts beside: the embedding keeps every core busy on its own
         lexical = self._lexical(k)
-        vector = self.dense.vector()
         dense, made, found = self._dense(k, vector, lexical)
         held = None if vector is None else self.reads.held(vector)
         for hit in found:
@@ -146,10 +146,7 @@ class Ranking:
         if isinstance(self.lexical, SearchedAhead):
             ahead = self.lexical
             return lambda: ahead.search(query, k)
-        # SQLite's BM25 runs beside the dense search (both release the GIL), after the
-        # embedding, which keeps every core busy on its own
-        self.dense.vector()
-        return self.beside(self.lexical.search, query, k).result
+        return self.beside(self.lexical.search, query, k).result  # beside the dense search: both release the GIL
 
     def _dense(
         self, k: int, vector: Sequence[float] | None, lexical: Callable[[], list[LexicalHit]]
