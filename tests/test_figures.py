@@ -1,4 +1,4 @@
-"""Growth's figures past the snapshot's limit (``windows/figures.py``); one similarity on every path."""
+"""Columns in memory (``windows/columns.py``), growth's figures past the snapshot's limit; one similarity everywhere."""
 
 from __future__ import annotations
 
@@ -23,13 +23,30 @@ from langchain_expand.text.cues import cues
 from langchain_expand.windows import guided, reads
 from langchain_expand.windows import hits as hits_module
 from langchain_expand.windows.bm25 import LexicalRanking
-from langchain_expand.windows.figures import Figures, QueryFigures
+from langchain_expand.windows.columns import Columns
 from langchain_expand.windows.growth import Growth
+from langchain_expand.windows.regions import Sentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, load_queries, tracked_slots
 from .memory import Deferred, PositionsRead, past_the_limit, shown, snapshot_of, vector
+
+
+class Seen:
+    """What a query reads of a sentence in columns: its token count, similarity and cues (None: not held)."""
+
+    def __init__(self, columns: Columns, query: Sequence[float]) -> None:
+        self.columns, self.scores = columns, columns.scores(query)
+
+    def sentence(self, position: Any, rev: str, counter: str | None, vector: Any = None) -> Any:
+        row = self.columns.row(position, rev)
+        tokens = None if row is None else self.columns.tokens(row, counter)
+        if row is None or tokens is None:
+            return None
+        similarity = self.scores.similarity(row, vector)
+        cue = self.columns.cues(row)
+        return None if similarity is None else Sentence(tokens, similarity, cue.tied, cue.heading)
 
 
 def test_a_sentences_similarity_does_not_depend_on_what_was_read_with_it() -> None:
@@ -51,10 +68,10 @@ def test_growths_figures_are_the_local_copies_figures_at_their_revision(indexed:
     lexical = LexicalIndex(indexed[1])
     rows = lexical.figures()
     assert rows is not None
-    figures = Figures(rows)
+    figures = Columns.of_figures(rows)
     assert len(figures) == lexical.count()
     query = np.random.default_rng(7).normal(size=384).tolist()
-    seen = figures.for_query(query)
+    seen = Seen(figures, query)
     copies: dict[str, tuple[str, list[Any]]] = {}
     for doc_id, rev, copy in lexical.copies():
         copies.setdefault(doc_id, (rev, []))[1].append(copy)
@@ -94,19 +111,20 @@ def test_a_sentence_has_one_similarity_whether_the_snapshot_its_figures_or_a_rea
     snapshot = snapshot_of(retriever)
     rows = lexical.figures()
     assert rows is not None
-    figures = Figures(rows)
+    figures = Columns.of_figures(rows)
     checked = 0
     for query in [q["query"] for q in load_queries("qmsum")[:3]]:
         vector = minilm.embed_query(query)
-        scores, seen = snapshot.scores(vector), figures.for_query(vector)
+        held, seen = Seen(snapshot.columns, vector), Seen(figures, vector)
+        held.scores.every()  # the snapshot scores every row at once
         copies = [(doc_id, rev, copy) for doc_id, rev, copy in lexical.copies() if copy.vector is not None]
         read = cosines([copy.vector for _, _, copy in copies], vector)  # type: ignore[misc]
         for (doc_id, rev, copy), alone in zip(copies, read, strict=True):
-            held = scores.held((doc_id, copy.i))
+            whole = held.sentence((doc_id, copy.i), rev, copy.counter)
             found = seen.sentence((doc_id, copy.i), rev, copy.counter)
-            assert held is not None
+            assert whole is not None
             assert found is not None
-            assert held[1] == found.similarity == alone == cosines([copy.vector], vector)[0]  # type: ignore[list-item]
+            assert whole.similarity == found.similarity == alone == cosines([copy.vector], vector)[0]  # type: ignore[list-item]
             checked += 1
     assert checked > 1500
 
@@ -127,7 +145,7 @@ def test_growths_figures_hold_no_python_object_per_sentence() -> None:
         )
         rows = index.figures()
         assert rows is not None
-        figures = Figures(rows)
+        figures = Columns.of_figures(rows)
         assert len(figures) == 5 * copies
         gc.collect()
         return tracked_slots(figures)
@@ -148,7 +166,7 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
     for mode in ("figures", "records"):
         with monkeypatch.context() as patch:
             if mode == "records":
-                patch.setattr(QueryFigures, "sentence", lambda self, *args, **kwargs: None)
+                patch.setattr(Columns, "row", lambda self, position, rev: None)
             retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now
@@ -186,8 +204,7 @@ def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
     for figures in (True, False):
         with monkeypatch.context() as patch:
             if not figures:
-                patch.setattr(Figures, "tokens", lambda self, position, rev, counter: None)
-                patch.setattr(QueryFigures, "sentence", lambda self, *args, **kwargs: None)
+                patch.setattr(Columns, "row", lambda self, position, rev: None)
             retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now

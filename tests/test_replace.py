@@ -227,6 +227,10 @@ OPERATIONS = st.lists(
 """Adds (id, metadata) and deletes (id, None), with ids that look like parent keys and child ids."""
 
 
+_FOLDERS = tempfile.TemporaryDirectory(prefix="lcx-replace-")
+"""Where the property's examples write their stores: removed when the test run ends."""
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(operations=OPERATIONS)
 def test_every_document_serves_its_latest_metadata_after_any_adds_and_deletes(
@@ -236,7 +240,7 @@ def test_every_document_serves_its_latest_metadata_after_any_adds_and_deletes(
     document serves exactly the metadata of its last add, and a deleted one nothing."""
     from langchain_expand import chroma_store
 
-    folder = Path(tempfile.mkdtemp())
+    folder = Path(tempfile.mkdtemp(dir=_FOLDERS.name))
     retrievers = [
         SentenceWindowRetriever(
             vectorstore=chroma_store("windows", persist_directory=folder, embeddings=minilm),

@@ -67,7 +67,7 @@ def test_the_snapshot_finds_the_exact_nearest_sentences_and_bm25s_ranking(reader
     exact = exact_search(reader())._vectors
     for query in [q["query"] for q in load_queries("qmsum")]:
         vector = minilm.embed_query(query)
-        found = snapshot.scores(vector).nearest(30)
+        found = snapshot.nearest(snapshot.columns.scores(vector), 30)
         expected = exact.search_ids(vector, 30)
         assert [unit_id(*p) for p, _ in found] == [i for i, _ in expected]
         assert [s for _, s in found] == pytest.approx([s for _, s in expected], abs=1e-6)
@@ -212,12 +212,17 @@ def test_a_snapshot_built_on_the_last_one_equals_a_snapshot_built_whole(
     assert asked == [{"scene-0", "scene-4"}]  # the unchanged scenes are taken from the last snapshot
     whole = build_snapshot(retriever._vectors, lexical, "whole", 10**6)
     assert whole is not None
-    assert grown.ids == whole.ids
-    assert grown.revs == whole.revs
-    assert np.array_equal(grown._matrix, whole._matrix)
-    assert [h.metadata for h, _ in grown.heads(whole.revs)] == [h.metadata for h, _ in whole.heads(whole.revs)]
+    held = whole.columns.documents()
+    assert grown.columns.documents() == held
+    assert [grown.columns.position(r) for r in range(len(grown))] == [
+        whole.columns.position(r) for r in range(len(whole))
+    ]
+    assert [grown.columns.document(d) for d in held] == [whole.columns.document(d) for d in held]
+    assert [grown.columns.copy(r) for r in range(len(grown))] == [whole.columns.copy(r) for r in range(len(whole))]
+    assert np.array_equal(grown.columns._matrix, whole.columns._matrix)
+    assert [h.metadata for h, _ in grown.heads(held)] == [h.metadata for h, _ in whole.heads(held)]
     vector = minilm.embed_query(query)
-    assert grown.scores(vector).nearest(40) == whole.scores(vector).nearest(40)
+    assert grown.nearest(grown.columns.scores(vector), 40) == whole.nearest(whole.columns.scores(vector), 40)
     for text in [query, "baby cigars waiting room", "mucus plug water broke", "one more line"]:
         assert grown.bm25.search(text, 30) == whole.bm25.search(text, 30) == lexical.search(text, 30)
     assert all(d.metadata["doc_id"] != "scene-1" for d in found)
@@ -228,4 +233,4 @@ def test_an_empty_store_with_a_lexical_index_answers_nothing(tmp_path: Path, min
     retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
     assert retriever.invoke("anything at all", max_tokens=300) == []
     assert retriever.invoke("anything at all", k=2, before=1, after=1) == []
-    assert snapshot_of(retriever).ids == []
+    assert len(snapshot_of(retriever)) == 0

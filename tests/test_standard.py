@@ -28,6 +28,9 @@ from .stores import make_store
 pytestmark = pytest.mark.integration  # the embedding model, subprocesses or a server
 
 
+_FOLDERS = tempfile.TemporaryDirectory(prefix="lcx-standard-")
+"""Where this module's stores are written: removed when the test run ends (a run left 48 folders in /tmp)."""
+
 STORES = ["chroma-cosine", "chroma-l2", "faiss-l2", "qdrant-cosine", "memory"]
 """The embedded default (Chroma, cosine) and every other store the README names."""
 
@@ -35,7 +38,7 @@ STORES = ["chroma-cosine", "chroma-l2", "faiss-l2", "qdrant-cosine", "memory"]
 @cache
 def _indexed(kind: str, retriever: str) -> dict[str, Any]:
     """A store of ``kind`` holding the E-Manual, indexed by ``retriever`` once per session."""
-    folder = Path(tempfile.mkdtemp(prefix=f"lcx-standard-{kind}-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=_FOLDERS.name))
     text = load_docs("emanual")[0]["text"][:9000]
     parts: dict[str, Any] = {"vectorstore": make_store(kind, folder, default_embeddings())}
     if retriever == "parents":
@@ -81,7 +84,7 @@ _collections = iter(range(1_000_000))
 
 def _fresh(retriever: type[Any], kind: str = "chroma-cosine", **fields: Any) -> Any:
     """An empty retriever of ``retriever`` on a new store of ``kind``."""
-    folder = Path(tempfile.mkdtemp(prefix=f"lcx-index-{kind}-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"index-{kind}-", dir=_FOLDERS.name))
     parts: dict[str, Any] = {"vectorstore": make_store(kind, folder, _minilm()), **fields}
     if retriever is BudgetedParentDocumentRetriever:
         parts["docstore"] = SQLDocStore(f"sqlite:///{folder}/docstore-{next(_collections)}.sqlite")

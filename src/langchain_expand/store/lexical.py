@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 FigureRow = tuple[str, int, str, str, str, int | None, str | None, bytes | Sequence[float] | np.ndarray | None]
-"""A copied sentence as a lexical index lists it for :class:`~langchain_expand.windows.figures.Figures`:
+"""A copied sentence as a lexical index lists it for :class:`~langchain_expand.windows.columns.Columns`:
 ``(doc_id, i, rev, text, gap, tokens, counter, vector)``; the vector as float32 bytes or numbers."""
 
 
@@ -182,7 +182,7 @@ class BaseLexicalIndex(ABC):
     def figures(self) -> Iterator[FigureRow] | None:
         """Every local copy as growth weighs it: ``(doc_id, i, rev, text, gap, tokens, counter, vector)``, as written.
 
-        What :class:`~langchain_expand.windows.figures.Figures` is built from past the snapshot's
+        What :class:`~langchain_expand.windows.columns.Columns` is built from past the snapshot's
         limit, as :meth:`ranked` is BM25's. None (this default) where the index does not list
         them: growth reads the copies it weighs.
         """

@@ -107,7 +107,7 @@ def runs_of(reads: Reads, units: list[Unit]) -> Runs:
     read only for a unit they do not.
     """
     held = reads.snapshot
-    rest = [u for u in units if held is None or u.doc_id not in held.revs]
+    rest = [u for u in units if held is None or held.revision(u.doc_id) is None]
     if rest:
         reads.read_copies([(u.doc_id, i) for u in rest for i in (0, *range(u.first, u.last))])
     local = {(u.doc_id, u.first, u.last): reads.local_run(u.doc_id, u.first, u.last) for u in rest}
@@ -115,7 +115,7 @@ def runs_of(reads: Reads, units: list[Unit]) -> Runs:
     read = record_runs(reads.records(needed_ids(missing)) if missing else [])
 
     def run(doc_id: str, first: int, last: int) -> Run | None:
-        if held is not None and doc_id in held.revs:
+        if held is not None and held.revision(doc_id) is not None:
             return held.run(doc_id, first, last)
         found = local.get((doc_id, first, last))
         return found if found is not None else read(doc_id, first, last)

@@ -4,7 +4,7 @@
 SQLite's FTS5 ``bm25()`` does, to the last bit (``tests/test_lexical.py`` compares them).
 The snapshot builds one over the sentences it holds (:mod:`.snapshot`); past the snapshot's
 limit :class:`LexicalRanking` builds one over every sentence the lexical index ranks, beside
-the queries, with growth's figures (:mod:`.figures`).
+the queries, with growth's figures (:mod:`.columns`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit
 from langchain_expand.store.words import words
-from langchain_expand.windows.figures import Figures
+from langchain_expand.windows.columns import Columns
 
 __all__ = ["Bm25", "LexicalRanking", "SearchedAhead", "ranked_bm25", "term_numbers"]
 
@@ -186,7 +186,7 @@ class LexicalRanking:
     change mark moves; until the build for the current mark is done, the lexical index itself
     answers, so no query waits for a build and none is ranked on text older than the index holds.
 
-    With it, the :class:`~langchain_expand.windows.figures.Figures` growth weighs are built from the
+    With it, the :class:`~langchain_expand.windows.columns.Columns` growth weighs are built from the
     index's copies: the last built serve every query (each sentence only at its document's
     revision read by the query), so a build's figures go on serving the documents no write touched.
     """
@@ -196,7 +196,7 @@ class LexicalRanking:
         self.submit = submit
         """Runs a build, and what follows one (the heads read ahead at its mark)."""
         self._lock = threading.Lock()
-        self._built: tuple[str, BaseLexicalIndex, Bm25 | None, Figures | None] | None = None
+        self._built: tuple[str, BaseLexicalIndex, Bm25 | None, Columns | None] | None = None
         self._building: tuple[str, int] | None = None  # the mark being built, by this process
 
     def current(self, mark: str, lexical: BaseLexicalIndex) -> Bm25 | None:
@@ -216,7 +216,7 @@ class LexicalRanking:
         with self._lock:
             return self._built[2] if self._built is not None and self._built[1] is lexical else None
 
-    def figures(self, lexical: BaseLexicalIndex) -> Figures | None:
+    def figures(self, lexical: BaseLexicalIndex) -> Columns | None:
         """``lexical``'s last figures built, at whatever mark (each is served at its document's revision alone)."""
         with self._lock:
             return self._built[3] if self._built is not None and self._built[1] is lexical else None
@@ -231,7 +231,7 @@ class LexicalRanking:
             built = None
         try:
             rows = lexical.figures()
-            figures = None if rows is None else Figures(rows)
+            figures = None if rows is None else Columns.of_figures(rows)
         except Exception:  # growth reads the copies, as it did before the build
             logger.warning("Growth's figures could not be built from %r; they are read", lexical, exc_info=True)
             figures = None

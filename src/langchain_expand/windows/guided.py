@@ -1,7 +1,7 @@
 """Guided growth, driven for one query: what growth knows of each sentence, and its fetch rounds.
 
 :func:`~langchain_expand.windows.growth.grow` decides; this module feeds it. With a snapshot,
-or past it with growth's figures (:mod:`langchain_expand.windows.figures`), every sentence is
+or past it with growth's figures (:mod:`langchain_expand.windows.columns`), every sentence is
 known the first time growth looks at it; otherwise the neighbours growth wants are fetched
 and scored between rounds.
 """
@@ -123,7 +123,7 @@ class Growing:
         riding = [(doc_id, 0) for doc_id in heads or ()]
         if self.reads.snapshot is None and taken is None:  # nothing known beside the seeds yet
             ring = [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)]
-            if self.reads.figures is not None:  # served at the heads' revisions: those are read first
+            if self.reads.columns is not None:  # growth's figures, served at the heads' revisions: read those first
                 self.reads.heads(doc for doc, _ in riding)
                 riding, ring = [], [p for p in ring if self.known.get(p) is None]  # a document written since
             if riding or ring:

@@ -157,9 +157,9 @@ class Ranking:
         and the heads of the documents either ranking found are read in one call; else the
         store's records, made into hits here.
         """
-        scores = None if vector is None else self.reads.scores(vector)
-        if scores is not None:  # every document held, with its size and revision: no head to read
-            return Matches(scores.nearest(k)), {}, lexical()
+        nearest = None if vector is None else self.reads.nearest(vector, k)
+        if nearest is not None:  # every document held, with its size and revision: no head to read
+            return Matches(nearest), {}, lexical()
         ids = self.dense.ids(k) if self.ids_first else None
         if ids is None:
             records = self.dense(k)

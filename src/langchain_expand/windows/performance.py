@@ -37,7 +37,7 @@ class Performance:
     Past the limit, a SQLite lexical index's BM25 is still ranked in memory
     (:class:`~langchain_expand.windows.bm25.LexicalRanking`, about 200 bytes a sentence), and
     what guided growth weighs of each sentence is held with it
-    (:class:`~langchain_expand.windows.figures.Figures`: token count, cues and vector, no text;
+    (:class:`~langchain_expand.windows.columns.Columns`: token count, cues and vector, no text;
     about 1.5 KB a sentence with MiniLM, 1.5 GB at a million), both built beside the queries
     after each write, then every document's head read ahead (up to ``cache_size``); only the
     text of the sentences sent is read. 0: no snapshot, every query takes that path.

@@ -17,10 +17,10 @@ from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.cache import Entry, HeadsAtMark, SentenceCache, own_vector
-from langchain_expand.windows.figures import Figures, lookup
+from langchain_expand.windows.columns import Columns, Scores
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
-from langchain_expand.windows.snapshot import Run, Scores, Snapshot
+from langchain_expand.windows.snapshot import Run, Snapshot
 
 __all__ = ["Reads"]
 
@@ -47,20 +47,21 @@ class Reads:
         local: BaseLexicalIndex | None = None,
         snapshot: Snapshot | None = None,
         marked: HeadsAtMark | None = None,
-        figures: Figures | None = None,
+        figures: Columns | None = None,
     ) -> None:
         """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
 
         With a ``snapshot``, heads and copies come from it first (it holds whole documents, each
         at the revision its head had when it was built): a document it holds is never read from
         the store. ``marked`` holds the heads read at the store's change mark this query found.
-        Without a snapshot, ``figures`` tell growth what it weighs of a sentence at its head's
-        revision (:meth:`held`), without reading it.
+        Without a snapshot, ``figures`` (columns built past the snapshot's limit, without text)
+        tell growth what it weighs of a sentence at its head's revision (:meth:`held`), unread.
         """
         self.store = store
         self.snapshot = snapshot
         self.marked = marked
-        self.figures = None if snapshot is not None else figures
+        self.columns = snapshot.columns if snapshot is not None else figures
+        """What the query holds of its sentences in arrays (:mod:`.columns`): the snapshot's, else growth's figures."""
         if snapshot is not None:  # it holds every record the cache and the copies could
             local, size = None, 0
         self.cache = cache
@@ -76,10 +77,9 @@ class Reads:
         self._asked: set[Position] = set()  # positions asked of the local copy
         self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
         self._key = counter_key(counter)
-        self._scores: Scores | None = None
+        self._scores: tuple[Sequence[float], Scores] | None = None
         self.within: np.ndarray | None = None
         """A filtered query's rows of the snapshot: the only ones its dense search finds."""
-        self._figured: tuple[Sequence[float], Callable[[Position], Sentence | None]] | None = None
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Learn the revisions of records the store just returned; keep the records."""
@@ -186,37 +186,45 @@ class Reads:
     def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
         """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
 
-        Nothing is read or made: what :meth:`similar` gives for one sentence the snapshot holds,
-        as growth's :class:`~langchain_expand.windows.regions.Sentence`; None for one it does not
-        hold. Growth asks for a few hundred a query, so the scores are bound once, here. Past
-        the snapshot, from the :class:`~langchain_expand.windows.figures.Figures`, for a sentence
-        of a document whose head this query has read (:meth:`heads`), at that head's revision.
+        Nothing is read or made: what :meth:`similar` gives for a sentence the columns hold (the
+        snapshot's, else growth's figures) at its document's revision (:meth:`document`); None
+        for one not held at it. Growth asks for a few hundred a query: the scores are bound once.
         """
-        scores = self.scores(vector)
-        if scores is None:
-            if self.figures is None:
-                return None
-            if self._figured is None or self._figured[0] is not vector:  # one a query: its blocks computed once
-                self._figured = (vector, lookup(self.figures.for_query(vector), self._head, self._key))
-            return self._figured[1]
-        find, copy_tokens = scores.held, self._copy_tokens
+        columns, scores = self.columns, self._scores_for(vector)
+        if columns is None or scores is None:
+            return None
+        documents: dict[str, tuple[int, str] | None] = {}  # a document found stays found for the query
 
         def sentence(position: Position) -> Sentence | None:
-            found = find(position)
-            if found is None:
+            doc_id = position[0]
+            document = documents[doc_id] if doc_id in documents else self.document(doc_id)
+            row = None if document is None else columns.row(position, document[1])
+            if document is None or row is None:
                 return None
-            copy, cosine, cued = found
-            return Sentence(copy_tokens(position, copy), cosine, cued.tied, cued.heading)
+            documents[doc_id] = document
+            head = self._read.get(unit_id(doc_id, 0), (None, None))[1] if position[1] == 0 else None
+            similarity, tokens = scores.similarity(row, head), columns.tokens(row, self._key)
+            if tokens is None and (copy := columns.copy(row)) is not None:  # another counter's count: count its text
+                tokens = self._row_tokens(position, copy)
+            if similarity is None or tokens is None:
+                return None
+            cue = columns.cues(row)
+            return Sentence(tokens, similarity, cue.tied, cue.heading)
 
         return sentence
 
-    def scores(self, vector: Sequence[float]) -> Scores | None:
-        """The snapshot's scores of every sentence against ``vector``, computed once a query; None without one."""
-        if self.snapshot is None:
+    def nearest(self, vector: Sequence[float], k: int) -> list[tuple[Position, float]] | None:
+        """The snapshot's ``k`` sentences nearest ``vector``, exactly (a filter's rows alone); None without one."""
+        scores = self._scores_for(vector)
+        if self.snapshot is None or scores is None:
             return None
-        if self._scores is None:
-            self._scores = self.snapshot.scores(vector, self.within)
-        return self._scores
+        return self.snapshot.nearest(scores, k, self.within)
+
+    def _scores_for(self, vector: Sequence[float]) -> Scores | None:
+        """The columns' similarities to ``vector``, one :class:`Scores` a query; None without columns."""
+        if self.columns is not None and (self._scores is None or self._scores[0] is not vector):
+            self._scores = (vector, self.columns.scores(vector))
+        return None if self._scores is None else self._scores[1]
 
     def tokens(self, docs: Sequence[Document]) -> list[int]:
         """Each record's token count: from the local copy or the figures, else counted once per revision while cached.
@@ -226,11 +234,12 @@ class Reads:
         """
         positions = [_position(d) for d in docs]
         for doc, position in zip(docs, positions, strict=True):
-            row = self._rows.get(position)
-            if row is not None:
-                self._row_tokens(position, row[1])
-            elif self.figures is not None and position not in self._counts:
-                n = self.figures.tokens(position, str(doc.metadata.get(STORED_REV)), self._key)
+            copied = self._rows.get(position)
+            if copied is not None:
+                self._row_tokens(position, copied[1])
+            elif self.columns is not None and position not in self._counts:
+                row = self.columns.row(position, str(doc.metadata.get(STORED_REV)))
+                n = None if row is None else self.columns.tokens(row, self._key)
                 if n is not None:
                     self._counts[position] = n
         known = self._cached([d.id or "" for d, p in zip(docs, positions, strict=True) if p not in self._counts])
@@ -293,7 +302,7 @@ class Reads:
         asked.update(positions)
         if self.snapshot is not None:  # whole documents, each at one revision: no head to check against
             for position in positions:
-                found = self.snapshot.copy(unit_id(*position))
+                found = self.snapshot.copy(position)
                 if found is not None and found[1].i > 0:  # heads come from :meth:`heads`
                     self._rows[position] = found
             return
@@ -335,23 +344,12 @@ class Reads:
 
     def document(self, doc_id: str) -> tuple[int, str] | None:
         """The document's number of sentences and revision: the snapshot's, else its head's read this query."""
-        snapshot = self.snapshot
-        if snapshot is not None and doc_id in snapshot.revs:
-            return snapshot.size(doc_id), snapshot.revs[doc_id]
+        held = None if self.snapshot is None else self.snapshot.columns.document(doc_id)
+        if held is not None:
+            return held[1], held[0]
         committed = self.committed(doc_id)
         n = None if committed is None else committed[0].metadata.get(STORED_COUNT)
         return (n, committed[1]) if committed is not None and isinstance(n, int) else None
-
-    def _head(self, doc_id: str) -> tuple[str, Vector | None] | None:
-        """The revision and vector of the document's head read this query; None where none was read (or committed)."""
-        committed = self.committed(doc_id)
-        return None if committed is None else (committed[1], self._read[unit_id(doc_id, 0)][1])
-
-    def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
-        """A snapshot's copy's token count: as kept, when this query's counter made it; else as :meth:`_row_tokens`."""
-        if sentence.tokens is not None and self._key is not None and sentence.counter == self._key:
-            return sentence.tokens
-        return self._row_tokens(position, sentence)
 
     def _row_tokens(self, position: Position, sentence: LocalSentence) -> int:
         """A local copy's token count: as kept, when this query's counter made it; else counted now."""

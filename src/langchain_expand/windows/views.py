@@ -4,7 +4,7 @@ Up to ``snapshot_limit`` sentences, the snapshot: every sentence and vector in m
 exactly and rebuilt (from the previous one) when the store's mark moves
 (:mod:`langchain_expand.windows.snapshot`). Past it, a SQLite lexical index's BM25 ranked in memory
 (:class:`~langchain_expand.windows.bm25.LexicalRanking`), what growth weighs of each sentence
-(:class:`~langchain_expand.windows.figures.Figures`, built with it) and the document heads read at
+(:class:`~langchain_expand.windows.columns.Columns`, built with it) and the document heads read at
 the mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`), read ahead once the ranking is
 built. A retriever given another store or lexical index starts a new :class:`StoreViews`.
 """
@@ -23,7 +23,7 @@ from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import snapshot
 from langchain_expand.windows.bm25 import Bm25, LexicalRanking, SearchedAhead
 from langchain_expand.windows.cache import HeadsAtMark
-from langchain_expand.windows.figures import Figures
+from langchain_expand.windows.columns import Columns
 from langchain_expand.windows.snapshot import Snapshot
 
 __all__ = ["Beside", "Current", "StoreViews"]
@@ -41,7 +41,7 @@ class Current(NamedTuple):
     """BM25 searched ahead, where it is current."""
     heads: HeadsAtMark | None
     """The heads read at the mark, past the limit."""
-    figures: Figures | None = None
+    figures: Columns | None = None
     """Growth's figures past the limit, the last built (each served at its document's revision alone)."""
 
 

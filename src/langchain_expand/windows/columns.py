@@ -1,0 +1,261 @@
+"""Copied sentences in arrays: what a query weighs of a sentence without reading it, in or past the snapshot.
+
+A guided query looks at a few hundred sentences: each one's token count, cues (a table row, a
+heading), similarity to the query and, for the windows sent, its text. Read one at a time,
+that is a few microseconds of Python each, and 3.3 fetch rounds a query on FriendsQA against
+one with everything known. :class:`Columns` holds them for every sentence the lexical index
+copied, by document at one revision: a float32 matrix of vectors and their norms, token
+counts with their counter, cues as small codes and, with ``texts``, the copies; otherwise no
+Python object a sentence, which a full garbage collection would walk. The snapshot
+(:mod:`.snapshot`) holds one with texts, for every committed document; past
+``snapshot_limit``, :class:`~langchain_expand.windows.bm25.LexicalRanking` builds one without,
+beside the queries, served only at the revision of each document's head the query read.
+
+A query's similarities are computed for every row where it searches the whole matrix, else
+``BLOCK`` rows at a time as growth looks into them; both row by row, as
+:func:`~langchain_expand.windows.similarity.cosines` computes a read's: one similarity a sentence.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from langchain_expand.store.adapters import Vector
+from langchain_expand.store.lexical import FigureRow, LocalSentence, vector_of
+from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
+from langchain_expand.windows.regions import Position
+from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
+
+__all__ = ["BLOCK", "Columns", "Row", "Scores"]
+
+Row = tuple[str, str, LocalSentence]
+"""A copied sentence as columns are built from it: its document, the document's revision, the copy."""
+
+BLOCK = 32
+"""Rows whose similarities a query computes together, the first time growth looks into them."""
+_NORMED = 65_536
+"""Rows whose norms are computed together at a build (a float64 copy of that many at a time)."""
+_VECTORLESS = 4
+"""Beside a row's cues code (0-3): the row has no vector of its own (a head's copy, written before its record)."""
+_UNCOUNTED = 0xFFFF
+"""The counter number of a row without a token count."""
+
+
+class Columns:
+    """Vector, norm, token count, counter and cues of copied sentences (with ``texts``, their copies), by document."""
+
+    _matrix: np.ndarray
+
+    def __init__(
+        self, rows: Iterable[Row], *, texts: bool = False, previous: Columns | None = None, reused: Iterable[str] = ()
+    ) -> None:
+        """Hold ``rows``, in order; with ``previous``, first the documents ``reused`` as it holds them (not read again).
+
+        A document listed at more than one revision keeps the last listed. A row whose vector
+        has another dimension than the first (a store written with two models) is left out,
+        and so read where asked. One without a vector (a head) is held with its other figures
+        and takes the vector the query gives it.
+        """
+        self._names: list[str] = []  # each document's id once, by number
+        self._numbers: dict[str, int] = {}
+        self._docs: dict[str, tuple[str, array[int]]] = {}  # id -> (revision, row of each sentence or -1)
+        self._doc_of = array("l")  # each row's document, by number
+        self._index_of = array("l")  # each row's place in its document
+        taken = array("l")  # the previous rows reused, in their new order (the first rows)
+        for doc_id in reused:
+            assert previous is not None
+            rev, rows_of = previous._docs[doc_id]
+            for i, row in enumerate(rows_of):
+                if row >= 0:
+                    self._place(doc_id, rev, i, len(taken))
+                    taken.append(row)
+        self.reused = np.asarray(taken, dtype=np.int64)
+        """The rows of ``previous`` that the first rows here are, in order (the rest were read)."""
+        counters: dict[str, int] = {} if previous is None else dict(previous._counter_numbers)
+        width = 0 if previous is None else previous._matrix.shape[1]
+        tokens, numbers, codes, matrix, read = self._read(rows, len(taken), width, counters, texts=texts)
+        self._counter_numbers: dict[str, int] = counters
+        self._counter_names = list(counters)
+        kept = previous if previous is not None and len(taken) else None
+
+        def joined(column: str, new: np.ndarray) -> np.ndarray:
+            return new if kept is None else np.concatenate([getattr(kept, column)[self.reused], new])
+
+        self._tokens = joined("_tokens", np.asarray(tokens, dtype=np.int64))
+        self._counters = joined("_counters", np.asarray(numbers, dtype=np.uint16))
+        self._codes = joined("_codes", np.frombuffer(bytes(codes), dtype=np.uint8))
+        self._matrix = joined("_matrix", matrix)
+        self._texts = read
+        if kept is not None and read is not None and kept._texts is not None:
+            self._texts = [*map(kept._texts.__getitem__, taken), *read]
+        self.squares = np.zeros(len(self._tokens), dtype=np.float32)
+        """Each row's sum of squares (a squared L2 distance's term)."""
+        for a in range(0, len(self._tokens), _NORMED):
+            block = self._matrix[a : a + _NORMED]
+            self.squares[a : a + _NORMED] = np.einsum("ij,ij->i", block, block)
+        self._norms = norms_of(self.squares)
+
+    @classmethod
+    def of_figures(cls, rows: Iterable[FigureRow]) -> Columns:
+        """Columns of what a lexical index lists as growth's figures (``BaseLexicalIndex.figures``), without text."""
+        return cls(
+            (doc_id, rev, LocalSentence(i, text, 0, 0, gap, tokens, counter, _vector(vector)))
+            for doc_id, i, rev, text, gap, tokens, counter, vector in rows
+        )
+
+    def _read(
+        self, rows: Iterable[Row], first: int, width: int, counters: dict[str, int], *, texts: bool
+    ) -> tuple[array[int], array[int], bytearray, np.ndarray, list[LocalSentence] | None]:
+        """Place ``rows`` from row ``first`` on: their token counts, counters (numbered in ``counters``), cues, vectors.
+
+        ``width`` is the vectors' dimension (0: the first vector's).
+        """
+        tokens, numbers, codes, vectors = array("l"), array("H"), bytearray(), bytearray()
+        width *= 4
+        leading = 0  # rows without a vector before the first with one (the width unknown yet)
+        read: list[LocalSentence] | None = [] if texts else None
+        for doc_id, rev, copy in rows:
+            blob = _blob(copy.vector)
+            if blob is not None and width == 0:
+                width = len(blob)
+                vectors += bytes(width * leading)
+            if blob is not None and len(blob) != width:
+                continue
+            self._place(doc_id, rev, copy.i, first + len(tokens))
+            counted = copy.tokens is not None and copy.counter is not None
+            tokens.append(int(copy.tokens) if counted else -1)  # type: ignore[arg-type]
+            numbers.append(counters.setdefault(copy.counter, len(counters)) if counted else _UNCOUNTED)  # type: ignore[arg-type]
+            codes.append(cues_code(cues(copy.text, copy.gap)) | (_VECTORLESS if blob is None else 0))
+            if read is not None:
+                read.append(copy._replace(vector=None))
+            if blob is None and width == 0:
+                leading += 1
+            else:
+                vectors += blob if blob is not None else bytes(width)
+        matrix = np.frombuffer(bytes(vectors), dtype=np.float32).reshape(len(tokens), width // 4)
+        return tokens, numbers, codes, matrix, read
+
+    def _place(self, doc_id: str, rev: str, i: int, row: int) -> None:
+        """Hold ``row`` as sentence ``i`` of ``doc_id`` at ``rev`` (a document at another revision starts again)."""
+        held = self._docs.get(doc_id)
+        if held is None or held[0] != rev:
+            held = self._docs[doc_id] = (rev, array("l"))
+            if doc_id not in self._numbers:
+                self._numbers[doc_id] = len(self._names)
+                self._names.append(doc_id)
+        rows_of = held[1]
+        if len(rows_of) <= i:
+            rows_of.extend([-1] * (i + 1 - len(rows_of)))
+        rows_of[i] = row
+        self._doc_of.append(self._numbers[doc_id])
+        self._index_of.append(i)
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def documents(self) -> list[str]:
+        """The documents held, each at one revision."""
+        return list(self._docs)
+
+    def document(self, doc_id: str) -> tuple[str, int] | None:
+        """The document's revision and its number of sentences (the last held, plus one); None if not held."""
+        held = self._docs.get(doc_id)
+        return None if held is None else (held[0], len(held[1]))
+
+    def row(self, position: Position, rev: str) -> int | None:
+        """The row of the sentence at ``position`` at revision ``rev``; None if not held at it."""
+        held = self._docs.get(position[0])
+        if held is None or held[0] != rev or not 0 <= position[1] < len(held[1]):
+            return None
+        row = held[1][position[1]]
+        return None if row < 0 else row
+
+    def position(self, row: int) -> Position:
+        """The sentence in ``row``: its document and index."""
+        return self._names[self._doc_of[row]], self._index_of[row]
+
+    def rows(self, doc_id: str) -> array[int]:
+        """The rows of a document's sentences, in order (-1 for one not held)."""
+        return self._docs[doc_id][1]
+
+    def tokens(self, row: int, counter: str | None) -> int | None:
+        """The row's token count, where ``counter`` (a counter's key) made it; else None."""
+        number = int(self._counters[row])
+        if counter is None or number == _UNCOUNTED or self._counter_names[number] != counter:
+            return None
+        return int(self._tokens[row])
+
+    def cues(self, row: int) -> Cues:
+        """The row's cues (a table row, a heading)."""
+        return EVERY_CUES[int(self._codes[row]) & ~_VECTORLESS]
+
+    def copy(self, row: int) -> LocalSentence | None:
+        """The row's copy, without its vector; None where texts are not kept."""
+        return None if self._texts is None else self._texts[row]
+
+    def vector(self, row: int) -> np.ndarray | None:
+        """The row's vector; None for one held without."""
+        return None if int(self._codes[row]) & _VECTORLESS else self._matrix[row]
+
+    def scores(self, vector: Sequence[float]) -> Scores:
+        """One query's similarities to ``vector``: each row's computed when first asked (:class:`Scores`)."""
+        return Scores(self, vector)
+
+
+class Scores:
+    """One query's cosine similarity of each row of :class:`Columns`, computed a block at a time, or all at once."""
+
+    def __init__(self, columns: Columns, vector: Sequence[float]) -> None:
+        self.columns = columns
+        self.query = np.asarray(vector, dtype=np.float32)
+        self._norm = query_norm(self.query)
+        self._blocks: dict[int, list[float]] = {}
+        self._dots: np.ndarray | None = None
+        self._all: np.ndarray | None = None
+        self.usable = columns._matrix.shape[1] == len(self.query)
+        """False for vectors of another model: no similarity is served."""
+
+    def similarity(self, row: int, vector: Vector | None = None) -> float | None:
+        """The row's cosine similarity to the query; for a row held without a vector, ``vector``'s (None: unknown)."""
+        if not self.usable:
+            return None
+        if int(self.columns._codes[row]) & _VECTORLESS:
+            return None if vector is None else cosines([vector], self.query)[0]
+        if self._all is not None:
+            return float(self._all[row])
+        block = row // BLOCK
+        found = self._blocks.get(block)
+        if found is None:
+            rows = slice(block * BLOCK, block * BLOCK + BLOCK)
+            columns = self.columns
+            found = self._blocks[block] = similarities(
+                columns._matrix[rows], columns._norms[rows], self.query, self._norm
+            ).tolist()
+        return found[row % BLOCK]
+
+    def every(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's dot product with the query and cosine similarity to it: one pass over the matrix.
+
+        einsum, not BLAS: on 2 cores OpenBLAS's threads wait on the embedding model's, at 1-10x
+        the cost; and a row's similarity is then the one a block or a read gives it.
+        """
+        if self._dots is None or self._all is None:
+            columns = self.columns
+            self._dots = np.einsum("ij,j->i", columns._matrix, self.query)
+            self._all = self._dots / (columns._norms * self._norm)
+        return self._dots, self._all
+
+
+def _vector(vector: bytes | Sequence[float] | np.ndarray | None) -> Sequence[float] | np.ndarray | None:
+    """A vector as listed (float32 bytes, or numbers) as numbers."""
+    return vector_of(vector) if isinstance(vector, bytes) else vector
+
+
+def _blob(vector: bytes | Sequence[float] | np.ndarray | None) -> bytes | None:
+    """A vector as float32 bytes (None stays None)."""
+    if vector is None or isinstance(vector, bytes):
+        return vector
+    return np.asarray(vector, dtype=np.float32).tobytes()
