@@ -166,7 +166,7 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
     for mode in ("figures", "records"):
         with monkeypatch.context() as patch:
             if mode == "records":
-                patch.setattr(Columns, "row", lambda self, position, rev: None)
+                patch.setattr(Columns, "lookup", lambda self, *args: lambda position: None)
             retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now
@@ -205,6 +205,7 @@ def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
         with monkeypatch.context() as patch:
             if not figures:
                 patch.setattr(Columns, "row", lambda self, position, rev: None)
+                patch.setattr(Columns, "lookup", lambda self, *args: lambda position: None)
             retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
             retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now

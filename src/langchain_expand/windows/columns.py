@@ -19,14 +19,14 @@ A query's similarities are computed for every row where it searches the whole ma
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.lexical import FigureRow, LocalSentence, vector_of
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
-from langchain_expand.windows.regions import Position
+from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
 
 __all__ = ["BLOCK", "Columns", "Row", "Scores"]
@@ -79,18 +79,14 @@ class Columns:
         tokens, numbers, codes, matrix, read = self._read(rows, len(taken), width, counters, texts=texts)
         self._counter_numbers: dict[str, int] = counters
         self._counter_names = list(counters)
-        kept = previous if previous is not None and len(taken) else None
-
-        def joined(column: str, new: np.ndarray) -> np.ndarray:
-            return new if kept is None else np.concatenate([getattr(kept, column)[self.reused], new])
-
-        self._tokens = joined("_tokens", np.asarray(tokens, dtype=np.int64))
-        self._counters = joined("_counters", np.asarray(numbers, dtype=np.uint16))
-        self._codes = joined("_codes", np.frombuffer(bytes(codes), dtype=np.uint8))
-        self._matrix = joined("_matrix", matrix)
-        self._texts = read
-        if kept is not None and read is not None and kept._texts is not None:
-            self._texts = [*map(kept._texts.__getitem__, taken), *read]
+        self._tokens, self._counters, self._codes, self._matrix, self._texts = tokens, numbers, codes, matrix, read
+        if previous is not None and len(taken):  # the rows kept go first
+            self._tokens = _taken(previous._tokens, self.reused) + tokens
+            self._counters = _taken(previous._counters, self.reused) + numbers
+            self._codes = _taken(previous._codes, self.reused) + codes
+            self._matrix = np.concatenate([previous._matrix[self.reused], matrix])
+            if read is not None and previous._texts is not None:
+                self._texts = [*map(previous._texts.__getitem__, taken), *read]
         self.squares = np.zeros(len(self._tokens), dtype=np.float32)
         """Each row's sum of squares (a squared L2 distance's term)."""
         for a in range(0, len(self._tokens), _NORMED):
@@ -108,12 +104,12 @@ class Columns:
 
     def _read(
         self, rows: Iterable[Row], first: int, width: int, counters: dict[str, int], *, texts: bool
-    ) -> tuple[array[int], array[int], bytearray, np.ndarray, list[LocalSentence] | None]:
+    ) -> tuple[array[int], array[int], array[int], np.ndarray, list[LocalSentence] | None]:
         """Place ``rows`` from row ``first`` on: their token counts, counters (numbered in ``counters``), cues, vectors.
 
         ``width`` is the vectors' dimension (0: the first vector's).
         """
-        tokens, numbers, codes, vectors = array("l"), array("H"), bytearray(), bytearray()
+        tokens, numbers, codes, vectors = array("l"), array("H"), array("B"), bytearray()
         width *= 4
         leading = 0  # rows without a vector before the first with one (the width unknown yet)
         read: list[LocalSentence] | None = [] if texts else None
@@ -183,22 +179,71 @@ class Columns:
 
     def tokens(self, row: int, counter: str | None) -> int | None:
         """The row's token count, where ``counter`` (a counter's key) made it; else None."""
-        number = int(self._counters[row])
+        number = self._counters[row]
         if counter is None or number == _UNCOUNTED or self._counter_names[number] != counter:
             return None
-        return int(self._tokens[row])
+        return self._tokens[row]
 
     def cues(self, row: int) -> Cues:
         """The row's cues (a table row, a heading)."""
-        return EVERY_CUES[int(self._codes[row]) & ~_VECTORLESS]
+        return EVERY_CUES[self._codes[row] & ~_VECTORLESS]
 
     def copy(self, row: int) -> LocalSentence | None:
         """The row's copy, without its vector; None where texts are not kept."""
         return None if self._texts is None else self._texts[row]
 
+    def copies(self, doc_id: str, first: int, last: int) -> list[LocalSentence] | None:
+        """Copies of sentences ``first`` to ``last - 1`` of a document; None where one is not held (or no text is).
+
+        A slice where their rows run on (as a snapshot, which lists each document's sentences in order, holds them).
+        """
+        held, texts = self._docs.get(doc_id), self._texts
+        if held is None or texts is None or not 0 <= first < last <= len(held[1]):
+            return None
+        rows = held[1]
+        if rows[first] >= 0 and rows[last - 1] - rows[first] == last - 1 - first:
+            return texts[rows[first] : rows[last - 1] + 1]
+        return None if min(rows[first:last]) < 0 else [texts[row] for row in rows[first:last]]
+
     def vector(self, row: int) -> np.ndarray | None:
         """The row's vector; None for one held without."""
-        return None if int(self._codes[row]) & _VECTORLESS else self._matrix[row]
+        return None if self._codes[row] & _VECTORLESS else self._matrix[row]
+
+    def lookup(
+        self,
+        scores: Scores,
+        counter: str | None,
+        revision: Callable[[str], str | None],
+        head: Callable[[str], Vector | None],
+        count: Callable[[Position, LocalSentence], int],
+    ) -> Callable[[Position], Sentence | None]:
+        """What growth weighs of a sentence held here, for one query: its count, similarity and cues; None if not held.
+
+        A sentence is held at its document's ``revision`` (None: not committed), looked up once a
+        document; a head held without its vector takes ``head``'s; one counted by another
+        ``counter`` is counted with ``count`` from its copy, where texts are kept (else not held).
+        Growth asks for a few hundred a query: everything a lookup reads is bound here once.
+        """
+        docs, tokens, counters, codes, texts = self._docs, self._tokens, self._counters, self._codes, self._texts
+        number = -1 if counter is None else self._counter_numbers.get(counter, -1)
+        similarity, revs = scores.similarity, dict[str, str]()
+
+        def sentence(position: Position) -> Sentence | None:
+            doc_id, i = position
+            rev = revs.get(doc_id)
+            if rev is None and (rev := revision(doc_id)) is not None:
+                revs[doc_id] = rev
+            held = docs.get(doc_id)
+            if held is None or held[0] != rev or not 0 <= i < len(held[1]) or (row := held[1][i]) < 0:
+                return None
+            n = tokens[row] if counters[row] == number else None if texts is None else count(position, texts[row])
+            found = similarity(row, head(doc_id) if i == 0 else None)
+            if found is None or n is None:
+                return None
+            cue = EVERY_CUES[codes[row] & ~_VECTORLESS]
+            return Sentence(n, found, cue.tied, cue.heading)
+
+        return sentence
 
     def scores(self, vector: Sequence[float]) -> Scores:
         """One query's similarities to ``vector``: each row's computed when first asked (:class:`Scores`)."""
@@ -222,7 +267,7 @@ class Scores:
         """The row's cosine similarity to the query; for a row held without a vector, ``vector``'s (None: unknown)."""
         if not self.usable:
             return None
-        if int(self.columns._codes[row]) & _VECTORLESS:
+        if self.columns._codes[row] & _VECTORLESS:
             return None if vector is None else cosines([vector], self.query)[0]
         if self._all is not None:
             return float(self._all[row])
@@ -247,6 +292,13 @@ class Scores:
             self._dots = np.einsum("ij,j->i", columns._matrix, self.query)
             self._all = self._dots / (columns._norms * self._norm)
         return self._dots, self._all
+
+
+def _taken(column: array[int], rows: np.ndarray) -> array[int]:
+    """The entries of ``column`` at ``rows``, in their order, as an array of its type (a row read fast)."""
+    found = array(column.typecode)
+    found.frombytes(np.frombuffer(column, dtype=column.typecode)[rows].tobytes())
+    return found
 
 
 def _vector(vector: bytes | Sequence[float] | np.ndarray | None) -> Sequence[float] | np.ndarray | None:

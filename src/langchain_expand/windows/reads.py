@@ -188,30 +188,20 @@ class Reads:
 
         Nothing is read or made: what :meth:`similar` gives for a sentence the columns hold (the
         snapshot's, else growth's figures) at its document's revision (:meth:`document`); None
-        for one not held at it. Growth asks for a few hundred a query: the scores are bound once.
+        for one not held at it (:meth:`Columns.lookup`).
         """
         columns, scores = self.columns, self._scores_for(vector)
         if columns is None or scores is None:
             return None
-        documents: dict[str, tuple[int, str] | None] = {}  # a document found stays found for the query
 
-        def sentence(position: Position) -> Sentence | None:
-            doc_id = position[0]
-            document = documents[doc_id] if doc_id in documents else self.document(doc_id)
-            row = None if document is None else columns.row(position, document[1])
-            if document is None or row is None:
-                return None
-            documents[doc_id] = document
-            head = self._read.get(unit_id(doc_id, 0), (None, None))[1] if position[1] == 0 else None
-            similarity, tokens = scores.similarity(row, head), columns.tokens(row, self._key)
-            if tokens is None and (copy := columns.copy(row)) is not None:  # another counter's count: count its text
-                tokens = self._row_tokens(position, copy)
-            if similarity is None or tokens is None:
-                return None
-            cue = columns.cues(row)
-            return Sentence(tokens, similarity, cue.tied, cue.heading)
+        def revision(doc_id: str) -> str | None:
+            document = self.document(doc_id)
+            return None if document is None else document[1]
 
-        return sentence
+        def head(doc_id: str) -> Vector | None:
+            return self._read.get(unit_id(doc_id, 0), (None, None))[1]
+
+        return columns.lookup(scores, self._key, revision, head, self._row_tokens)
 
     def nearest(self, vector: Sequence[float], k: int) -> list[tuple[Position, float]] | None:
         """The snapshot's ``k`` sentences nearest ``vector``, exactly (a filter's rows alone); None without one."""

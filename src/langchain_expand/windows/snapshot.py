@@ -160,11 +160,8 @@ class Snapshot:
     def run(self, doc_id: str, first: int, last: int) -> Run | None:
         """Sentences ``first`` to ``last - 1`` of a document held here, as copied."""
         head = self._heads.get(doc_id)
-        rows = None if head is None else self.columns.rows(doc_id)
-        if head is None or rows is None or not 0 <= first < last <= len(rows):
-            return None
-        copies = [self.columns.copy(row) for row in rows[first:last]]
-        return Run(head.metadata[STORED_REV], head, copies)  # type: ignore[arg-type]  # texts are kept
+        copies = None if head is None else self.columns.copies(doc_id, first, last)
+        return None if head is None or copies is None else Run(head.metadata[STORED_REV], head, copies)
 
     def copy(self, position: Position) -> tuple[Document, LocalSentence] | None:
         """The copy of the sentence at ``position``, with its document's head; None if not held here.
