@@ -16,6 +16,10 @@
   settings (decay, similarity weight, radius), hybrid ranking, budget-driven, at 250 / 1,000 /
   4,000 tokens, 40 queries (seed 7), the corpus's whole collection (QMSum: 5 meetings).
 
+- ``python explore.py meetings bench|held``: the meetings settings (the default, the floor, the
+  floor with ``max_radius`` 128, our parents) on QMSum's benchmark meetings or 12 held out,
+  whole collection and scoped, at 500 to 8,000 tokens.
+
 Reads ../shared/data. These are the development checks quoted in README.md; ``evidence.py``
 is the full comparison.
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import random
 import sys
+from typing import Any
 
 from common import evidence_recall, read  # type: ignore[import-not-found]
 from langchain_core.documents import Document
@@ -140,9 +145,9 @@ def seeds(name: str) -> None:
     hybrid.invoke("warm up", max_tokens=300)
     held = hybrid._views.snapshot
     if held is not None and held[1] is not None:
-        snap = held[1]
-        m = snap._matrix / np.linalg.norm(snap._matrix, axis=1, keepdims=True)
-        same = np.array(snap._doc_of[1:]) == np.array(snap._doc_of[:-1])
+        columns = held[1].columns
+        m = columns._matrix / np.linalg.norm(columns._matrix, axis=1, keepdims=True)
+        same = np.array(columns._doc_of[1:]) == np.array(columns._doc_of[:-1])
         near = np.einsum("ij,ij->i", m[1:], m[:-1])[same]
         far = np.einsum("ij,ij->i", m[1:], np.roll(m, 17, axis=0)[1:])[same]
         print(name, "neighbour coherence", round(float(near.mean()), 3), "17 apart", round(float(far.mean()), 3))
@@ -150,6 +155,50 @@ def seeds(name: str) -> None:
         tried = hybrid.model_copy(update={"budget_policy": BudgetPolicy(tokens_per_sentence=per)})
         cells = [recall(tried, queries, budget) for budget in (500, 2000, 8000)]
         print(name, f"tokens_per_sentence={per}", cells, flush=True)
+
+
+def meetings(which: str) -> None:
+    """The meetings settings on QMSum, over the whole collection and scoped to each query's meeting (a filter).
+
+    The default, the floor (``score_threshold=0.4``), the floor with a wider ``max_radius``, and
+    our parents, at 500 to 8,000 tokens. ``which``: ``bench``, the evidence benchmark's 5
+    meetings (25 queries), or ``held``, the next 12 (49 queries), which no setting was tuned on.
+    """
+    from evidence import build_our_parents  # type: ignore[import-not-found]
+
+    queries = [q for q in read("qmsum", "queries.jsonl.gz") if q["gold_spans"] and None not in q["gold_spans"]]
+    order = list(dict.fromkeys(q["doc_id"] for q in queries))
+    ids = set(order[:5] if which == "bench" else order[5:17])
+    docs = [d for d in read("qmsum", "docs.jsonl.gz") if d["doc_id"] in ids]
+    queries = [q for q in queries if q["doc_id"] in ids]
+    hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), k=None, merge=True, lexical=LexicalIndex())
+    hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    wider = hybrid.model_copy(update={"max_radius": 128})
+
+    def windows(retriever: SentenceWindowRetriever, **call: object) -> Any:
+        def invoke(query: str, budget: int, scope: str | None) -> list[tuple[str, int, int]]:
+            where = {} if scope is None else {"filter": {"doc_id": scope}}
+            found = retriever.invoke(query, max_tokens=budget, **call, **where)
+            return [(u.metadata["doc_id"], u.metadata["start_index"], u.metadata["end_index"]) for u in found]
+
+        return invoke
+
+    systems = {
+        "default": windows(hybrid),
+        "score_threshold 0.4": windows(hybrid, score_threshold=0.4),
+        "score_threshold 0.4, max_radius 128": windows(wider, score_threshold=0.4),
+        **build_our_parents(docs),
+    }
+    for label, invoke in systems.items():
+        for scoped in (False, True):
+            cells = []
+            for budget in (500, 1000, 2000, 4000, 8000):
+                total = 0.0
+                for q in queries:
+                    units = invoke(q["query"], budget, q["doc_id"] if scoped else None)
+                    total += evidence_recall(q["gold_spans"], [(u[1], u[2]) for u in units if u[0] == q["doc_id"]])
+                cells.append(round(total / len(queries), 3))
+            print(which, len(queries), label, "scoped" if scoped else "whole", *cells, flush=True)
 
 
 def main() -> None:
@@ -164,6 +213,8 @@ def main() -> None:
         latency(name)
     elif mode == "seeds":
         seeds(name)
+    elif mode == "meetings":
+        meetings(name)
     elif mode == "hybrid":
         docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
         hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
