@@ -5,7 +5,8 @@ record of a document carries alike: it picks whole documents. With a snapshot, t
 evaluated in memory on each document's head (:mod:`langchain_expand.store.filters`, Chroma's
 semantics) and the exact dense search and BM25 keep those rows alone. Without one (past the
 limit, or nothing held in memory), the store lists the documents whose head passes (one read)
-and the lexical index searches within them, beside the store's own filtered search. A filter
+and the lexical index searches within them, beside the store's own filtered search; growth's
+figures past the limit serve as they do unfiltered. A filter
 this cannot narrow BM25 by (a store's own filter object, a key each record sets for itself, a
 syntax other than Chroma's, a store that cannot list records) is searched by the store alone,
 dense only, as before, and logged once.
@@ -53,5 +54,8 @@ def narrowed(
     doc_ids = vectors.documents_where(where)
     if doc_ids is None:
         return Scoped(current, None, None)
-    heads = None if current is None else current.heads  # BM25 in memory and growth's figures rank the whole store
-    return Scoped(None if heads is None else Current(None, None, heads), Within(lexical, doc_ids), None)
+    if current is None or current.heads is None:
+        return Scoped(None, Within(lexical, doc_ids), None)
+    # BM25 in memory ranks the whole store: the lexical index ranks within the documents. Growth's
+    # figures serve a sentence whatever the filter, at its document's revision.
+    return Scoped(Current(None, None, current.heads, current.figures), Within(lexical, doc_ids), None)
