@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from langchain_expand.store.adapters import Vector
-from langchain_expand.store.lexical import FigureRow, LocalSentence, vector_of
+from langchain_expand.store.lexical import FigureRow, LocalSentence
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
@@ -97,8 +97,8 @@ class Columns:
     @classmethod
     def of_figures(cls, rows: Iterable[FigureRow]) -> Columns:
         """Columns of what a lexical index lists as growth's figures (``BaseLexicalIndex.figures``), without text."""
-        return cls(
-            (doc_id, rev, LocalSentence(i, text, 0, 0, gap, tokens, counter, _vector(vector)))
+        return cls(  # a vector listed as float32 bytes is held as given (each row's, once)
+            (doc_id, rev, LocalSentence(i, text, 0, 0, gap, tokens, counter, vector))
             for doc_id, i, rev, text, gap, tokens, counter, vector in rows
         )
 
@@ -131,7 +131,7 @@ class Columns:
                 leading += 1
             else:
                 vectors += blob if blob is not None else bytes(width)
-        matrix = np.frombuffer(bytes(vectors), dtype=np.float32).reshape(len(tokens), width // 4)
+        matrix = np.frombuffer(vectors, dtype=np.float32).reshape(len(tokens), width // 4)  # no copy: a build's peak
         return tokens, numbers, codes, matrix, read
 
     def _place(self, doc_id: str, rev: str, i: int, row: int) -> None:
@@ -143,9 +143,11 @@ class Columns:
                 self._numbers[doc_id] = len(self._names)
                 self._names.append(doc_id)
         rows_of = held[1]
-        if len(rows_of) <= i:
+        if len(rows_of) == i:  # in order, as every lexical index lists them
+            rows_of.append(row)
+        else:
             rows_of.extend([-1] * (i + 1 - len(rows_of)))
-        rows_of[i] = row
+            rows_of[i] = row
         self._doc_of.append(self._numbers[doc_id])
         self._index_of.append(i)
 
@@ -299,11 +301,6 @@ def _taken(column: array[int], rows: np.ndarray) -> array[int]:
     found = array(column.typecode)
     found.frombytes(np.frombuffer(column, dtype=column.typecode)[rows].tobytes())
     return found
-
-
-def _vector(vector: bytes | Sequence[float] | np.ndarray | None) -> Sequence[float] | np.ndarray | None:
-    """A vector as listed (float32 bytes, or numbers) as numbers."""
-    return vector_of(vector) if isinstance(vector, bytes) else vector
 
 
 def _blob(vector: bytes | Sequence[float] | np.ndarray | None) -> bytes | None:
