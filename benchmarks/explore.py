@@ -20,6 +20,9 @@
   floor with ``max_radius`` 128, our parents) on QMSum's benchmark meetings or 12 held out,
   whole collection and scoped, at 500 to 8,000 tokens.
 
+- ``python explore.py twosizes CORPUS``: matching at two sizes, a probe (the dense ranking by a
+  sentence's cosine mixed with its window's centroid), whole collection and scoped.
+
 Reads ../shared/data. These are the development checks quoted in README.md; ``evidence.py``
 is the full comparison.
 """
@@ -44,10 +47,14 @@ def sample(name: str, docs_limit: int | None, n: int) -> tuple[list[dict], list[
     return docs, random.Random(7).sample(mine, min(n, len(mine)))
 
 
-def recall(retriever: SentenceWindowRetriever, queries: list[dict], budget: int, **call: object) -> float:
+def recall(
+    retriever: SentenceWindowRetriever, queries: list[dict], budget: int, *, scoped: bool = False, **call: object
+) -> float:
+    """Mean evidence recall at ``budget``; ``scoped``: each query filtered to its own document."""
     total = 0.0
     for q in queries:
-        units = retriever.invoke(q["query"], max_tokens=budget, **call)
+        where = {"filter": {"doc_id": q["doc_id"]}} if scoped else {}
+        units = retriever.invoke(q["query"], max_tokens=budget, **call, **where)
         spans = [
             (u.metadata["start_index"], u.metadata["end_index"]) for u in units if u.metadata["doc_id"] == q["doc_id"]
         ]
@@ -201,6 +208,59 @@ def meetings(which: str) -> None:
             print(which, len(queries), label, "scoped" if scoped else "whole", *cells, flush=True)
 
 
+def two_sizes(name: str) -> None:
+    """Matching at two sizes: the dense ranking by a sentence's cosine mixed with its window's.
+
+    A window is the centroid of the sentence's normalized vector and its neighbours' (``R``
+    either side, within its document); the snapshot's exact search ranks by
+    ``alpha * sentence + (1 - alpha) * window``, each hit keeping its sentence's relevance.
+    A probe, patched into :meth:`Snapshot.nearest` here: nothing of it ships.
+    """
+    import numpy as np
+
+    from langchain_expand.windows import snapshot
+
+    docs, queries = sample(name, 5 if name == "qmsum" else None, 60)
+    hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), k=None, merge=True, lexical=LexicalIndex())
+    hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    shipped, windows = snapshot.Snapshot.nearest, {}
+
+    def centroids(columns: Any, reach: int) -> Any:
+        if reach not in windows:
+            unit = columns._matrix / columns._norms[:, None]
+            windows[reach] = found = np.zeros_like(unit)
+            for doc_id in columns.documents():
+                rows = np.asarray(columns.rows(doc_id), dtype=np.int64)
+                sums = np.vstack([np.zeros((1, unit.shape[1])), np.cumsum(unit[rows], axis=0, dtype=np.float64)])
+                at = np.arange(len(rows))
+                summed = sums[np.minimum(at + reach + 1, len(rows))] - sums[np.maximum(at - reach, 0)]
+                found[rows] = summed / np.maximum(np.linalg.norm(summed, axis=1, keepdims=True), 1e-9)
+        return windows[reach]
+
+    for reach, alpha in ((0, 1.0), (3, 0.5), (6, 0.5), (3, 0.7)):
+
+        def nearest(
+            self: Any, scores: Any, k: int, within: Any = None, reach: int = reach, alpha: float = alpha
+        ) -> Any:
+            if alpha >= 1.0:
+                return shipped(self, scores, k, within)
+            _, cosines = scores.every()
+            mixed = alpha * cosines + (1 - alpha) * (
+                centroids(self.columns, reach) @ (scores.query / np.linalg.norm(scores.query))
+            )
+            if within is not None:
+                mixed[~within] = -np.inf
+            top = np.argsort(-mixed, kind="stable")[: min(k, len(mixed) if within is None else int(within.sum()))]
+            return [(self.columns.position(int(j)), self.relevance(float(1.0 - cosines[j]))) for j in top]
+
+        snapshot.Snapshot.nearest = nearest  # type: ignore[method-assign]
+        for scope in ("whole", "scoped"):
+            budgets = (250, 500, 1000, 2000, 4000, 8000)
+            cells = [recall(hybrid, queries, b, scoped=scope == "scoped") for b in budgets]
+            print(name, f"window +-{reach}, alpha {alpha}", scope, *cells, flush=True)
+    snapshot.Snapshot.nearest = shipped  # type: ignore[method-assign]
+
+
 def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "guided":
@@ -215,6 +275,8 @@ def main() -> None:
         seeds(name)
     elif mode == "meetings":
         meetings(name)
+    elif mode == "twosizes":
+        two_sizes(name)
     elif mode == "hybrid":
         docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
         hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
