@@ -25,7 +25,6 @@ from langchain_expand.windows import hits as hits_module
 from langchain_expand.windows.bm25 import LexicalRanking
 from langchain_expand.windows.columns import Columns
 from langchain_expand.windows.growth import Growth
-from langchain_expand.windows.regions import Sentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.views import StoreViews
 
@@ -40,13 +39,11 @@ class Seen:
         self.columns, self.scores = columns, columns.scores(query)
 
     def sentence(self, position: Any, rev: str, counter: str | None, vector: Any = None) -> Any:
-        row = self.columns.row(position, rev)
-        tokens = None if row is None else self.columns.tokens(row, counter)
-        if row is None or tokens is None:
-            return None
-        similarity = self.scores.similarity(row, vector)
-        cue = self.columns.cues(row)
-        return None if similarity is None else Sentence(tokens, similarity, cue.tied, cue.heading)
+        def count(position: Any, copy: Any) -> int:
+            msg = "counted by this counter: its count is held"
+            raise AssertionError(msg)
+
+        return self.columns.lookup(self.scores, counter, lambda doc_id: rev, lambda doc_id: vector, count)(position)
 
 
 def test_a_sentences_similarity_does_not_depend_on_what_was_read_with_it() -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.lexical import FigureRow, LocalSentence
-from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
+from langchain_expand.text.cues import EVERY_CUES, cues, cues_code
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
 
@@ -186,10 +186,6 @@ class Columns:
             return None
         return self._tokens[row]
 
-    def cues(self, row: int) -> Cues:
-        """The row's cues (a table row, a heading)."""
-        return EVERY_CUES[self._codes[row] & ~_VECTORLESS]
-
     def copy(self, row: int) -> LocalSentence | None:
         """The row's copy, without its vector; None where texts are not kept."""
         return None if self._texts is None else self._texts[row]
@@ -239,7 +235,7 @@ class Columns:
             if held is None or held[0] != rev or not 0 <= i < len(held[1]) or (row := held[1][i]) < 0:
                 return None
             n = tokens[row] if counters[row] == number else None if texts is None else count(position, texts[row])
-            found = similarity(row, head(doc_id) if i == 0 else None)
+            found = similarity(row, head(doc_id) if codes[row] & _VECTORLESS else None)
             if found is None or n is None:
                 return None
             cue = EVERY_CUES[codes[row] & ~_VECTORLESS]
