@@ -22,6 +22,9 @@
 
 - ``python explore.py twosizes CORPUS``: matching at two sizes, a probe (the dense ranking by a
   sentence's cosine mixed with its window's centroid), whole collection and scoped.
+- ``python explore.py passages CORPUS [bench|held]``: matching passages as text, a probe (the
+  dense ranking by a sentence's cosine mixed with the best 64-256-word passage holding it);
+  QMSum's benchmark meetings or 12 held out.
 
 Reads ../shared/data. These are the development checks quoted in README.md; ``evidence.py``
 is the full comparison.
@@ -261,6 +264,79 @@ def two_sizes(name: str) -> None:
     snapshot.Snapshot.nearest = shipped  # type: ignore[method-assign]
 
 
+def passages(name: str, which: str = "bench") -> None:
+    """Matching passages as text: each sentence ranked by its cosine mixed with its best passage's.
+
+    A passage is the run of sentences from every ``stride``-th sentence of a document until it
+    holds ``words`` words (the auto-merging peers match 128-word leaves), embedded as text by the
+    retriever's model. The snapshot's exact search ranks sentences by ``alpha * sentence + (1 -
+    alpha) * best passage holding it``; each hit keeps its sentence's relevance. A probe, patched
+    into :meth:`Snapshot.nearest` here: nothing of it ships. ``which`` picks QMSum's meetings.
+    """
+    import numpy as np
+
+    from langchain_expand.windows import snapshot
+
+    if name == "qmsum":
+        queries = [q for q in read(name, "queries.jsonl.gz") if q["gold_spans"] and None not in q["gold_spans"]]
+        order = list(dict.fromkeys(q["doc_id"] for q in queries))
+        ids = set(order[:5] if which == "bench" else order[5:17])
+        docs = [d for d in read(name, "docs.jsonl.gz") if d["doc_id"] in ids]
+        queries = [q for q in queries if q["doc_id"] in ids]
+    else:
+        docs, queries = sample(name, None, 60)
+    hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), k=None, merge=True, lexical=LexicalIndex())
+    hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    embeddings = hybrid.vectorstore.embeddings
+    shipped, best = snapshot.Snapshot.nearest, {}
+
+    def passage_scores(columns: Any, words: int, query: np.ndarray) -> np.ndarray:
+        if words not in best:
+            spans, texts = [], []
+            for doc_id in columns.documents():
+                rows = np.asarray(columns.rows(doc_id), dtype=np.int64)
+                sizes = [len(columns.copy(int(r)).text.split()) for r in rows]
+                start = 0
+                while start < len(rows):
+                    end, held = start, 0
+                    while end < len(rows) and held < words:
+                        held += sizes[end]
+                        end += 1
+                    spans.append(rows[start:end])
+                    texts.append(" ".join(columns.copy(int(r)).text for r in rows[start:end]))
+                    start += max(1, (end - start) // 2)
+            vectors = np.asarray(embeddings.embed_documents(texts), dtype=np.float32)
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+            best[words] = (spans, vectors)
+        spans, vectors = best[words]
+        cosines = vectors @ (query / np.linalg.norm(query))
+        found = np.full(len(columns), -1.0, dtype=np.float32)
+        for rows, c in zip(spans, cosines.tolist(), strict=True):
+            np.maximum.at(found, rows, c)
+        return found
+
+    for words, alpha in ((0, 1.0), (128, 0.5), (128, 0.3), (64, 0.5), (256, 0.5)):
+
+        def nearest(
+            self: Any, scores: Any, k: int, within: Any = None, words: int = words, alpha: float = alpha
+        ) -> Any:
+            if alpha >= 1.0:
+                return shipped(self, scores, k, within)
+            _, cosines = scores.every()
+            mixed = alpha * cosines + (1 - alpha) * passage_scores(self.columns, words, np.asarray(scores.query))
+            if within is not None:
+                mixed[~within] = -np.inf
+            top = np.argsort(-mixed, kind="stable")[: min(k, len(mixed) if within is None else int(within.sum()))]
+            return [(self.columns.position(int(j)), self.relevance(float(1.0 - cosines[j]))) for j in top]
+
+        snapshot.Snapshot.nearest = nearest  # type: ignore[method-assign]
+        for scope in ("whole", "scoped"):
+            budgets = (250, 500, 1000, 2000, 4000, 8000)
+            cells = [recall(hybrid, queries, b, scoped=scope == "scoped") for b in budgets]
+            print(name, which, len(queries), f"passages {words} words, alpha {alpha}", scope, *cells, flush=True)
+    snapshot.Snapshot.nearest = shipped  # type: ignore[method-assign]
+
+
 def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "guided":
@@ -277,6 +353,8 @@ def main() -> None:
         meetings(name)
     elif mode == "twosizes":
         two_sizes(name)
+    elif mode == "passages":
+        passages(name, *sys.argv[3:])
     elif mode == "hybrid":
         docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
         hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
