@@ -23,6 +23,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import LangSmithRetrieverParams
 from langchain_core.runnables.config import run_in_executor
+from pydantic import BaseModel, model_validator
 from pydantic_core import PydanticUndefined
 
 __all__ = [
@@ -373,8 +374,20 @@ def traced(base: Mapping[str, Any], store: Any, call: dict[str, Any], instance: 
     return params  # type: ignore[no-any-return]
 
 
-class Serialisable:
-    """A runnable that ``dumpd``/``loads`` round-trip; a custom counter or formatter is not serialised."""
+class Serialisable(BaseModel):
+    """A runnable of plain settings, strict about its arguments, that ``dumpd``/``loads`` round-trip.
+
+    A custom counter or formatter is not serialised. An unknown argument is an error naming the
+    closest valid one. (A subclass sets its own ``model_config``: the runnable base's would win.)
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_arguments(cls, data: Any) -> Any:
+        """A typo (``max_token=5``) is an error naming the closest valid argument."""
+        if isinstance(data, dict):
+            reject_unknown(cls.__name__, data, cls.model_fields)
+        return data
 
     @classmethod
     def is_lc_serializable(cls) -> bool:

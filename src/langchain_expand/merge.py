@@ -193,14 +193,6 @@ class MergeOverlaps(calls.Serialisable, RunnableSerializable[list[Document], lis
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid", use_attribute_docstrings=True)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _known_arguments(cls, data: Any) -> Any:
-        """A typo (``max_token=5``) is an error naming the closest valid argument."""
-        if isinstance(data, dict):
-            calls.reject_unknown(cls.__name__, data, cls.model_fields)
-        return data
-
     @model_validator(mode="after")
     def _validate(self) -> MergeOverlaps:
         if self.gap < 0:
