@@ -113,55 +113,27 @@ class Reads:
         """
         if self.snapshot is not None:
             self.heads(p[0] for i in ids if i not in self._read and (p := unit_position(i)) is not None and p[1] == 0)
-        known = {i: self._read[i][0] for i in ids if i in self._read}
-        known.update((i, e.doc) for i, e in self._cached([i for i in ids if i not in known]).items())
-        known.update((i, doc) for i, (doc, _) in self._copied([i for i in ids if i not in known]).items())
-        read = self.store.get_by_ids([i for i in ids if i not in known])
-        self._learn((d, None) for d in read)
-        return [*known.values(), *read]
+        return [doc for doc, _ in self._found(ids, vectors=False)]
 
     def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
         """The records ``ids`` name, each with its stored vector, each read from the store at most once."""
-        known: dict[str, tuple[Document, Vector]] = {}
+        return self._found(ids, vectors=True)  # type: ignore[return-value]
+
+    def _found(self, ids: Sequence[str], *, vectors: bool) -> list[tuple[Document, Vector | None]]:
+        """The records ``ids`` name (with their vectors where ``vectors``): read already, cached, copied, else read."""
+        known: dict[str, tuple[Document, Vector | None]] = {}
         for i in ids:
             doc, vector = self._read.get(i, (None, None))
-            if doc is not None and vector is not None:
+            if doc is not None and (vector is not None or not vectors):
                 known[i] = (doc, vector)
-        for i, entry in self._cached([i for i in ids if i not in known]).items():
-            if entry.vector is not None:
-                known[i] = (entry.doc, entry.vector)
-        for i, (doc, vector) in self._copied([i for i in ids if i not in known]).items():
-            if vector is not None:
-                known[i] = (doc, vector)
-        read = self.store.with_vectors([i for i in ids if i not in known])
+        cached = self._cached([i for i in ids if i not in known])
+        known.update((i, (e.doc, e.vector)) for i, e in cached.items() if e.vector is not None or not vectors)
+        copied = self._copied([i for i in ids if i not in known])
+        known.update((i, found) for i, found in copied.items() if found[1] is not None or not vectors)
+        rest = [i for i in ids if i not in known]
+        read = self.store.with_vectors(rest) if vectors else [(d, None) for d in self.store.get_by_ids(rest)]
         self._learn(read)
         return [*known.values(), *read]
-
-    def sentences(self, positions: Sequence[Position]) -> list[tuple[Position, int, Vector, Cues]]:
-        """Each sentence's position, token count, vector and cues: what growth scores a sentence by.
-
-        Local copies are not made into records here (most of what growth looks at is never
-        sent); :meth:`records` makes those asked for. Records of other writers are left out.
-        """
-        rows, kept_cues = self._rows, self._cues
-        self.read_copies([p for p in positions if p not in rows])
-        found: list[tuple[Position, int, Vector, Cues]] = []
-        rest: list[str] = []
-        for position in positions:
-            row = rows.get(position)
-            vector = None if row is None else row[1].vector
-            if row is None or vector is None:
-                rest.append(unit_id(*position))
-                continue
-            sentence = row[1]
-            cued = kept_cues.get(position)  # None for a snapshot's copy: read from its text here
-            if cued is None:
-                cued = cues(sentence.text, sentence.gap)
-            found.append((position, self._row_tokens(position, sentence), vector, cued))
-        read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
-        counts = self.tokens([d for d, _ in read])
-        found += [(_position(d), n, v, record_cues(d)) for (d, v), n in zip(read, counts, strict=True)]
-        return found
 
     def similar(
         self, positions: Sequence[Position], vector: Sequence[float]
@@ -169,7 +141,9 @@ class Reads:
         """Each sentence's position, token count, similarity to ``vector`` and cues: growth's figures.
 
         From what the query holds in memory where it holds the sentence (:meth:`held`: nothing
-        is read or made), else as :meth:`sentences` reads it. Sentences of other writers are left out.
+        is read or made), else from its local copy read at its head's revision (not made into a
+        record: most of what growth looks at is never sent), else from its record. Sentences of
+        other writers are left out.
         """
         found: list[tuple[Position, int, float, Cues]] = []
         held = self.held(vector)
@@ -178,7 +152,24 @@ class Reads:
             found = [(p, s.tokens, s.similarity, Cues(s.tied, s.heading)) for p, s in known]
             taken = {p for p, _ in known}
             positions = [p for p in positions if p not in taken]
-        fetched = self.sentences(positions)
+        rows, kept_cues = self._rows, self._cues
+        self.read_copies([p for p in positions if p not in rows])
+        fetched: list[tuple[Position, int, Vector, Cues]] = []
+        rest: list[str] = []
+        for position in positions:
+            row = rows.get(position)
+            vector_of = None if row is None else row[1].vector
+            if row is None or vector_of is None:
+                rest.append(unit_id(*position))
+                continue
+            sentence = row[1]
+            cued = kept_cues.get(position)  # None for a snapshot's copy: read from its text here
+            if cued is None:
+                cued = cues(sentence.text, sentence.gap)
+            fetched.append((position, self._row_tokens(position, sentence), vector_of, cued))
+        read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
+        counts = self.tokens([d for d, _ in read])
+        fetched += [(_position(d), n, v, record_cues(d)) for (d, v), n in zip(read, counts, strict=True)]
         similarities = cosines([v for _, _, v, _ in fetched], vector)
         found += [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
         return found
