@@ -10,6 +10,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import SentenceWindowRetriever, chroma_store
+from langchain_expand.store.adapters.base import nearest, tie_key
 
 from .conftest import load_queries
 
@@ -60,3 +61,27 @@ def test_vectors_of_two_lengths_are_refused_by_chroma_and_nothing_is_stored(tmp_
     with pytest.raises(Exception, match="Inconsistent dimensions"):  # Chroma's own message, not NumPy's
         retriever.add_documents([Document("One sentence here. A second one. A third. And a fourth one.", id="a")])
     assert store.get()["ids"] == []
+
+
+def test_a_tie_straddling_the_kth_goes_by_position_however_many_ids_are_asked(
+    qmsum_index: SentenceWindowRetriever,
+) -> None:
+    # The meetings repeat short sentences ("OK ."), each embedded after its speaker: searching
+    # with one copy's own vector ties every copy with the same vector at distance 0, so any k
+    # below their number cuts through the tie.
+    stored = qmsum_index.vectorstore._collection.get(include=["embeddings"])  # type: ignore[attr-defined]
+    keys = [np.asarray(v, dtype=np.float32).tobytes() for v in stored["embeddings"]]
+    key = max(set(keys), key=keys.count)
+    copies = sorted((tie_key(i), i) for i, k in zip(stored["ids"], keys, strict=True) if k == key)
+    assert len(copies) >= 6
+    vector = stored["embeddings"][keys.index(key)]
+    adapter = qmsum_index._vectors
+
+    def fetch(n: int) -> list[tuple[str, float]]:  # the same search, asking k + 1 first
+        got = adapter._query(vector, n, {}, ["distances"])  # type: ignore[attr-defined]
+        return list(zip(got["ids"][0], got["distances"][0], strict=True))
+
+    for k in (2, len(copies) // 2, len(copies) - 1):
+        expected = [i for _, i in copies[:k]]
+        assert [i for i, _ in adapter.search_ids(vector, k)] == expected  # TIE_SPARE more ids asked
+        assert [i for i, _ in nearest(fetch, k, str)] == expected

@@ -71,17 +71,18 @@ F = TypeVar("F")
 
 
 def nearest(
-    fetch: Callable[[int], Sequence[tuple[F, float]]], k: int, id_of: Callable[[F], str | None]
+    fetch: Callable[[int], Sequence[tuple[F, float]]], k: int, id_of: Callable[[F], str | None], spare: int = 0
 ) -> list[tuple[F, float]]:
     """The ``k`` nearest of what ``fetch(n)`` finds (each with its distance: lower is nearer), ties in units' order.
 
     A store's index hands results equal in distance (to ``TIES`` decimals) back in an order of
     its own, and where such a tie straddles the ``k``-th it keeps whichever it met first; an
-    exact search cannot know either. So one more than ``k`` is asked, and more while the last
-    still ties the ``k``-th, and ties go by document id, then position (:func:`tie_key`): the
-    snapshot's rule, so a repeated sentence brings the same hit whichever path answers.
+    exact search cannot know either. So one more than ``k`` is asked (and ``spare`` more, where
+    a result costs the store little), and twice as many while the last still ties the ``k``-th,
+    and ties go by document id, then position (:func:`tie_key`): the snapshot's rule, so a
+    repeated sentence brings the same hit whichever path answers.
     """
-    asked = min(k + 1, MAX_SEARCH)
+    asked = min(k + 1 + spare, MAX_SEARCH)
     while True:
         found = list(fetch(asked))
         rounded = [round(distance, TIES) for _, distance in found]

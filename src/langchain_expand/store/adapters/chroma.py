@@ -38,6 +38,10 @@ BEAT = 30.0
 """Seconds between a writer's renewals of its record, at most: a write renews it where it is older."""
 STALE_WRITER = 3600.0
 """Seconds without a renewal after which a writer's record is a killed writer's: a writer that finishes removes it."""
+TIE_SPARE = 16
+"""Ids a search for ids asks beyond ``k + 1``: where repeated sentences tie the ``k``-th, the first
+search then holds the whole tie, not a second one asking twice as many; an id more costs Chroma
+far less than a search (benchmarks/README.md, "Scale")."""
 
 
 def chroma_space(store: VectorStore) -> str:
@@ -332,7 +336,7 @@ class ChromaAdapter(StoreAdapter):
             distances = got["distances"][0] if got["distances"] else []
             return list(zip(got["ids"][0], distances, strict=True))
 
-        return [(i, self.relevance(d)) for i, d in nearest(fetch, min(k, MAX_SEARCH), str)]
+        return [(i, self.relevance(d)) for i, d in nearest(fetch, min(k, MAX_SEARCH), str, spare=TIE_SPARE)]
 
     def _query(self, vector: Sequence[float], k: int, kwargs: dict[str, Any], include: list[str]) -> Any:
         """Chroma's nearest ``k`` to ``vector`` (at most ``MAX_SEARCH``), filtered as ``kwargs`` say.
