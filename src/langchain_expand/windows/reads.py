@@ -6,6 +6,7 @@ Why, and the rule that keeps a read current: :mod:`.cache`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 import numpy as np
 from langchain_core.documents import Document
@@ -117,7 +118,7 @@ class Reads:
 
     def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
         """The records ``ids`` name, each with its stored vector, each read from the store at most once."""
-        return self._found(ids, vectors=True)  # type: ignore[return-value]
+        return cast("list[tuple[Document, Vector]]", self._found(ids, vectors=True))  # each has its vector
 
     def _found(self, ids: Sequence[str], *, vectors: bool) -> list[tuple[Document, Vector | None]]:
         """The records ``ids`` name (with their vectors where ``vectors``): read already, cached, copied, else read."""
