@@ -211,6 +211,38 @@ def meetings(which: str) -> None:
             print(which, len(queries), label, "scoped" if scoped else "whole", *cells, flush=True)
 
 
+def mixed(retriever: SentenceWindowRetriever, queries: list[dict], label: str, alpha: float, second: Any) -> None:
+    """Recall, whole and scoped, with the snapshot's dense ranking by ``alpha * cosine + (1 - alpha) * second``.
+
+    ``second(columns, query)`` scores every row against the unit-length query. Patched into
+    :meth:`Snapshot.nearest` for the run (``alpha`` 1: as shipped); each hit keeps its sentence's relevance.
+    """
+    import numpy as np
+
+    from langchain_expand.windows import snapshot
+
+    shipped = snapshot.Snapshot.nearest
+
+    def nearest(self: Any, scores: Any, k: int, within: Any = None) -> Any:
+        if alpha >= 1.0:
+            return shipped(self, scores, k, within)
+        _, cosines = scores.every()
+        query = np.asarray(scores.query)
+        ranked = alpha * cosines + (1 - alpha) * second(self.columns, query / np.linalg.norm(query))
+        if within is not None:
+            ranked[~within] = -np.inf
+        top = np.argsort(-ranked, kind="stable")[: min(k, len(ranked) if within is None else int(within.sum()))]
+        return [(self.columns.position(int(j)), self.relevance(float(1.0 - cosines[j]))) for j in top]
+
+    snapshot.Snapshot.nearest = nearest  # type: ignore[method-assign]
+    try:
+        for scope in ("whole", "scoped"):
+            budgets = (250, 500, 1000, 2000, 4000, 8000)
+            print(label, scope, *[recall(retriever, queries, b, scoped=scope == "scoped") for b in budgets], flush=True)
+    finally:
+        snapshot.Snapshot.nearest = shipped  # type: ignore[method-assign]
+
+
 def two_sizes(name: str) -> None:
     """Matching at two sizes: the dense ranking by a sentence's cosine mixed with its window's.
 
@@ -221,12 +253,10 @@ def two_sizes(name: str) -> None:
     """
     import numpy as np
 
-    from langchain_expand.windows import snapshot
-
     docs, queries = sample(name, 5 if name == "qmsum" else None, 60)
     hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), k=None, merge=True, lexical=LexicalIndex())
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
-    shipped, windows = snapshot.Snapshot.nearest, {}
+    windows: dict[int, Any] = {}
 
     def centroids(columns: Any, reach: int) -> Any:
         if reach not in windows:
@@ -241,27 +271,8 @@ def two_sizes(name: str) -> None:
         return windows[reach]
 
     for reach, alpha in ((0, 1.0), (3, 0.5), (6, 0.5), (3, 0.7)):
-
-        def nearest(
-            self: Any, scores: Any, k: int, within: Any = None, reach: int = reach, alpha: float = alpha
-        ) -> Any:
-            if alpha >= 1.0:
-                return shipped(self, scores, k, within)
-            _, cosines = scores.every()
-            mixed = alpha * cosines + (1 - alpha) * (
-                centroids(self.columns, reach) @ (scores.query / np.linalg.norm(scores.query))
-            )
-            if within is not None:
-                mixed[~within] = -np.inf
-            top = np.argsort(-mixed, kind="stable")[: min(k, len(mixed) if within is None else int(within.sum()))]
-            return [(self.columns.position(int(j)), self.relevance(float(1.0 - cosines[j]))) for j in top]
-
-        snapshot.Snapshot.nearest = nearest  # type: ignore[method-assign]
-        for scope in ("whole", "scoped"):
-            budgets = (250, 500, 1000, 2000, 4000, 8000)
-            cells = [recall(hybrid, queries, b, scoped=scope == "scoped") for b in budgets]
-            print(name, f"window +-{reach}, alpha {alpha}", scope, *cells, flush=True)
-    snapshot.Snapshot.nearest = shipped  # type: ignore[method-assign]
+        label = f"{name} window +-{reach}, alpha {alpha}"
+        mixed(hybrid, queries, label, alpha, lambda c, q, r=reach: centroids(c, r) @ q)
 
 
 def passages(name: str, which: str = "bench") -> None:
@@ -275,8 +286,6 @@ def passages(name: str, which: str = "bench") -> None:
     """
     import numpy as np
 
-    from langchain_expand.windows import snapshot
-
     if name == "qmsum":
         queries = [q for q in read(name, "queries.jsonl.gz") if q["gold_spans"] and None not in q["gold_spans"]]
         order = list(dict.fromkeys(q["doc_id"] for q in queries))
@@ -288,7 +297,7 @@ def passages(name: str, which: str = "bench") -> None:
     hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), k=None, merge=True, lexical=LexicalIndex())
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
     embeddings = hybrid.vectorstore.embeddings
-    shipped, best = snapshot.Snapshot.nearest, {}
+    best: dict[int, Any] = {}
 
     def passage_scores(columns: Any, words: int, query: np.ndarray) -> np.ndarray:
         if words not in best:
@@ -309,32 +318,15 @@ def passages(name: str, which: str = "bench") -> None:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
             best[words] = (spans, vectors)
         spans, vectors = best[words]
-        cosines = vectors @ (query / np.linalg.norm(query))
+        cosines = vectors @ query
         found = np.full(len(columns), -1.0, dtype=np.float32)
         for rows, c in zip(spans, cosines.tolist(), strict=True):
             np.maximum.at(found, rows, c)
         return found
 
     for words, alpha in ((0, 1.0), (128, 0.5), (128, 0.3), (64, 0.5), (256, 0.5)):
-
-        def nearest(
-            self: Any, scores: Any, k: int, within: Any = None, words: int = words, alpha: float = alpha
-        ) -> Any:
-            if alpha >= 1.0:
-                return shipped(self, scores, k, within)
-            _, cosines = scores.every()
-            mixed = alpha * cosines + (1 - alpha) * passage_scores(self.columns, words, np.asarray(scores.query))
-            if within is not None:
-                mixed[~within] = -np.inf
-            top = np.argsort(-mixed, kind="stable")[: min(k, len(mixed) if within is None else int(within.sum()))]
-            return [(self.columns.position(int(j)), self.relevance(float(1.0 - cosines[j]))) for j in top]
-
-        snapshot.Snapshot.nearest = nearest  # type: ignore[method-assign]
-        for scope in ("whole", "scoped"):
-            budgets = (250, 500, 1000, 2000, 4000, 8000)
-            cells = [recall(hybrid, queries, b, scoped=scope == "scoped") for b in budgets]
-            print(name, which, len(queries), f"passages {words} words, alpha {alpha}", scope, *cells, flush=True)
-    snapshot.Snapshot.nearest = shipped  # type: ignore[method-assign]
+        label = f"{name} {which} {len(queries)} passages {words} words, alpha {alpha}"
+        mixed(hybrid, queries, label, alpha, lambda c, q, w=words: passage_scores(c, w, q))
 
 
 def main() -> None:
