@@ -95,7 +95,7 @@ def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
 
 def snapshot_of(retriever: SentenceWindowRetriever) -> Snapshot:
     assert retriever.lexical is not None
-    current = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"), 1)
+    current = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"))
     assert current is not None
     return current[0]
 

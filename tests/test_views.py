@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ from langchain_expand import (
     chroma_store,
 )
 from langchain_expand.store.records import unit_id
-from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import guided
 from langchain_expand.windows.bm25 import LexicalRanking, ranked_bm25
 from langchain_expand.windows.cache import HeadsAtMark
@@ -55,105 +52,13 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
         assert retriever.invoke(query, max_tokens=1000) == by_index.invoke(query, max_tokens=1000), query
     assert searched == []  # every query was ranked in memory
     assert retriever.invoke(queries[0], max_tokens=1000) == first
-    ranking = retriever._views.ranking.latest(lexical)
+    ranking = retriever._views.ranking.current(retriever._vectors.marked() or "", lexical)
     assert ranking is not None
-    threads: list[str] = []
+    asked: list[str] = []
     ranked = ranking.search
-    ranking.search = lambda query, k: threads.append(threading.current_thread().name) or ranked(query, k)  # type: ignore[method-assign]
+    ranking.search = lambda query, k, within=None: asked.append(query) or ranked(query, k, within)  # type: ignore[method-assign]
     retriever.invoke(queries[1], max_tokens=1000)
-    assert len(threads) == 1  # ranked once, beside the query's embedding, as a snapshot's BM25 is
-    assert threads[0].startswith("langchain-expand")
-
-
-def test_past_the_snapshot_limit_the_stores_search_runs_beside_bm25_while_it_ranks(
-    reader: Make, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # At a million sentences BM25 in memory takes 4 ms, as long as a near-free embedding and the
-    # store's search together: that search then starts beside it. Where BM25 was done while the
-    # query was embedded (a real model, a smaller store), the search runs on the query's thread:
-    # a hand-over to the pool cost 0.3-0.7 ms there and saved nothing.
-    queries = [q["query"] for q in load_queries("qmsum")[:3]]
-    answers: dict[str, list[list[Document]]] = {}
-    embedded = VectorSearch.vector
-    for setting in ("ranking", "ranked", "snapshot"):
-        retriever = reader(
-            lexical=True, **({} if setting == "snapshot" else {"performance": Performance(snapshot_limit=0)})
-        )
-        retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
-        retriever.invoke(queries[0], max_tokens=100)  # past the limit, the build runs now
-        threads: list[str] = []
-        searching = threading.Event()
-        searched = retriever._vectors.search_ids
-
-        def spy(
-            *args: Any, searched: Any = searched, threads: Any = threads, searching: Any = searching, **kw: Any
-        ) -> Any:
-            threads.append(threading.current_thread().name)
-            searching.set()
-            return searched(*args, **kw)
-
-        object.__setattr__(retriever._vectors, "search_ids", spy)
-        started: list[Future[Any]] = []
-        beside = retriever._views.beside
-
-        def recorded(fn: Any, *args: Any, beside: Any = beside, started: Any = started, **kwargs: Any) -> Any:
-            started.append(beside(fn, *args, **kwargs))
-            return started[-1]
-
-        retriever._views.beside = recorded  # type: ignore[assignment]
-        ranking = retriever._views.ranking.latest(retriever.lexical)  # type: ignore[arg-type]
-        with monkeypatch.context() as patch:
-            if setting == "ranking":
-                assert ranking is not None
-                bm25 = ranking.search
-
-                def held(query: str, k: int, bm25: Any = bm25, searching: Any = searching) -> Any:
-                    assert searching.wait(30)  # BM25 still ranks when the store's search starts
-                    return bm25(query, k)
-
-                patch.setattr(ranking, "search", held)
-            if setting == "ranked":  # the query is embedded once the mark is read and BM25 has ranked
-
-                def slow(self: VectorSearch, started: list[Future[Any]] = started) -> Any:
-                    wait(list(started))
-                    return embedded(self)
-
-                patch.setattr(VectorSearch, "vector", slow)
-            answers[setting] = []
-            for query in queries:
-                searching.clear()
-                started.clear()
-                answers[setting].append(retriever.invoke(query, max_tokens=1000))
-        if setting == "ranking":
-            assert len(threads) == len(queries)  # once a query, on the views' pool
-            assert all(name.startswith("langchain-expand") for name in threads)
-        elif setting == "ranked":
-            assert threads == ["MainThread"] * len(queries)
-        else:
-            assert threads == []  # the snapshot answers: no store search started for nothing
-        threads.clear()
-        assert retriever.invoke(queries[0], max_tokens=1000, window="fixed", k=3)
-        assert threads == []  # fixed windows read records, not ids: none started
-    assert answers["ranking"] == answers["ranked"]
-
-
-def test_a_search_started_beside_answers_its_own_k_once(reader: Make) -> None:
-    retriever = reader()
-    asked: list[int] = []
-    searched = retriever._vectors.search_ids
-
-    def spy(vector: Sequence[float], k: int, **kwargs: Any) -> Any:
-        asked.append(k)
-        return searched(vector, k, **kwargs)
-
-    object.__setattr__(retriever._vectors, "search_ids", spy)
-    dense = VectorSearch(retriever._vectors, load_queries("qmsum")[0]["query"])
-    dense.ids_beside(8, lambda fn, *args, **kwargs: ThreadPoolExecutor(1).submit(fn, *args, **kwargs))
-    first = dense.ids(8)
-    assert asked == [8]
-    assert dense.ids(8) == first  # asked again (a refill after a write): searched again
-    assert dense.ids(16)[:8] == first  # type: ignore[index]
-    assert asked == [8, 8, 16]
+    assert asked == [queries[1]]  # ranked once a query, in memory
 
 
 def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: Path, minilm: Embeddings) -> None:

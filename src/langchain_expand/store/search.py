@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Sequence, Sized
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 import numpy as np
@@ -70,7 +69,6 @@ class VectorSearch:
         if self.where.get("filter") is not None:
             self.where["filter"] = store.unit_filter(self.where["filter"])
         self._vector: list[float] | None = None
-        self._ids_ahead: tuple[int, Future[list[tuple[str, float]] | None]] | None = None
 
     def vector(self) -> list[float] | None:
         """The query's embedding, computed once; None for a store without embeddings."""
@@ -86,28 +84,9 @@ class VectorSearch:
         return self.store.search(self.query, self.vector(), k, **self.where)
 
     def ids(self, k: int) -> list[tuple[str, float]] | None:
-        """The ids of the ``k`` nearest records with their relevance, no record read; None where the store cannot.
-
-        The search :meth:`ids_beside` started is used where it was for ``k``, once: asked again
-        (a refill after a write), the store is searched again.
-        """
+        """The ids of the ``k`` nearest records with their relevance, no record read; None where the store cannot."""
         vector = self.vector()
-        if vector is None:
-            return None
-        ahead, self._ids_ahead = self._ids_ahead, None
-        if ahead is not None and ahead[0] == k:
-            return ahead[1].result()
-        return self.store.search_ids(vector, k, **self.where)
-
-    def ids_beside(self, k: int, beside: Callable[..., Future[Any]]) -> None:
-        """Start :meth:`ids` for ``k`` on ``beside`` (a thread pool's submit), for a caller that will ask.
-
-        Past the snapshot's limit, the store's search releases the interpreter's lock: run beside
-        BM25 in memory, neither waits for the other (at a million sentences, 4 ms each).
-        """
-        vector = self.vector()
-        if vector is not None and self._ids_ahead is None:
-            self._ids_ahead = (k, beside(self.store.search_ids, vector, k, **self.where))
+        return None if vector is None else self.store.search_ids(vector, k, **self.where)
 
 
 class Diversified:

@@ -15,7 +15,6 @@ import os
 import threading
 from array import array
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 
 import numpy as np
 
@@ -23,7 +22,7 @@ from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit
 from langchain_expand.store.words import words
 from langchain_expand.windows.columns import Columns
 
-__all__ = ["Bm25", "LexicalRanking", "SearchedAhead", "ranked_bm25", "term_numbers"]
+__all__ = ["Bm25", "Bm25Search", "LexicalRanking", "ranked_bm25", "term_numbers"]
 
 logger = logging.getLogger(__name__)
 
@@ -147,29 +146,16 @@ _SEEDS = 4096
 """Rows of the rarest query terms that :meth:`Bm25._floor` scores, at most (and a term's whole)."""
 
 
-class SearchedAhead:
-    """A snapshot's BM25, its first search (for ``query`` and ``k``) maybe started beforehand; a filter's rows alone."""
+class Bm25Search:
+    """One query's BM25 in memory: a filter's rows alone where given; the last search kept (hits refill)."""
 
-    def __init__(
-        self,
-        bm25: Bm25,
-        query: str,
-        k: int,
-        started: Future[list[LexicalHit]] | None,
-        within: np.ndarray | None = None,
-    ) -> None:
-        """``started`` searched the whole index: it is not given with ``within`` (a filter's rows)."""
+    def __init__(self, bm25: Bm25, within: np.ndarray | None = None) -> None:
         self.bm25 = bm25
-        self.query = query
-        self.k = k
-        self.started = started if within is None else None
         self.within = within
         self._last: tuple[tuple[str, int], list[LexicalHit]] | None = None
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
-        """The ``k`` best by BM25: the search started beforehand where it was for these (each asked once)."""
-        if self.started is not None and (query, k) == (self.query, self.k):
-            return self.started.result()
+        """The ``k`` best by BM25 (of the filter's rows, where given)."""
         if self._last is None or self._last[0] != (query, k):
             self._last = ((query, k), self.bm25.search(query, k, self.within))
         return self._last[1]
@@ -210,11 +196,6 @@ class LexicalRanking:
         if start:  # outside the lock, which the build takes when it is done (at once, for a submit that runs it)
             self.submit(lambda: self._build(mark, lexical))
         return None
-
-    def latest(self, lexical: BaseLexicalIndex) -> Bm25 | None:
-        """``lexical``'s last ranking built, at whatever mark: to rank beside the embedding, used if still current."""
-        with self._lock:
-            return self._built[2] if self._built is not None and self._built[1] is lexical else None
 
     def figures(self, lexical: BaseLexicalIndex) -> Columns | None:
         """``lexical``'s last figures built, at whatever mark (each is served at its document's revision alone)."""

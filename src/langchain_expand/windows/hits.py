@@ -2,7 +2,7 @@
 
 One ranking, whatever the query holds in memory (:class:`Ranking`): the dense search gives
 positions with the store's relevance (exactly, from the snapshot in memory; else from the
-store, as ids or as records), BM25 gives positions (:class:`~.bm25.SearchedAhead` in memory,
+store, as ids or as records), BM25 gives positions (:class:`~.bm25.Bm25Search` in memory,
 else the lexical index), reciprocal rank fusion orders them, and each hit is made once, from
 what the query holds of its sentence (:meth:`Reads.held`: the snapshot, growth's figures),
 else from its record read. Memory changes where a hit's figures come from, never the hit.
@@ -34,14 +34,14 @@ from langchain_expand.units import (
     STORED_INDEX,
     STORED_REV,
 )
-from langchain_expand.windows.bm25 import SearchedAhead
+from langchain_expand.windows.bm25 import Bm25Search
 from langchain_expand.windows.reads import Reads
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 
 __all__ = ["Hit", "Lexical", "Ranking", "from_match", "to_hit"]
 
-Lexical = BaseLexicalIndex | Within | SearchedAhead
+Lexical = BaseLexicalIndex | Within | Bm25Search
 """What ranks a query's sentences by BM25: in memory, or the lexical index (a filter's documents alone)."""
 
 
@@ -139,13 +139,13 @@ class Ranking:
         return [self._tokens[p] if (p := (h.doc_id, h.index)) in self._tokens else next(counted) for h in hits]
 
     def _lexical(self, k: int) -> Callable[[], list[LexicalHit]]:
-        """BM25's ``k`` best, when asked: in memory maybe started beside the embedding, else searched beside now."""
+        """BM25's ``k`` best, when asked: in memory then, else the lexical index's, searched beside now."""
         query = self.dense.query
         if self.lexical is None:
             return list
-        if isinstance(self.lexical, SearchedAhead):
-            ahead = self.lexical
-            return lambda: ahead.search(query, k)
+        if isinstance(self.lexical, Bm25Search):
+            bm25 = self.lexical
+            return lambda: bm25.search(query, k)
         return self.beside(self.lexical.search, query, k).result  # beside the dense search: both release the GIL
 
     def _dense(

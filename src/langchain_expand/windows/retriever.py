@@ -300,7 +300,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """The query's ranking (:class:`Ranking`), the reads it and the windows share, and its dense search."""
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
         guided = plan.shape == "guided"  # the ranking asks the store for ids first
-        current, lexical, rows = self._searched(where, dense, plan.first_fetch(), guided)
+        current, lexical, rows = self._searched(where, dense)
         reads = self._reads(current, rows)
         ranked = None if current is None else current.bm25  # BM25 in memory, where it is current
         bm25 = None if lexical is None else ranked if ranked is not None else lexical
@@ -324,7 +324,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         reads.within = rows
         return reads
 
-    def _searched(self, where: Any, dense: VectorSearch, k: int, ahead: bool) -> scope.Scoped:
+    def _searched(self, where: Any, dense: VectorSearch) -> scope.Scoped:
         """Besides the store, what the query searches: the views at its mark, the lexical index; narrowed by a filter.
 
         Nothing besides the store without a lexical index, or for a filter only the store applies
@@ -332,26 +332,15 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """
         if self.lexical is None or (where is not None and not self._vectors.whole_documents(where)):
             return scope.Scoped(None, None, None)
-        current = self._current_snapshot(self.lexical, dense, k, ahead, whole=where is None)
+        current = self._current_snapshot(self.lexical, dense)
         if where is None:
             return scope.Scoped(current, self.lexical, None)
-        return scope.narrowed(self._vectors, self.lexical, where, current, dense.query, k)
+        return scope.narrowed(self._vectors, self.lexical, where, current)
 
-    def _current_snapshot(
-        self, lexical: BaseLexicalIndex, dense: VectorSearch, k: int, ids_ahead: bool = False, *, whole: bool = True
-    ) -> Current | None:
-        """What queries keep of the store, at its current mark (:meth:`StoreViews.current`); ``whole``: unfiltered."""
+    def _current_snapshot(self, lexical: BaseLexicalIndex, dense: VectorSearch) -> Current | None:
+        """What queries keep of the store, at its current mark (:meth:`StoreViews.current`)."""
         settings = self.performance
-        return self._views.current(
-            self._vectors,
-            lexical,
-            dense,
-            k,
-            settings.limit,
-            settings.cache_size,
-            ids_ahead=ids_ahead,
-            searches_ahead=whole,
-        )
+        return self._views.current(self._vectors, lexical, dense, settings.limit, settings.cache_size)
 
     def expand_hits(
         self,

@@ -20,7 +20,7 @@ import numpy as np
 
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex, Within
-from langchain_expand.windows.bm25 import SearchedAhead
+from langchain_expand.windows.bm25 import Bm25Search
 from langchain_expand.windows.views import Current
 
 __all__ = ["Scoped", "narrowed"]
@@ -40,8 +40,6 @@ def narrowed(
     lexical: BaseLexicalIndex,
     where: dict[str, Any],
     current: Current | None,
-    query: str,
-    k: int,
 ) -> Scoped:
     """The query's views and lexical search, narrowed to the documents ``where`` picks (see the module).
 
@@ -50,7 +48,7 @@ def narrowed(
     held = None if current is None else current.snapshot
     if held is not None:
         rows = held.within(vectors.unit_filter(where))
-        return Scoped(Current(held, SearchedAhead(held.bm25, query, k, None, rows), None), lexical, rows)
+        return Scoped(Current(held, Bm25Search(held.bm25, rows), None), lexical, rows)
     doc_ids = vectors.documents_where(where)
     if doc_ids is None:
         return Scoped(current, None, None)
