@@ -1,10 +1,8 @@
-"""BM25 in memory, ranked as the lexical index's FTS5 table ranks: over the snapshot, and past its limit.
+"""BM25 in memory, ranked as the lexical index's FTS5 table ranks, to the last bit.
 
-:class:`Bm25` holds a set of sentences' words as postings and ranks a query's ``k`` best as
-SQLite's FTS5 ``bm25()`` does, to the last bit (``tests/test_lexical.py`` compares them).
-The snapshot builds one over the sentences it holds (:mod:`.snapshot`); past the snapshot's
-limit :class:`LexicalRanking` builds one over every sentence the lexical index ranks, beside
-the queries, with growth's figures (:mod:`.columns`).
+The snapshot builds one over the sentences it holds (:mod:`.snapshot`); past its limit
+:class:`LexicalRanking` builds one over every sentence the lexical index ranks, beside the
+queries, with growth's figures (:mod:`.columns`).
 """
 
 from __future__ import annotations
@@ -33,13 +31,8 @@ class Bm25:
     FTS5's ``bm25()``: k1 = 1.2, b = 0.75, a term's idf ``log((N - n + 0.5) / (n + 0.5))`` (1e-6
     where that is not positive), lengths in :func:`~langchain_expand.store.words.words`; a sentence
     matches when it holds any of the query's words. Ties keep the order sentences were written
-    in. In memory a query costs 0.3-0.6 ms where SQLite took 3-7 (measured on the four corpora).
-
-    Past the snapshot's limit (:class:`LexicalRanking`) a query's common words hold hundreds of
-    thousands of sentences each: at a million, scoring them is 3-4 ms a query, and what cost
-    more was listing every sentence matched and its score (12 ms); only those that can be among
-    the ``k`` best are listed now (:meth:`_floor`), and each posting's share of a score is
-    counted once, when the ranking is built (:meth:`__init__`).
+    in. Each posting's share of a score is counted once, at the build, and a query lists only
+    the rows that can be among its ``k`` best (:meth:`_floor`).
     """
 
     K1 = 1.2
@@ -109,11 +102,9 @@ class Bm25:
     def _floor(self, scores: np.ndarray, postings: Sequence[tuple[int, int]], k: int) -> float:
         """A score the ``k``-th best reaches, above 0 (a row holding a query word scores more than 0).
 
-        Past the snapshot's limit a query's common words hold most of a million rows, and
-        listing every row matched cost more than scoring them. The rows of the rarest terms
-        are few: the ``k``-th best of their scores is such a floor (each is a row's whole
-        score), and only the rows at or above it are listed. The rarest terms are taken while
-        their rows number ``_SEEDS`` at most (the rarest at least); where those rows are under
+        A common word holds most rows, and listing every row matched costs more than scoring
+        them. The rows of the rarest terms (up to ``_SEEDS``, the rarest term's at least) are
+        few: the ``k``-th best of their whole scores is such a floor; where they are under
         ``k``, the floor is the smallest positive score.
         """
         seeds: list[np.ndarray] = []
@@ -164,17 +155,14 @@ class Bm25Search:
 class LexicalRanking:
     """BM25 in memory past the snapshot's limit: built beside the queries, used once it is current.
 
-    Past ``snapshot_limit`` no snapshot holds the sentences, and the lexical index would rank
-    every sentence holding any word of the query on every query: SQLite's FTS5 costs most of a
-    query there, in memory it is a small part (benchmarks/README.md, "Scale"). This holds the
-    index's ranked sentences (:meth:`BaseLexicalIndex.ranked`) as BM25 postings and a position
-    per sentence, no text or vector. It is built on a thread beside the queries when the store's
-    change mark moves; until the build for the current mark is done, the lexical index itself
-    answers, so no query waits for a build and none is ranked on text older than the index holds.
+    Past ``snapshot_limit`` SQLite's FTS5 would rank every sentence holding a word of the query,
+    most of a query's time. This holds the index's ranked sentences
+    (:meth:`BaseLexicalIndex.ranked`) as postings, built on a thread when the store's change mark
+    moves; until the build for the current mark is done the lexical index answers, so no query
+    waits for a build and none is ranked on older text.
 
-    With it, the :class:`~langchain_expand.windows.columns.Columns` growth weighs are built from the
-    index's copies: the last built serve every query (each sentence only at its document's
-    revision read by the query), so a build's figures go on serving the documents no write touched.
+    Growth's :class:`~langchain_expand.windows.columns.Columns` are built with it from the index's
+    copies: the last built serve every query, each sentence only at its document's revision.
     """
 
     def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
@@ -225,9 +213,8 @@ def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25 | None:
     """:class:`Bm25` over every sentence ``lexical`` ranks, its hits named as its search names them.
 
     None where the index lists none (:meth:`BaseLexicalIndex.ranked`). Each sentence's
-    document, revision and index are held as numbers (the first two into one list of the
-    names), not as a Python object a sentence: the garbage collector walks every list it
-    tracks on each full collection, and two lists of a million names added about 11 ms to each.
+    document, revision and index are held as numbers, not a Python object a sentence, which
+    every full garbage collection would walk.
     """
     rows = lexical.ranked()
     if rows is None:

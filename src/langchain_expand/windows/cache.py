@@ -1,26 +1,15 @@
-"""Sentence records kept in memory between queries, served only at their current revision.
+"""What queries keep between calls, each served only at its current revision.
 
-A guided query reads a few hundred sentence records with their vectors, and counts their
-tokens. In Chroma a record read by id costs about 80 us (its metadata lives in SQLite), so
-those reads were most of a query's own time, and the next queries over the same documents
-read many of the same sentences again.
+A guided query reads a few hundred sentences, and the next queries over the same documents
+read many of them again. :class:`SentenceCache` keeps the records read (with their vectors and
+token counts) and the lexical index's local copies. :class:`~langchain_expand.windows.reads.Reads`
+serves a cached record only at the revision the query learned fresh for its document (its
+search hits, its head, the lexical index's hits): a revision hashes the document's text,
+splitter and metadata, so a record of that revision is the record the store holds. Heads (the
+commit markers) are never served from it, so the final version check sees the store as it is.
 
-:class:`SentenceCache` keeps what was read: the record, its vector, its token count. A query
-is served from it through a :class:`Reads`, which hands out a cached record only when the
-record's revision equals the one the query saw fresh from the store for that document (its
-search hits, or the lexical index's). A revision hashes the document's text, splitter and
-metadata, so a record of that revision is the record the store holds: a document re-added with
-new text, or deleted, is read from the store again. Heads (sentence 0, the commit marker) are
-always read from the store, so the final version check sees the store as it is now.
-
-Where the retriever has a lexical index (:class:`~langchain_expand.store.lexical.BaseLexicalIndex`),
-its local copies of the records come before the store: read by key (from SQLite, about 10 us a
-record), at the revision of the document's head read in this query, and made into records
-only when asked for (growth needs a sentence's position, count and vector; most of what it
-looks at is never sent, and a window is built from the copies themselves:
-:meth:`Reads.local_run`). A query then reads the store for its search and its heads alone;
-where the retriever holds a :class:`~langchain_expand.windows.snapshot.Snapshot`, the copies
-come from memory instead, under the same rule.
+:class:`HeadsAtMark` keeps the heads read at one change mark of the store, shared by the
+queries that find that mark.
 """
 
 from __future__ import annotations
@@ -61,12 +50,8 @@ class Entry:
 class SentenceCache:
     """The most recently used sentence records, and local copies, up to ``size`` each; safe to share between threads.
 
-    A local copy is kept under its document, revision and position: a revision names one text,
-    splitter and metadata, so the copy is the one the lexical index holds for as long as the
-    document's head has that revision, and is served only at it, with its cues (read from its
-    text once). A copy is held as a plain tuple of strings, numbers and its NumPy vector, which
-    Python's garbage collector stops tracking: a full cache adds nothing to what a full
-    collection scans.
+    A local copy is kept under its document, revision and position, with its cues, as a plain
+    tuple (which the garbage collector stops tracking: a full cache adds nothing to a collection).
     """
 
     def __init__(self) -> None:
@@ -146,13 +131,10 @@ class SentenceCache:
 class HeadsAtMark:
     """Document heads as the store held them at one change mark, shared by the queries that find it.
 
-    A writer renews the store's change mark once it has finished (its heads written), so until
-    the mark moves, a head read from the store is the head a query would read again: without a
-    snapshot (past ``snapshot_limit``, or with it 0), a query reads from the store only the
-    heads no query at this mark has read yet (a few milliseconds of Chroma's a query, and more
-    the more documents its hits span). This is what a snapshot gives for whole documents, for heads alone; a
-    writer that has not finished is seen as a snapshot sees it, from the next mark on. Past the
-    limit, once the ranking in memory is built at the mark, every head is read ahead (:meth:`fill`).
+    A writer renews the store's change mark once it has finished, so until the mark moves a
+    head read from the store is the head a query would read again: without a snapshot, a query
+    reads only the heads no query at this mark has read yet (what a snapshot gives for whole
+    documents, for heads alone). Past the limit every head is read ahead (:meth:`fill`).
     """
 
     def __init__(self, mark: str, size: int) -> None:
@@ -187,12 +169,9 @@ class HeadsAtMark:
     def fill(self, store: StoreAdapter, doc_ids: Iterable[str], marked: Callable[[], str | None]) -> None:
         """Read the heads of ``doc_ids`` not held yet, ``FILL_BATCH`` at a time, while there is room.
 
-        Past the snapshot's limit a query's first look at a document read its head from the
-        store: at a million sentences, 4 of the 9 ms a first query costs more than a repeated one.
-        Run beside the queries once the ranking is built at this mark, this reads them ahead. A
-        batch is kept only if the store's mark has not moved since (a writer that finished
-        meanwhile may have written a newer head); then it stops, as it does at the first error
-        (logged: the queries read the heads they need, as before).
+        Run beside the queries once the ranking is built at this mark. A batch is kept only if
+        the store's mark has not moved since (a finished writer may have written a newer head);
+        then it stops, as it does at the first error (logged: queries read the heads they need).
         """
         try:
             for chunk in batched((unit_id(d, 0) for d in doc_ids), FILL_BATCH):

@@ -1,15 +1,13 @@
 """Copied sentences in arrays: what a query weighs of a sentence without reading it, in or past the snapshot.
 
-A guided query looks at a few hundred sentences: each one's token count, cues (a table row, a
-heading), similarity to the query and, for the windows sent, its text. Read one at a time,
-that is a few microseconds of Python each, and 3.3 fetch rounds a query on FriendsQA against
-one with everything known. :class:`Columns` holds them for every sentence the lexical index
-copied, by document at one revision: a float32 matrix of vectors and their norms, token
-counts with their counter, cues as small codes and, with ``texts``, the copies; otherwise no
-Python object a sentence, which a full garbage collection would walk. The snapshot
-(:mod:`.snapshot`) holds one with texts, for every committed document; past
-``snapshot_limit``, :class:`~langchain_expand.windows.bm25.LexicalRanking` builds one without,
-beside the queries, served only at the revision of each document's head the query read.
+A guided query weighs a few hundred sentences: each one's token count, cues (a table row, a
+heading), similarity to the query and, for the windows sent, its text. :class:`Columns` holds
+them for every sentence the lexical index copied, by document at one revision: a float32
+matrix of vectors and their norms, token counts with their counter, cues as small codes and,
+with ``texts``, the copies; otherwise no Python object a sentence. The snapshot
+(:mod:`.snapshot`) holds one with texts; past ``snapshot_limit``,
+:class:`~langchain_expand.windows.bm25.LexicalRanking` builds one without, served only at the
+revision of each document's head the query read.
 
 A query's similarities are computed for every row where it searches the whole matrix, else
 ``BLOCK`` rows at a time as growth looks into them; both row by row, as

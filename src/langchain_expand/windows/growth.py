@@ -1,32 +1,19 @@
 """Windows that grow toward the evidence: spend a token budget where relevance is highest.
 
-A fixed window gives every hit the same ``before``/``after`` sentences, whether they hold
-evidence or not. Guided growth starts each hit as its own sentence and spends the budget one
-sentence at a time, always on the sentence, among those next to what is already taken, most
-likely to be evidence. That likelihood is estimated from two signals the store already holds:
+Guided growth starts each hit as its own sentence and spends the budget one sentence at a
+time, on the free sentence beside a region most likely to be evidence, by two signals:
 
-- *closeness to a strong hit*: ``(hit relevance) x decay ** distance``. Evidence comes in runs
-  (a discussion, a section, a table), so a sentence next to a strong hit is likely evidence
-  even when it shares no words with the query;
-- *its own similarity* to the query (the cosine of its stored vector), with a small weight:
-  a window grows further on its relevant side and stops on an irrelevant one.
+- *closeness to a strong hit*: ``(hit relevance) x decay ** distance`` (evidence comes in
+  runs: a discussion, a section, a table);
+- *its own similarity* to the query, with a small weight, so a window grows further on its
+  relevant side.
 
-A new hit competes with the neighbours of the hits already taken, so a strong hit's window
-grows wide while a weak hit gets its sentence alone, or nothing. The greedy works on a
-partial view: a sentence whose vector has not been fetched yet is reported as ``wanted`` and
-the caller fetches more and runs it again (it is cheap: everything is in memory).
-
-A table is matched row by row (``SentenceSplitter(table_rows=True)``, the window retriever's
-default) but sent whole: a row and the rows tied to it (:attr:`Sentence.tied`) are taken in
-one step where they all fit the room left, within the radius; otherwise its rows grow one at
-a time.
-
-A region does not grow up past a Markdown heading: the text above a section's heading is
-another section. It may grow down into the next section (a section's subsections follow it,
-and a question's evidence may run on), taking a heading with the sentence after it: alone, at
-a window's end, a heading says nothing. Each default here was measured against its
-alternatives on the evidence benchmark: ``benchmarks/README.md``, "Defaults and what they
-were measured against".
+A new hit competes with the neighbours of the hits already taken: a strong hit's window grows
+wide, a weak hit gets its sentence alone, or nothing. A sentence not known yet is taken on
+trust and reported as ``wanted``; the caller learns it and runs growth again. A table's rows
+are taken together where they fit (:attr:`Sentence.tied`); a region does not grow up past a
+Markdown heading, and takes a heading below only with the sentence after it. Each default is
+measured against its alternatives in ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
@@ -52,22 +39,17 @@ __all__ = [
 
 DECAY_SCALE = 0.87
 MAX_DECAY = 0.98
-"""The closeness prior's factor per sentence of distance is ``decay_for(target)``:
-``1 - DECAY_SCALE / sqrt(target)``, at most ``MAX_DECAY``. It is 0.95 for a 250-token budget,
-0.965 for 500, 0.975 for 1,000 and 0.98 from 2,000 up (a budget's growth target is 1.2x it).
-A small budget holds a dozen sentences, better spent on several hits than on one hit's
-neighbours; a large one holds whole runs of evidence around each hit, so no fixed factor
-serves both."""
+"""The closeness prior's factor per sentence of distance is ``1 - DECAY_SCALE / sqrt(target)``,
+at most ``MAX_DECAY``: a small budget is better spent on several hits than on one hit's
+neighbours, a large one holds whole runs of evidence around each hit."""
 SIMILARITY_WEIGHT = 0.15
-"""Weight of a neighbour's own similarity to the query, beside its closeness to a hit: a
-single sentence of a dialogue or transcript says little on its own, so it weighs little."""
+"""Weight of a neighbour's own similarity to the query, beside its closeness to a hit (one
+sentence of a dialogue says little on its own)."""
 HEADING_STOPS = frozenset({-1})
 """The directions in which a Markdown heading stops a region: -1, up (the text above a
-section's heading is another section). Down (1) as well was measured and lost on the evidence
-benchmark: a section's subsections follow its heading, and evidence runs on into them."""
+section's heading is another section); not down, where its subsections follow."""
 MAX_RADIUS = 32
-"""A window grows at most this many sentences on each side of its hit (the closeness prior,
-not the radius, usually ends growth first)."""
+"""A window grows at most this many sentences on each side of its hit."""
 
 
 @dataclass
@@ -76,16 +58,13 @@ class Growth:
 
     regions: list[Region]
     wanted: dict[Position, int] = field(default_factory=dict)
-    """Sentences it looked at (took, or weighed as a next step) but has no vector or token count
-    for, each with the direction growth was heading in (-1: toward the document's start, 1:
-    toward its end). When nothing is wanted, every figure growth used was known: it is the
-    growth it would have made knowing every sentence."""
+    """Sentences it took or weighed without knowing them, each with the direction it was heading
+    (-1: toward the document's start, 1: toward its end). None wanted: the growth full knowledge gives."""
     exhausted: bool = False
     """Every seed and neighbour was used up before the target was reached."""
     paused: Paused | None = field(default=None, compare=False, repr=False)
-    """Where this growth first weighed a sentence it did not know: run again on more knowledge
-    (``resume``), growth starts there instead of at the seeds. None when it needed nothing it did
-    not know, or from its first step."""
+    """Where this growth first weighed a sentence it did not know: a growth that knows more
+    (``resume``) starts there. None when it knew all it needed, or guessed from its first step."""
 
 
 def decay_for(target: int) -> float:
@@ -114,11 +93,8 @@ def grow(
     or neighbour that does not fit what is left is passed over. Regions never overlap: a
     sentence belongs to the first region that takes it.
 
-    A sentence not in ``sentences`` yet is taken on trust (``unknown_tokens`` tokens, as
-    similar to the query as the sentence it was reached from) and named in ``wanted``, so
-    the caller fetches exactly what this growth used and runs it again. ``sentences`` may
-    learn a sentence when it is first asked for (its ``get``): growth asks only for
-    sentences it weighs.
+    A sentence not in ``sentences`` is taken on trust (``unknown_tokens`` tokens, as similar
+    to the query as the sentence it was reached from) and named in ``wanted``.
 
     Args:
         seeds: Hits, best first, each with the relevance it starts with; their sentences
@@ -184,8 +160,7 @@ def _spend(
             if sure and known is None:  # passed over on a guessed size
                 paused, sure = Paused(regions, heap, step, used), False
             continue
-        # The sentences beside the piece taken, weighed before it is taken (taking it changes
-        # nothing they read), so a guess among them pauses here, before any change.
+        # weighed before the piece is taken, so a guess among them pauses here, before any change
         entries = regions.beside(number, first, last, previous)  # from a table's end row where rows were taken
         if sure and (known is None or regions.wanted):
             paused, sure = Paused(regions, heap, step, used), False

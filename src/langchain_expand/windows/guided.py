@@ -21,34 +21,21 @@ __all__ = ["GROWTH_ROUNDS", "Growing"]
 
 
 _RING = 4
-"""Sentences fetched per neighbour guided growth asks for: it and the next three in its direction.
-
-Growth stops after ``GROWTH_ROUNDS``: a ring reaching further ends it with the answer full
-knowledge would give more often, for little more reading (measured: ``benchmarks/README.md``,
-"Query latency")."""
+"""Sentences fetched per neighbour guided growth asks for: it and the next three in its direction."""
 
 
 GROWTH_ROUNDS = 6
-"""Fetch-and-grow rounds at most per search (each reaches further out, up to ``max_radius``);
-with a snapshot growth knows every sentence it weighs and runs once. A round goes on from where
-the last one first guessed (:attr:`Growth.paused`), so the last rounds, which want a sentence
-or two, cost little: six end with the growth full knowledge gives where four stopped short
-(TAT-QA: 45 of 45 answers equal the snapshot's, against 43, at the same speed)."""
+"""Fetch-and-grow rounds at most per search; with everything in memory growth runs once. A round
+goes on from where the last one first guessed (:attr:`Growth.paused`), so the last rounds cost
+little, and end with the growth full knowledge gives."""
 
 _SEED_RING = 1
-"""Past the snapshot, the sentences this far on each side of every seed are fetched before the
-first round. Without them the first round guesses from its first step (every seed's neighbours
-are unknown), and growth pays for a whole round of guesses to learn what it wants first.
-Measured against 0 and 2, interleaved query by query (``benchmarks/README.md``, "Query latency")."""
+"""The sentences this far on each side of every seed, fetched before the first round (else it
+guesses from its first step). Each constant here is measured in ``benchmarks/README.md``."""
 
 
 class _Known:
-    """What growth knows of each sentence; one held in memory is learned when growth first asks for it.
-
-    With a snapshot every sentence's similarity is already computed (one pass a query), and
-    growth's figures compute it a block at a time, so growth never has to name it as wanted
-    and run again: one run sees what rounds of fetching would have shown it.
-    """
+    """What growth knows of each sentence; one held in memory is learned when growth first asks for it."""
 
     def __init__(self, held: Callable[[Position], Sentence | None] | None) -> None:
         self._known: dict[Position, Sentence] = {}
@@ -82,9 +69,8 @@ class Growing:
     """One query's guided growth: what it knows of each sentence, and its fetch-and-grow rounds.
 
     Growth runs on what is known and names the neighbours it wants next; those (and a few
-    beyond, in the direction it was growing) are fetched with their vectors, scored against
-    the query, and growth runs again, at most ``GROWTH_ROUNDS`` times. A sentence the
-    snapshot holds is known as soon as growth looks at it (:class:`_Known`).
+    beyond, in its direction) are fetched, scored against the query, and growth runs again,
+    at most ``GROWTH_ROUNDS`` times.
     """
 
     def __init__(self, reads: Reads, vector: Sequence[float], plan: Plan, decay: float) -> None:

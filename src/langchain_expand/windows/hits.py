@@ -1,11 +1,9 @@
 """A query's hits: the matched sentences windows are built around and guided growth starts from.
 
-One ranking, whatever the query holds in memory (:class:`Ranking`): the dense search gives
-positions with the store's relevance (exactly, from the snapshot in memory; else from the
-store, as ids or as records), BM25 gives positions (:class:`~.bm25.Bm25Search` in memory,
-else the lexical index), reciprocal rank fusion orders them, and each hit is made once, from
-what the query holds of its sentence (:meth:`Reads.held`: the snapshot, growth's figures),
-else from its record read. Memory changes where a hit's figures come from, never the hit.
+One ranking, whatever the query holds in memory (:class:`Ranking`): dense positions with the
+store's relevance (exact from the snapshot, else the store's), BM25's positions (in memory,
+else the lexical index's), fused by reciprocal rank, each hit made once from what the query
+holds of its sentence (:meth:`Reads.held`), else from its record read.
 """
 
 from __future__ import annotations

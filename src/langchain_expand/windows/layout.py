@@ -43,11 +43,7 @@ _DELETE_BATCH = 5_000  # ids per delete call
 
 
 class SentenceRecords:
-    """One document's sentence records, kept as offsets and built one at a time when written.
-
-    Prepared records would hold every sentence's text and metadata at once: about 1.2 KB a
-    sentence, twenty times the text. Offsets cost 16 bytes a sentence.
-    """
+    """One document's sentence records, kept as offsets and built one at a time when written (not all held at once)."""
 
     def __init__(
         self,
@@ -176,13 +172,9 @@ class SentenceLayout:
         """Every sentence but the heads, built and written one batch at a time, then their local copies.
 
         The copies (before the heads: the lexical index never holds a version not yet written)
-        take the vectors the store was just given, where it keeps them as given (Chroma):
-        reading them back was about a tenth of indexing's own work. Documents are written
-        ``_HELD`` sentences at a time, so that no more vectors than that are held at once; a
-        longer document's copies read its vectors back a batch at a time.
-
-        A batch of a document longer than one batch that an interrupted run already stored at
-        this revision is not embedded again: a large document resumes where it stopped.
+        take the vectors the store was just given, where it keeps them as given (Chroma), else
+        read them back; ``_HELD`` sentences at a time. A batch of a long document that an
+        interrupted run already stored at this revision is not embedded again.
         """
         for part in _parts(todo, _HELD):
             bodies = ((p.doc_id, i, p.payload) for p in part for i in range(1, p.payload.n))
@@ -195,10 +187,8 @@ class SentenceLayout:
     ) -> Iterator[tuple[str, str, Iterator[LocalSentence]]]:
         """The documents' rows for the lexical index, with the vectors their body has in the store.
 
-        Vectors not in ``written`` (those just written, as the store holds them) are read back
-        a batch of documents at a time (about 30-70 us a sentence from Chroma), so a query can
-        read its neighbours from the index; a document longer than ``_HELD`` sentences, a
-        batch of its sentences at a time.
+        Vectors not in ``written`` (those just written) are read back a batch of documents at a
+        time; a document longer than ``_HELD`` sentences, a batch of its sentences at a time.
         """
         written = written or {}
         for group in _parts(todo, self.batch_size):
@@ -274,9 +264,8 @@ class SentenceLayout:
 
 
 _HELD = 16_384
-"""Sentences written before their local copies, at most (but a document's whole): about 25 MB of
-vectors at 384 dimensions, and one lexical-index transaction each. A longer document's vectors
-are not held: its copies read them back."""
+"""Sentences written before their local copies, at most (but a document's whole); a longer
+document's vectors are not held: its copies read them back."""
 
 
 def _vector_of(vectors: dict[str, Vector], doc_id: str, i: int) -> Vector | None:

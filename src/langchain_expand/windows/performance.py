@@ -1,15 +1,11 @@
 """What a window retriever holds in memory and how much it writes at once: speed, never the answer.
 
-A query's answer is decided by the store, the lexical index and the call's arguments. These
-settings decide only where the query reads from (a snapshot in memory, BM25 and growth's
+These settings decide only where a query reads from (a snapshot in memory, BM25 and growth's
 figures in memory, the local copies, the store) and how many records go in one write. With an
-exact dense search every setting gives the same windows (``tests/test_performance.py`` runs a corpus's
-queries in each); with the store's approximate search (Chroma's HNSW), the snapshot's exact
-search may find a sentence the store's missed (``make bench-latency`` counts how often).
-
-They sit in one object, the retriever's ``performance`` field, apart from what shapes an
-answer: ``SentenceWindowRetriever(..., performance=Performance(snapshot_limit=0))``. The
-retriever's old fields of the same names still work, with a deprecation warning.
+exact dense search every setting gives the same windows (``tests/test_performance.py``); with
+the store's approximate search, the snapshot's exact search may find a sentence the store's
+missed (``make bench-latency`` counts how often). The retriever's old fields of the same names
+still work, with a deprecation warning.
 """
 
 from __future__ import annotations
@@ -30,36 +26,24 @@ class Performance:
 
     snapshot_limit: int = 50_000
     """With a lexical index on Chroma, queries run on a snapshot of every sentence's local copy in
-    memory while the copies number at most this many: an exact dense search (Chroma's HNSW is
-    approximate), BM25 and every neighbour read without a store call, for about 3 KB a sentence
-    with MiniLM (150 MB at the limit). The first query after a writer has finished brings it up
-    to date, reading only the documents written since (:mod:`langchain_expand.windows.snapshot`).
-    Past the limit, a SQLite lexical index's BM25 is still ranked in memory
-    (:class:`~langchain_expand.windows.bm25.LexicalRanking`, about 200 bytes a sentence), and
-    what guided growth weighs of each sentence is held with it
-    (:class:`~langchain_expand.windows.columns.Columns`: token count, cues and vector, no text;
-    about 1.5 KB a sentence with MiniLM, 1.5 GB at a million), both built beside the queries
-    after each write, then every document's head read ahead (up to ``cache_size``); only the
-    text of the sentences sent is read. 0: no snapshot, every query takes that path.
-    ``in_memory=False`` holds none of it. Costs: ``benchmarks/README.md``."""
+    memory while the copies number at most this many: an exact dense search, BM25 and every
+    neighbour read without a store call (:mod:`langchain_expand.windows.snapshot`; about 3 KB a
+    sentence with MiniLM). Past the limit, a SQLite lexical index's BM25 and what guided growth
+    weighs of each sentence (token count, cues, vector; no text) are held in memory, built beside
+    the queries after each write (about 1.7 KB a sentence), and every document's head is read
+    ahead (up to ``cache_size``). 0: no snapshot. Costs: ``benchmarks/README.md``."""
     in_memory: bool = True
     """Hold what queries search and weigh in memory: the snapshot up to ``snapshot_limit``, BM25
     and growth's figures past it. False holds none of it, for a process that cannot spare the
-    memory (about 1.7 GB a million sentences past the limit): the store and the lexical index
-    answer every query, growth reads the neighbours it weighs, and only the sentence cache
-    (``cache_size``) and the heads read at the store's change mark are kept. Queries cost more
-    (``benchmarks/README.md``, "Query latency", "store alone")."""
+    memory: the store and the lexical index answer every query, and only the sentence cache
+    (``cache_size``) and the heads read at the store's change mark are kept."""
     cache_size: int = 20_000
-    """Sentence records kept in memory between queries (text, metadata, vector, token count:
-    about 3.3 KB each with MiniLM's 384 dimensions, so 65 MB when full), and as many of the
-    lexical index's local copies (about 2 KB each, 40 MB), so the next queries over the same
-    documents read fewer from the store and from SQLite. Each is served only at the revision
-    the query finds in the store for its document, so a re-added or deleted document is never
-    answered from memory (see :mod:`langchain_expand.windows.cache`). 0 turns both off."""
+    """Sentence records kept in memory between queries (about 3.3 KB each with MiniLM), and as
+    many of the lexical index's local copies (about 2 KB each), each served only at the revision
+    the query finds for its document (:mod:`langchain_expand.windows.cache`). 0 turns both off."""
     batch_size: int = 4096
-    """Sentences embedded and written per call to the vector store. Large on purpose:
-    sentence-transformers sorts each call's texts by length before batching, so big calls pad
-    less. Keep it under the store's own limit (Chroma: ``client.get_max_batch_size()``, about 5,000)."""
+    """Sentences embedded and written per call to the vector store (large calls pad less). Keep it
+    under the store's own limit (Chroma: ``client.get_max_batch_size()``)."""
 
     def __post_init__(self) -> None:
         calls.check_non_negative("snapshot_limit", self.snapshot_limit)

@@ -173,10 +173,9 @@ def absorb(units: list[Unit], hits: list[Hit]) -> None:
 def by_score(hits: list[Hit]) -> list[Hit]:
     """One unit's hits, best score first; scores within ``10**-TIES`` of the next (a run of them) by position.
 
-    A repeated line embedded alike ("What do you see ?" after its speaker's line) scores as its
-    twin up to the last bits of the sum each path computes (the store's distance, the snapshot's
-    cosine): 0.37901455 and 0.37901449 round apart, so ties are runs of near scores, not bins.
-    The order they were found in differs by path, their positions do not.
+    A repeated line scores as its twin up to the last bits of the sum each path computes, so
+    ties are runs of near scores, not bins; the order they were found in differs by path,
+    their positions do not.
     """
     ranked = sorted(hits, key=lambda h: -h.score)
     ordered: list[Hit] = []

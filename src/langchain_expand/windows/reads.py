@@ -1,6 +1,9 @@
 """One query's reads of sentences: the snapshot, the cache, the local copies, else the store; each at its revision.
 
-Why, and the rule that keeps a read current: :mod:`.cache`.
+The local copies (:class:`~langchain_expand.store.lexical.BaseLexicalIndex`) are read at the
+revision of the document's head read this query, and made into records only when asked for:
+most of what growth weighs is never sent, and a window is built from the copies themselves
+(:meth:`Reads.local_run`). The rule that keeps a cached read current: :mod:`.cache`.
 """
 
 from __future__ import annotations
@@ -30,13 +33,9 @@ class Reads:
     """One query's reads of sentence records: what it read already, the cache, the local copy, else the store.
 
     Revisions come from fresh reads only: the heads (:meth:`heads`), the records the search
-    returned (:meth:`saw`) and the lexical index's hits (:meth:`expect`); a cached record is
-    served only at the revision so learned for its document. The lexical index's local copy of a
-    record is served only at the revision of its document's head, read from the store this
-    query. Without a cache (``size`` 0) or a local copy, every record is read from the store,
-    once per query. With a snapshot, the heads too come from it (the revision a document had
-    when the snapshot was built: the last finished write), and the store is read only for a
-    document it does not hold.
+    returned (:meth:`saw`) and the lexical index's hits (:meth:`expect`). A cached record is
+    served only at the revision so learned, a local copy only at its head's. With a snapshot,
+    heads and copies come from it (each document at its last finished write).
     """
 
     def __init__(
@@ -52,11 +51,9 @@ class Reads:
     ) -> None:
         """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
 
-        With a ``snapshot``, heads and copies come from it first (it holds whole documents, each
-        at the revision its head had when it was built): a document it holds is never read from
-        the store. ``marked`` holds the heads read at the store's change mark this query found.
-        Without a snapshot, ``figures`` (columns built past the snapshot's limit, without text)
-        tell growth what it weighs of a sentence at its head's revision (:meth:`held`), unread.
+        ``snapshot``: whole documents, never read from the store. ``marked``: the heads read at
+        the store's change mark this query found. ``figures`` (past the snapshot's limit): what
+        growth weighs of a sentence at its head's revision (:meth:`held`), unread.
         """
         self.store = store
         self.snapshot = snapshot
@@ -141,10 +138,8 @@ class Reads:
     ) -> list[tuple[Position, int, float, Cues]]:
         """Each sentence's position, token count, similarity to ``vector`` and cues: growth's figures.
 
-        From what the query holds in memory where it holds the sentence (:meth:`held`: nothing
-        is read or made), else from its local copy read at its head's revision (not made into a
-        record: most of what growth looks at is never sent), else from its record. Sentences of
-        other writers are left out.
+        From what the query holds in memory (:meth:`held`), else its local copy at its head's
+        revision, else its record. Sentences of other writers are left out.
         """
         found: list[tuple[Position, int, float, Cues]] = []
         held = self.held(vector)
@@ -178,9 +173,8 @@ class Reads:
     def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
         """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
 
-        Nothing is read or made: what :meth:`similar` gives for a sentence the columns hold (the
-        snapshot's, else growth's figures) at its document's revision (:meth:`document`); None
-        for one not held at it (:meth:`Columns.lookup`).
+        The lookup gives what :meth:`similar` would, for a sentence the columns hold at its
+        document's revision (:meth:`document`), reading nothing; None for one not held at it.
         """
         columns, scores = self.columns, self._scores_for(vector)
         if columns is None or scores is None:
@@ -209,11 +203,7 @@ class Reads:
         return None if self._scores is None else self._scores[1]
 
     def tokens(self, docs: Sequence[Document]) -> list[int]:
-        """Each record's token count: from the local copy or the figures, else counted once per revision while cached.
-
-        Past the snapshot's limit the hits' records were counted here, about 55 a query (0.9 ms
-        at 100k sentences); growth's figures hold each copied sentence's count at its revision.
-        """
+        """Each record's token count: from the local copy or the figures, else counted once a revision while cached."""
         positions = [_position(d) for d in docs]
         for doc, position in zip(docs, positions, strict=True):
             copied = self._rows.get(position)
@@ -244,9 +234,8 @@ class Reads:
     def local_run(self, doc_id: str, first: int, last: int) -> Run | None:
         """Sentences ``first`` to ``last - 1`` from the local copies read at the head's revision; None if any is not.
 
-        What a window is built from, made into no record: the copies keep their token counts,
-        so the window's count comes from them (:func:`~langchain_expand.windows.assembly.run_tokens`)
-        instead of counting its text again. Read the copies first (:meth:`read_copies`).
+        A window is built from them, its count from theirs (:func:`~langchain_expand.windows.assembly.run_tokens`).
+        Read the copies first (:meth:`read_copies`).
         """
         committed = self.committed(doc_id)
         if committed is None:

@@ -1,15 +1,11 @@
 """A filtered query, kept hybrid: the snapshot and BM25 narrowed to the documents the filter picks.
 
-A ``filter`` names the units' metadata (the document's own keys and ``doc_id``), which every
-record of a document carries alike: it picks whole documents. With a snapshot, the filter is
-evaluated in memory on each document's head (:mod:`langchain_expand.store.filters`, Chroma's
-semantics) and the exact dense search and BM25 keep those rows alone. Without one (past the
-limit, or nothing held in memory), the store lists the documents whose head passes (one read)
-and the lexical index searches within them, beside the store's own filtered search; growth's
-figures past the limit serve as they do unfiltered. A filter
-this cannot narrow BM25 by (a store's own filter object, a key each record sets for itself, a
-syntax other than Chroma's, a store that cannot list records) is searched by the store alone,
-dense only, as before, and logged once.
+A ``filter`` on the units' metadata (the document's own keys and ``doc_id``) picks whole
+documents. With a snapshot it is evaluated in memory on each head
+(:mod:`langchain_expand.store.filters`, Chroma's semantics) and the dense search and BM25 keep
+those rows alone. Without one, the store lists the documents whose head passes and the lexical
+index searches within them. A filter this cannot narrow BM25 by (a store's own filter object,
+a syntax other than Chroma's) is searched by the store alone, dense only, and logged once.
 """
 
 from __future__ import annotations

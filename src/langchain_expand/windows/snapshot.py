@@ -1,28 +1,18 @@
 """Every committed sentence in memory: exact dense search, BM25 and neighbours without a store call.
 
-Besides embedding the query, a guided query on Chroma spent its time in Chroma's search (HNSW,
-approximate: 79-96% of the exact top 8 on QMSum), in SQLite's BM25, and in reading a few hundred
-neighbours and their heads. With a lexical index, every sentence record already has a local copy
-with its vector (:mod:`langchain_expand.store.lexical`). A :class:`Snapshot` holds them all in memory
-and answers each of those: one pass over the vectors finds the exact nearest (about 0.15 us a
-sentence), :class:`Bm25` ranks as the FTS5 table does, and growth looks every neighbour up.
-
-What a snapshot serves is always a set of whole documents, each at one revision:
+With a lexical index, every sentence record has a local copy with its vector
+(:mod:`langchain_expand.store.lexical`). A :class:`Snapshot` holds them all in memory: one pass
+over the vectors finds the exact nearest (the store's HNSW is approximate), :class:`Bm25` ranks
+as the FTS5 table does, and growth looks every neighbour up. It serves whole documents, each at
+one revision:
 
 - it is built for one **change mark** (:meth:`StoreAdapter.marked`), which every writer renews
-  when it has finished (after its heads and deletions); a query that finds another mark builds
-  a new snapshot, so a write shows in every reader's next query once its writer has finished.
-  The new one is built on the last: a document whose head has not moved keeps its rows, and
-  only those written since are read (the rest costs 9-17 ms against 74-135 ms built whole, on
-  3,000-5,300 sentences);
-- it is built only when **every document head** in the store has a local copy of each of its
-  sentences at the head's revision. A writer without the lexical index, an index written before
-  the copies existed, or a write caught half done leave a document without them: the store's own
-  search and reads answer (as without a snapshot) until a writer completes the copies.
-
-A writer that has not finished (or died before its mark) is not seen by a snapshot built before
-it; readers without one read what the store holds at each moment, with the version checks of
-:mod:`langchain_expand.windows.cache`.
+  when it has finished; a query that finds another mark builds a new snapshot on the last (a
+  document whose head has not moved keeps its rows), so a write shows in every reader's next
+  query once its writer has finished;
+- it is built only when **every document head** has a local copy of each of its sentences at
+  the head's revision; otherwise (a writer without the lexical index, a write caught half done)
+  the store's own search and reads answer until a writer completes the copies.
 """
 
 from __future__ import annotations

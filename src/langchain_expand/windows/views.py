@@ -1,12 +1,9 @@
 """What queries keep of the store between calls, each valid at one change mark of the store.
 
-Up to ``snapshot_limit`` sentences, the snapshot: every sentence and vector in memory, searched
-exactly and rebuilt (from the previous one) when the store's mark moves
-(:mod:`langchain_expand.windows.snapshot`). Past it, a SQLite lexical index's BM25 ranked in memory
-(:class:`~langchain_expand.windows.bm25.LexicalRanking`), what growth weighs of each sentence
-(:class:`~langchain_expand.windows.columns.Columns`, built with it) and the document heads read at
-the mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`), read ahead once the ranking is
-built. A retriever given another store or lexical index starts a new :class:`StoreViews`.
+Up to ``snapshot_limit`` sentences, the snapshot (:mod:`langchain_expand.windows.snapshot`),
+rebuilt from the previous one when the store's mark moves. Past it, BM25 in memory
+(:class:`~langchain_expand.windows.bm25.LexicalRanking`), growth's figures built with it and the
+heads read at the mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`).
 """
 
 from __future__ import annotations
@@ -48,9 +45,8 @@ class Current(NamedTuple):
 class Beside:
     """Runs work beside a query's thread: the lexical search, the store's change mark, a BM25 build.
 
-    A thread pool of its own, made at the first task, and made again in a forked child (a
-    server's worker), which has none of its parent's threads: a pool inherited from the
-    parent would never run a task. Each retriever's views hold one.
+    A thread pool made at the first task, and again in a forked child (a server's worker),
+    where a pool inherited from the parent would never run a task.
     """
 
     def __init__(self) -> None:
@@ -99,13 +95,10 @@ class StoreViews:
         """The views at the store's current mark (the snapshot built when the mark has moved).
 
         The mark is read beside the query's embedding. Past ``limit`` sentences (or with ``limit``
-        0): None for the snapshot, BM25 in memory where it is current for the mark (else None:
-        the lexical index ranks), growth's figures (the last built) and the heads read at the
-        mark. With ``limit`` None (nothing held in memory) the heads read at the mark alone, kept
-        as the sentence cache is (``cache_size``): a query over many documents would otherwise
-        read every head again. None where the store keeps no mark, or where nothing would be kept.
-        BM25 is not started beside the embedding: on two cores it slowed the embedding by more
-        than it saved (benchmarks/README.md, "Query latency").
+        0): no snapshot, BM25 in memory where it is current for the mark (else the lexical index
+        ranks), growth's figures (the last built) and the heads read at the mark. With ``limit``
+        None (nothing held in memory) the heads read at the mark alone, up to ``cache_size``.
+        None where the store keeps no mark, or where nothing would be kept.
         """
         in_memory = limit is not None
         if not vectors.keeps_marks or not (in_memory or cache_size):
@@ -136,8 +129,8 @@ class StoreViews:
         heads = self._heads_at(mark, cache_size)
         figures = self._ranking.figures(lexical)
         if ranking is not None and figures is not None and heads.claim_fill():  # built at this mark
-            # every head read ahead, once; the documents from the figures in memory (the index's own
-            # list would hold its lock, which the queries' reads wait on, for 80-100 ms at 1M)
+            # every head read ahead, once; the documents from the figures (the index's own list
+            # would hold the lock the queries' reads wait on)
             held = figures
             self._ranking.submit(lambda: heads.fill(vectors, held.documents(), vectors.marked))
         return Current(None, None if ranking is None else Bm25Search(ranking), heads, figures)
