@@ -139,9 +139,9 @@ def spied(lexical: LexicalIndex) -> list[str]:
     searched: list[str] = []
     original = lexical.search
 
-    def search(query: str, k: int) -> list[Any]:
+    def search(query: str, k: int, within: Any = None) -> list[Any]:
         searched.append(query)
-        return original(query, k)
+        return original(query, k, within)
 
     lexical.search = search  # type: ignore[method-assign]
     return searched

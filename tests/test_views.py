@@ -40,8 +40,13 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
     bm25 = ranked_bm25(lexical)
     assert bm25 is not None
     queries = [q["query"] for q in load_queries("qmsum")]
+    doc_ids = sorted(lexical.documents())
+    assert bm25.documents is not None
+    assert len(doc_ids) > 2
     for query in queries:
         assert bm25.search(query, 45) == lexical.search(query, 45)
+        for scope in ({doc_ids[0]}, set(doc_ids[1:3])):  # a filter's documents: ranked as the index ranks them
+            assert bm25.search(query, 45, bm25.documents(scope)) == lexical.search(query, 45, scope)
     first = retriever.invoke(queries[0], max_tokens=1000)  # no ranking yet: the index answers, one build starts
     assert len(submit.waiting) == 1
     assert retriever.invoke(queries[1], max_tokens=1000) == by_index.invoke(queries[1], max_tokens=1000)
@@ -50,7 +55,11 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
     searched = spied(lexical)
     for query in queries:
         assert retriever.invoke(query, max_tokens=1000) == by_index.invoke(query, max_tokens=1000), query
-    assert searched == []  # every query was ranked in memory
+        where = {"doc_id": doc_ids[0]}  # issue #49: a filtered query too
+        assert retriever.invoke(query, max_tokens=1000, filter=where) == by_index.invoke(
+            query, max_tokens=1000, filter=where
+        ), query
+    assert searched == []  # every query was ranked in memory, filtered or not
     assert retriever.invoke(queries[0], max_tokens=1000) == first
     ranking = retriever._views.ranking.current(retriever._vectors.marked() or "", lexical)
     assert ranking is not None

@@ -12,7 +12,7 @@ import math
 import os
 import threading
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -39,9 +39,16 @@ class Bm25:
     B = 0.75
 
     def __init__(
-        self, words: Sequence[np.ndarray], terms: dict[str, int], hit: Callable[[int, int], LexicalHit]
+        self,
+        words: Sequence[np.ndarray],
+        terms: dict[str, int],
+        hit: Callable[[int, int], LexicalHit],
+        documents: Callable[[Collection[str]], np.ndarray] | None = None,
     ) -> None:
         """Index rows whose words are ``words[row]`` (numbers in ``terms``); ``hit(row, rank)`` names a row found.
+
+        ``documents(doc_ids)``: the rows of those documents, as a mask (a filter's, past the
+        snapshot's limit; the snapshot picks its rows itself).
 
         The postings are one array of rows and one of gains, sorted by term then row; a term's
         are the slice between its two offsets. A posting's gain is what it adds to its row's
@@ -63,6 +70,8 @@ class Bm25:
         self._gains = np.repeat(_idfs(n, held), held) * weights
         self._n = n
         self._hit = hit
+        self.documents = documents
+        """The rows of some documents, as a mask; None where this does not know them."""
 
     @classmethod
     def of(cls, texts: Sequence[str], hit: Callable[[int, int], LexicalHit]) -> Bm25:
@@ -231,11 +240,16 @@ def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25 | None:
         indices.append(int(i))
         found.append(term_numbers(text, terms))
     names = list(numbered)
+    doc_of = np.frombuffer(docs, dtype=f"i{docs.itemsize}") if docs else np.zeros(0, dtype=np.int64)
 
     def hit(row: int, rank: int) -> LexicalHit:
         return LexicalHit(names[docs[row]], indices[row], names[revs[row]], rank)
 
-    return Bm25(found, terms, hit)
+    def documents(doc_ids: Collection[str]) -> np.ndarray:
+        wanted = [numbered[d] for d in doc_ids if d in numbered]
+        return np.isin(doc_of, wanted, kind="table") if wanted else np.zeros(len(doc_of), dtype=bool)
+
+    return Bm25(found, terms, hit, documents)
 
 
 def term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:

@@ -3,9 +3,10 @@
 A ``filter`` on the units' metadata (the document's own keys and ``doc_id``) picks whole
 documents. With a snapshot it is evaluated in memory on each head
 (:mod:`langchain_expand.store.filters`, Chroma's semantics) and the dense search and BM25 keep
-those rows alone. Without one, the store lists the documents whose head passes and the lexical
-index searches within them. A filter this cannot narrow BM25 by (a store's own filter object,
-a syntax other than Chroma's) is searched by the store alone, dense only, and logged once.
+those rows alone. Without one, the store lists the documents whose head passes, and BM25 in
+memory (past the limit), else the lexical index, ranks within them. A filter this cannot
+narrow BM25 by (a store's own filter object, a syntax other than Chroma's) is searched by the
+store alone, dense only, and logged once.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def narrowed(
         return Scoped(current, None, None)
     if current is None or current.heads is None:
         return Scoped(None, Within(lexical, doc_ids), None)
-    # BM25 in memory ranks the whole store: the lexical index ranks within the documents. Growth's
-    # figures serve a sentence whatever the filter, at its document's revision.
-    return Scoped(Current(None, None, current.heads, current.figures), Within(lexical, doc_ids), None)
+    # Growth's figures serve a sentence whatever the filter, at its document's revision.
+    ranked = None if current.bm25 is None else current.bm25.bm25
+    bm25 = None if ranked is None or ranked.documents is None else Bm25Search(ranked, ranked.documents(doc_ids))
+    return Scoped(Current(None, bm25, current.heads, current.figures), Within(lexical, doc_ids), None)
