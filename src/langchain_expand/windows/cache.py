@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
+from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import batched
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues_code
-from langchain_expand.units import STORED_DOC, STORED_REV
+from langchain_expand.units import STORED_DOC, STORED_INDEX, STORED_REV
 
 __all__ = ["Entry", "HeadsAtMark", "SentenceCache", "own_vector"]
 
@@ -146,11 +147,21 @@ class HeadsAtMark:
         self._filling = False
         self.filled = threading.Event()
         """Set once :meth:`fill` has returned."""
+        self.complete = False
+        """Every head the store held at the mark is held here (:meth:`fill` read them all)."""
 
     def found(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
         """The heads ``ids`` name that are held here."""
         with self._lock:
             return [self._heads[i] for i in ids if i in self._heads]
+
+    def documents_where(self, where: Any) -> frozenset[str] | None:
+        """The documents whose head passes ``where`` (as stored), evaluated here; None unless :attr:`complete`."""
+        if not self.complete:
+            return None
+        with self._lock:
+            heads = [doc.metadata for doc, _ in self._heads.values()]
+        return frozenset(str(meta[STORED_DOC]) for meta in heads if filters.matches(where, meta))
 
     def keep(self, heads: Iterable[tuple[Document, Vector]]) -> None:
         """Hold ``heads``, just read from the store, while there is room."""
@@ -172,6 +183,7 @@ class HeadsAtMark:
         Run beside the queries once the ranking is built at this mark. A batch is kept only if
         the store's mark has not moved since (a finished writer may have written a newer head);
         then it stops, as it does at the first error (logged: queries read the heads they need).
+        Then, where every head the store lists at the mark is held, :attr:`complete`.
         """
         try:
             for chunk in batched((unit_id(d, 0) for d in doc_ids), FILL_BATCH):
@@ -183,6 +195,10 @@ class HeadsAtMark:
                 if marked() != self.mark:
                     return
                 self.keep(read)
+            listed = store.where({STORED_INDEX: 0}, vectors=False)  # a writer without the lexical index too
+            with self._lock:
+                self.complete = listed is not None and all(doc.id in self._heads for doc, _ in listed)
+            self.complete = self.complete and marked() == self.mark
         except Exception:
             logger.warning("The heads at mark %r could not be read ahead; queries read them", self.mark, exc_info=True)
         finally:

@@ -22,12 +22,13 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from langchain_expand.store.adapters import Vector
+from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import FigureRow, LocalSentence
 from langchain_expand.text.cues import EVERY_CUES, cues, cues_code
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
 
-__all__ = ["BLOCK", "Columns", "Row", "Scores"]
+__all__ = ["BLOCK", "Columns", "Row", "Scores", "nearest"]
 
 Row = tuple[str, str, LocalSentence]
 """A copied sentence as columns are built from it: its document, the document's revision, the copy."""
@@ -241,6 +242,23 @@ class Columns:
 
         return sentence
 
+    def among(
+        self, rows: np.ndarray, query: np.ndarray, head: Callable[[str], Vector | None]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The dot products, cosine similarities and sums of squares of ``rows`` against ``query``, row by row.
+
+        A row held without a vector takes its document's ``head`` vector (None where one is not known).
+        """
+        matrix = self._matrix[rows]
+        for j in np.flatnonzero(np.frombuffer(self._codes, dtype=np.uint8)[rows] & _VECTORLESS).tolist():
+            vector = head(self.position(int(rows[j]))[0])
+            if vector is None:
+                return None
+            matrix[j] = vector
+        squares = np.einsum("ij,ij->i", matrix, matrix)
+        dots = np.einsum("ij,j->i", matrix, query)
+        return dots, dots / (norms_of(squares) * query_norm(query)), squares
+
     def scores(self, vector: Sequence[float]) -> Scores:
         """One query's similarities to ``vector``: each row's computed when first asked (:class:`Scores`)."""
         return Scores(self, vector)
@@ -288,6 +306,44 @@ class Scores:
             self._dots = np.einsum("ij,j->i", columns._matrix, self.query)
             self._all = self._dots / (columns._norms * self._norm)
         return self._dots, self._all
+
+
+def nearest(
+    columns: Columns,
+    rows: np.ndarray | None,
+    scored: tuple[np.ndarray, np.ndarray, np.ndarray],
+    query: np.ndarray,
+    k: int,
+    space: str,
+    relevance: Callable[[float], float],
+) -> list[tuple[Position, float]]:
+    """The ``k`` of ``rows`` (None: every row) nearest the query, exactly, with the store's relevance, best first.
+
+    ``scored``: the rows' dot products, cosine similarities and sums of squares, in their order.
+    Distances are the store's ``space`` (``cosine``, ``ip`` or ``l2``, as Chroma names them).
+    Ties (equal to ``TIES`` decimals: a repeated sentence's copies differ in the last bits of a
+    float32 sum) go by document id, then position, as the store's results do
+    (:func:`~langchain_expand.store.adapters.base.nearest`): the same hits as from the store.
+    """
+    dots, cosines, squares = scored
+    if space == "cosine":
+        distances = 1.0 - cosines
+    elif space == "ip":
+        distances = 1.0 - dots
+    else:  # squared L2, as Chroma reports it
+        distances = squares - 2.0 * dots + float(query @ query)
+    rounded = np.round(distances, TIES)
+    k = min(k, len(rounded))
+    if k < 1:
+        return []
+    cut = rounded[np.argpartition(rounded, k - 1)[k - 1]]
+    pool = np.flatnonzero(rounded <= cut).tolist()
+
+    def position(j: int) -> Position:
+        return columns.position(j if rows is None else int(rows[j]))
+
+    top = sorted(pool, key=lambda j: (rounded[j], position(j)))[:k]
+    return [(position(j), relevance(d)) for j, d in zip(top, distances[top].tolist(), strict=True)]
 
 
 def _taken(column: array[int], rows: np.ndarray) -> array[int]:

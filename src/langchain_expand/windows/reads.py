@@ -21,12 +21,15 @@ from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.cache import Entry, HeadsAtMark, SentenceCache, own_vector
-from langchain_expand.windows.columns import Columns, Scores
+from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.snapshot import Run, Snapshot
 
-__all__ = ["Reads"]
+__all__ = ["EXACT_ROWS", "Reads"]
+
+EXACT_ROWS = 50_000
+"""Past the snapshot's limit, a filter's sentences searched exactly in memory, at most (as the snapshot's limit)."""
 
 
 class Reads:
@@ -78,6 +81,8 @@ class Reads:
         self._scores: tuple[Sequence[float], Scores] | None = None
         self.within: np.ndarray | None = None
         """A filtered query's rows of the snapshot: the only ones its dense search finds."""
+        self.documents: frozenset[str] | None = None
+        """Past the snapshot's limit, a filtered query's documents: searched exactly where the figures hold them."""
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Learn the revisions of records the store just returned; keep the records."""
@@ -184,17 +189,43 @@ class Reads:
             document = self.document(doc_id)
             return None if document is None else document[1]
 
-        def head(doc_id: str) -> Vector | None:
-            return self._read.get(unit_id(doc_id, 0), (None, None))[1]
+        return columns.lookup(scores, self._key, revision, self._head_vector, self._row_tokens)
 
-        return columns.lookup(scores, self._key, revision, head, self._row_tokens)
+    def _head_vector(self, doc_id: str) -> Vector | None:
+        return self._read.get(unit_id(doc_id, 0), (None, None))[1]
 
     def nearest(self, vector: Sequence[float], k: int) -> list[tuple[Position, float]] | None:
-        """The snapshot's ``k`` sentences nearest ``vector``, exactly (a filter's rows alone); None without one."""
-        scores = self._scores_for(vector)
-        if self.snapshot is None or scores is None:
+        """The ``k`` sentences nearest ``vector``, exactly, from memory; None where the store searches.
+
+        From the snapshot (a filter's rows alone); past its limit, a filter's :attr:`documents` from
+        growth's figures, each whole at its head's revision, at most ``EXACT_ROWS`` sentences in all.
+        """
+        scores, columns, space = self._scores_for(vector), self.columns, self.store.space
+        if scores is None or columns is None or space is None or not scores.usable:
             return None
-        return self.snapshot.nearest(scores, k, self.within)
+        if self.snapshot is not None:
+            return self.snapshot.nearest(scores, k, self.within)
+        rows = self._rows_of(self.documents)
+        scored = None if rows is None else columns.among(rows, scores.query, self._head_vector)
+        return None if scored is None else nearest(columns, rows, scored, scores.query, k, space, self.store.relevance)
+
+    def _rows_of(self, doc_ids: frozenset[str] | None) -> np.ndarray | None:
+        """The figures' rows of ``doc_ids``' sentences, each document whole at its head's revision; else None."""
+        columns = self.columns
+        if doc_ids is None or columns is None:
+            return None
+        self.heads(doc_ids)
+        rows: list[int] = []
+        for doc_id in sorted(doc_ids):
+            committed = self.committed(doc_id)
+            if committed is None:
+                continue  # no head: none of it is found, as by the store's search
+            if columns.document(doc_id) != (committed[1], committed[0].metadata.get(STORED_COUNT)):
+                return None  # written since the figures were built: the store searches
+            rows += columns.rows(doc_id)
+            if len(rows) > EXACT_ROWS:
+                return None
+        return None if min(rows, default=0) < 0 else np.asarray(rows, dtype=np.int64)
 
     def _scores_for(self, vector: Sequence[float]) -> Scores | None:
         """The columns' similarities to ``vector``, one :class:`Scores` a query; None without columns."""

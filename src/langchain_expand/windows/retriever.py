@@ -300,8 +300,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """The query's ranking (:class:`Ranking`), the reads it and the windows share, and its dense search."""
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
         guided = plan.shape == "guided"  # the ranking asks the store for ids first
-        current, lexical, rows = self._searched(where, dense)
+        current, lexical, rows, documents = self._searched(where, dense)
         reads = self._reads(current, rows)
+        reads.documents = documents
         ranked = None if current is None else current.bm25  # BM25 in memory, where it is current
         bm25 = None if lexical is None else ranked if ranked is not None else lexical
         return Ranking(dense, reads, bm25, self._views.beside, ids_first=guided), reads, dense

@@ -3,10 +3,12 @@
 A ``filter`` on the units' metadata (the document's own keys and ``doc_id``) picks whole
 documents. With a snapshot it is evaluated in memory on each head
 (:mod:`langchain_expand.store.filters`, Chroma's semantics) and the dense search and BM25 keep
-those rows alone. Without one, the store lists the documents whose head passes, and BM25 in
-memory (past the limit), else the lexical index, ranks within them. A filter this cannot
-narrow BM25 by (a store's own filter object, a syntax other than Chroma's) is searched by the
-store alone, dense only, and logged once.
+those rows alone. Without one, it is evaluated on the heads held at the store's change mark
+where they are all held (else the store lists the documents that pass); BM25 in memory (past
+the limit), else the lexical index, ranks within those documents, and past the limit the dense
+search is exact in growth's figures where they hold them (:meth:`Reads.nearest`). A filter
+this cannot narrow BM25 by (a store's own filter object, a syntax other than Chroma's) is
+searched by the store alone, dense only, and logged once.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class Scoped(NamedTuple):
     lexical: BaseLexicalIndex | Within | None
     rows: np.ndarray | None
     """The snapshot's rows the filter picks; None without a snapshot."""
+    documents: frozenset[str] | None = None
+    """The documents the filter picks, past the snapshot's limit."""
 
 
 def narrowed(
@@ -46,7 +50,10 @@ def narrowed(
     if held is not None:
         rows = held.within(vectors.unit_filter(where))
         return Scoped(Current(held, Bm25Search(held.bm25, rows), None), lexical, rows)
-    doc_ids = vectors.documents_where(where)
+    heads = None if current is None else current.heads
+    doc_ids = None if heads is None else heads.documents_where(vectors.unit_filter(where))
+    if doc_ids is None:
+        doc_ids = vectors.documents_where(where)
     if doc_ids is None:
         return Scoped(current, None, None)
     if current is None or current.heads is None:
@@ -54,4 +61,4 @@ def narrowed(
     # Growth's figures serve a sentence whatever the filter, at its document's revision.
     ranked = None if current.bm25 is None else current.bm25.bm25
     bm25 = None if ranked is None or ranked.documents is None else Bm25Search(ranked, ranked.documents(doc_ids))
-    return Scoped(Current(None, bm25, current.heads, current.figures), Within(lexical, doc_ids), None)
+    return Scoped(Current(None, bm25, current.heads, current.figures), Within(lexical, doc_ids), None, doc_ids)

@@ -25,12 +25,11 @@ import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store import filters
-from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence
 from langchain_expand.store.records import unit_id
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.bm25 import Bm25, term_numbers
-from langchain_expand.windows.columns import Columns, Row, Scores
+from langchain_expand.windows.columns import Columns, Row, Scores, nearest
 from langchain_expand.windows.regions import Position
 
 if TYPE_CHECKING:
@@ -105,33 +104,15 @@ class Snapshot:
         return rows
 
     def nearest(self, scores: Scores, k: int, within: np.ndarray | None = None) -> list[tuple[Position, float]]:
-        """The ``k`` sentences nearest the query (document, index), exactly, with the store's relevance, best first.
-
-        Only ``within`` rows where given (:meth:`within`). Ties (equal to ``TIES`` decimals: a
-        repeated sentence's copies differ in the last bits of a float32 sum) go by document id,
-        then position, as the store's results do (:func:`~langchain_expand.store.adapters.base.nearest`):
-        a query gets the same hits from the snapshot as from the store.
-        """
+        """The ``k`` sentences nearest the query (document, index), exactly, best first; ``within`` rows alone."""
         if not len(self.columns):
             return []
         dots, cosines = scores.every()
-        if self.space == "cosine":
-            distances = 1.0 - cosines
-        elif self.space == "ip":
-            distances = 1.0 - dots
-        else:  # squared L2, as Chroma reports it
-            distances = self.columns.squares - 2.0 * dots + float(scores.query @ scores.query)
-        rounded = np.round(distances, TIES)
-        if within is not None:
-            rounded[~within] = np.inf
-        k = min(k, len(rounded) if within is None else int(within.sum()))
-        if k < 1:
-            return []
-        cut = rounded[np.argpartition(rounded, k - 1)[k - 1]]
-        pool = np.flatnonzero(rounded <= cut).tolist()
-        position = self.columns.position
-        top = sorted(pool, key=lambda j: (rounded[j], position(j)))[:k]
-        return [(position(j), self.relevance(d)) for j, d in zip(top, distances[top].tolist(), strict=True)]
+        scored = (dots, cosines, self.columns.squares)
+        rows = None if within is None else np.flatnonzero(within)
+        if rows is not None:
+            scored = (dots[rows], cosines[rows], self.columns.squares[rows])
+        return nearest(self.columns, rows, scored, scores.query, k, self.space, self.relevance)
 
     def _hit(self, row: int, rank: int) -> LexicalHit:
         doc_id, i = self.columns.position(row)
