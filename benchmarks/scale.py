@@ -15,7 +15,10 @@ own ids where a size needs more. At each size:
   reported; the queries are timed after it);
 - **memory**: the process's resident memory after indexing and after the queries, and its peak;
 - **full collections**: how many of Python's full garbage collections ran among the timed
-  queries (each 60-100 ms in a process holding Chroma and LangChain: what a p99 here shows).
+  queries (each 60-100 ms in a process holding Chroma and LangChain: what a p99 here shows);
+- **filtered** (``--filtered``, with ``--reuse``): each timed query once more, scoped to one
+  document of the index (``filter={"doc_id": ...}``, a tenant's query), against
+  ``similarity_search(q, k=16)`` with the same filter, once each, interleaved.
 
 The embedding is a hashed bag of words (384 numbers, near-free), not MiniLM: MiniLM on two
 cores embeds about 240 sentences a second, so a million would take hours, and what is
@@ -26,7 +29,7 @@ Run: ``python benchmarks/scale.py [--sizes 10000 100000 1000000]``. Writes ``res
 ``--reuse PATH`` times the queries alone on an index an earlier run grew (its report's ``index``);
 ``--freeze`` then freezes what the process holds after the warm-up (``gc.freeze()``), and
 ``--model`` embeds the query with the bundled MiniLM on both sides (:class:`ModelQueries`): what
-a query costs a user with a model, on the same index.
+a query costs a user with a model, on the same index; ``--filtered`` adds the filtered row.
 """
 
 from __future__ import annotations
@@ -122,7 +125,9 @@ def copies(docs: list[dict]):  # type: ignore[no-untyped-def]
             yield d if n == 0 else {**d, "doc_id": f"{d['doc_id']}#copy{n}"}
 
 
-def queried(retriever: SentenceWindowRetriever, queries: list[str], passes: int, freeze: bool = False) -> dict:
+def queried(
+    retriever: SentenceWindowRetriever, queries: list[str], passes: int, freeze: bool = False, filtered: bool = False
+) -> dict:
     """The default query against the raw search on the same store, p50 and p99, and memory after.
 
     With ``freeze``, ``gc.freeze()`` after the warm-up (docs/deployment.md): what the process
@@ -158,7 +163,36 @@ def queried(retriever: SentenceWindowRetriever, queries: list[str], passes: int,
     }
     row["p50_ratio"] = round(row["p50_ms"] / row["raw_p50_ms"], 2)
     row["p99_ratio"] = round(row["p99_ms"] / row["raw_p99_ms"], 2)
+    if filtered:
+        row["filtered"] = filtered_timings(retriever, timed)
     return row
+
+
+def filtered_timings(retriever: SentenceWindowRetriever, timed: list[str]) -> dict:
+    """Each query scoped to one document (seed 7), ours against the raw filtered search, p50 and p99."""
+    assert retriever.lexical is not None
+    store = retriever.vectorstore
+    doc_ids = sorted(retriever.lexical.documents())
+    scope = {q: random.Random(f"7{q}").choice(doc_ids) for q in timed}
+
+    def raw(q: str) -> object:  # a record names its document lcx_doc: the retriever renames doc_id so
+        return store.similarity_search(q, k=16, filter={"lcx_doc": scope[q]})
+
+    def ours(q: str) -> object:
+        return retriever.invoke(q, max_tokens=BUDGET, filter={"doc_id": scope[q]})
+
+    ours_t, raw_t = interleaved(ours, raw, timed, 1)
+    found = {
+        m: (round(pct(t, 50) * 1000, 1), round(pct(t, 99) * 1000, 1)) for m, t in (("ours", ours_t), ("raw", raw_t))
+    }
+    return {
+        "raw_p50_ms": found["raw"][0],
+        "raw_p99_ms": found["raw"][1],
+        "p50_ms": found["ours"][0],
+        "p99_ms": found["ours"][1],
+        "p50_ratio": round(found["ours"][0] / found["raw"][0], 2),
+        "p99_ratio": round(found["ours"][1] / found["raw"][1], 2),
+    }
 
 
 def main() -> None:
@@ -171,6 +205,7 @@ def main() -> None:
     )
     parser.add_argument("--freeze", action="store_true", help="with --reuse: gc.freeze() after the warm-up")
     parser.add_argument("--model", action="store_true", help="with --reuse: queries embedded by the bundled MiniLM")
+    parser.add_argument("--filtered", action="store_true", help="with --reuse: each query scoped to one document too")
     args = parser.parse_args()
     if args.model and not args.reuse:
         parser.error("--model times queries on an index grown before: give --reuse PATH")
@@ -184,7 +219,7 @@ def main() -> None:
         assert retriever.lexical is not None
         row: dict = {"sentences": retriever.lexical.count(), "rss_after_opening_mb": round(rss_mb())}
         row["query_embedding"] = "MiniLM" if args.model else "hashed words"
-        row.update(queried(retriever, queries, args.passes, freeze=args.freeze))
+        row.update(queried(retriever, queries, args.passes, freeze=args.freeze, filtered=args.filtered))
         print(json.dumps(row), flush=True)
         return
     # The floor's HNSW graph is built as chroma_store builds ours (cosine, its construction
