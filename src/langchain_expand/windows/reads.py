@@ -20,11 +20,12 @@ from langchain_expand.store.records import record_cues, unit_id, unit_position
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
-from langchain_expand.windows.cache import Entry, HeadsAtMark, SentenceCache, own_vector
-from langchain_expand.windows.columns import Columns, Scores, nearest
+from langchain_expand.windows.cache import Entry, SentenceCache, own_vector
+from langchain_expand.windows.columns import Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
-from langchain_expand.windows.snapshot import Run, Snapshot
+from langchain_expand.windows.snapshot import Run
+from langchain_expand.windows.views import Current
 
 __all__ = ["EXACT_ROWS", "Reads"]
 
@@ -48,19 +49,18 @@ class Reads:
         size: int,
         counter: Callable[[str], int],
         local: BaseLexicalIndex | None = None,
-        snapshot: Snapshot | None = None,
-        marked: HeadsAtMark | None = None,
-        figures: Columns | None = None,
+        current: Current | None = None,
     ) -> None:
         """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
 
-        ``snapshot``: whole documents, never read from the store. ``marked``: the heads read at
-        the store's change mark this query found. ``figures`` (past the snapshot's limit): what
-        growth weighs of a sentence at its head's revision (:meth:`held`), unread.
+        ``current``: what the query found held at the store's change mark (:class:`Current`): the
+        snapshot (whole documents, never read from the store), else the heads read at the mark
+        and growth's figures, served at each head's revision (:meth:`held`).
         """
         self.store = store
-        self.snapshot = snapshot
-        self.marked = marked
+        snapshot = self.snapshot = None if current is None else current.snapshot
+        self.marked = None if current is None else current.heads
+        figures = None if current is None else current.figures
         self.columns = snapshot.columns if snapshot is not None else figures
         """What the query holds of its sentences in arrays (:mod:`.columns`): the snapshot's, else growth's figures."""
         if snapshot is not None:  # it holds every record the cache and the copies could
@@ -79,10 +79,8 @@ class Reads:
         self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
         self._key = counter_key(counter)
         self._scores: tuple[Sequence[float], Scores] | None = None
-        self.within: np.ndarray | None = None
-        """A filtered query's rows of the snapshot: the only ones its dense search finds."""
-        self.documents: frozenset[str] | None = None
-        """Past the snapshot's limit, a filtered query's documents: searched exactly where the figures hold them."""
+        self.within = None if current is None else current.rows
+        self.documents = None if current is None else current.documents
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Learn the revisions of records the store just returned; keep the records."""

@@ -16,7 +16,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import LangSmithRetrieverParams
@@ -300,9 +299,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """The query's ranking (:class:`Ranking`), the reads it and the windows share, and its dense search."""
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
         guided = plan.shape == "guided"  # the ranking asks the store for ids first
-        current, lexical, rows, documents = self._searched(where, dense)
-        reads = self._reads(current, rows)
-        reads.documents = documents
+        current, lexical = self._searched(where, dense)
+        settings = self.performance
+        reads = Reads(self._vectors, self._cache, settings.cache_size, self.token_counter, self.lexical, current)
         ranked = None if current is None else current.bm25  # BM25 in memory, where it is current
         bm25 = None if lexical is None else ranked if ranked is not None else lexical
         return Ranking(dense, reads, bm25, self._views.beside, ids_first=guided), reads, dense
@@ -315,16 +314,6 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         self._cache.clear()
         self._views.forget_heads()
 
-    def _reads(self, current: Current | None, rows: np.ndarray | None) -> Reads:
-        """What the query reads sentences through: the views at its mark, the cache, the local copies, the store."""
-        held, _, marked, figures = (None, None, None, None) if current is None else current
-        settings = self.performance
-        reads = Reads(
-            self._vectors, self._cache, settings.cache_size, self.token_counter, self.lexical, held, marked, figures
-        )
-        reads.within = rows
-        return reads
-
     def _searched(self, where: Any, dense: VectorSearch) -> scope.Scoped:
         """Besides the store, what the query searches: the views at its mark, the lexical index; narrowed by a filter.
 
@@ -332,10 +321,10 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         (:meth:`StoreAdapter.whole_documents`).
         """
         if self.lexical is None or (where is not None and not self._vectors.whole_documents(where)):
-            return scope.Scoped(None, None, None)
+            return scope.Scoped(None, None)
         current = self._current_snapshot(self.lexical, dense)
         if where is None:
-            return scope.Scoped(current, self.lexical, None)
+            return scope.Scoped(current, self.lexical)
         return scope.narrowed(self._vectors, self.lexical, where, current)
 
     def _current_snapshot(self, lexical: BaseLexicalIndex, dense: VectorSearch) -> Current | None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex, Within
 from langchain_expand.windows.bm25 import Bm25Search
@@ -26,14 +24,10 @@ __all__ = ["Scoped", "narrowed"]
 
 
 class Scoped(NamedTuple):
-    """What a filtered query searches: the views narrowed, the lexical index's, the snapshot's rows."""
+    """What a query searches besides the store: the views (narrowed to a filter), and the lexical index."""
 
     current: Current | None
     lexical: BaseLexicalIndex | Within | None
-    rows: np.ndarray | None
-    """The snapshot's rows the filter picks; None without a snapshot."""
-    documents: frozenset[str] | None = None
-    """The documents the filter picks, past the snapshot's limit."""
 
 
 def narrowed(
@@ -49,16 +43,16 @@ def narrowed(
     held = None if current is None else current.snapshot
     if held is not None:
         rows = held.within(vectors.unit_filter(where))
-        return Scoped(Current(held, Bm25Search(held.bm25, rows), None), lexical, rows)
+        return Scoped(Current(held, Bm25Search(held.bm25, rows), None, rows=rows), lexical)
     heads = None if current is None else current.heads
     doc_ids = None if heads is None else heads.documents_where(vectors.unit_filter(where))
     if doc_ids is None:
         doc_ids = vectors.documents_where(where)
     if doc_ids is None:
-        return Scoped(current, None, None)
+        return Scoped(current, None)
     if current is None or current.heads is None:
-        return Scoped(None, Within(lexical, doc_ids), None)
+        return Scoped(None, Within(lexical, doc_ids))
     # Growth's figures serve a sentence whatever the filter, at its document's revision.
     ranked = None if current.bm25 is None else current.bm25.bm25
     bm25 = None if ranked is None or ranked.documents is None else Bm25Search(ranked, ranked.documents(doc_ids))
-    return Scoped(Current(None, bm25, current.heads, current.figures), Within(lexical, doc_ids), None, doc_ids)
+    return Scoped(Current(None, bm25, current.heads, current.figures, documents=doc_ids), Within(lexical, doc_ids))
