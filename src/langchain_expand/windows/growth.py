@@ -147,7 +147,7 @@ def _spend(
     owner, docs = regions.owner, regions.docs
     push, pop = heapq.heappush, heapq.heappop
     paused: Paused | None = None
-    sure = not regions.wanted  # no step so far weighed a sentence not known
+    all_known = not regions.wanted  # no step so far weighed a sentence not known
     while heap and used < target:
         step = pop(heap)
         _, _, number, index, distance, previous = step
@@ -157,13 +157,13 @@ def _spend(
         known = known_get(position)
         first, last, cost = regions.extent(number, index, distance, known, target - used, unknown_tokens)
         if used + cost > target:
-            if sure and known is None:  # passed over on a guessed size
-                paused, sure = Paused(regions, heap, step, used), False
+            if all_known and known is None:  # passed over on a guessed size
+                paused, all_known = Paused(regions, heap, step, used), False
             continue
         # weighed before the piece is taken, so a guess among them pauses here, before any change
         entries = regions.beside(number, first, last, previous)  # from a table's end row where rows were taken
-        if sure and (known is None or regions.wanted):
-            paused, sure = Paused(regions, heap, step, used), False
+        if all_known and (known is None or regions.wanted):
+            paused, all_known = Paused(regions, heap, step, used), False
         regions.take(number, index, distance, first, last, known)
         used += cost
         for entry in entries:

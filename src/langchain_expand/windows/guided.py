@@ -102,19 +102,19 @@ class Growing:
     ) -> Growth:
         """Grow ``seeds`` toward ``target`` (on from ``taken``, as :func:`grow`), fetching what it wants between rounds.
 
-        ``heads`` (documents) ride along with the first fetch, for the version check; with
+        ``heads`` (documents) are read with the first fetch, for the version check; with
         growth's figures they are read before it, since the figures are served at their revisions.
         """
         sizes = {s.doc_id: s.n for s in seeds}
-        riding = [(doc_id, 0) for doc_id in heads or ()]
+        head_positions = [(doc_id, 0) for doc_id in heads or ()]
         if self.reads.snapshot is None and taken is None:  # nothing known beside the seeds yet
             ring = [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)]
             if self.reads.columns is not None:  # growth's figures, served at the heads' revisions: read those first
-                self.reads.heads(doc for doc, _ in riding)
-                riding, ring = [], [p for p in ring if self.known.get(p) is None]  # a document written since
-            if riding or ring:
-                self._fetch(riding + ring)
-            riding = []
+                self.reads.heads(doc for doc, _ in head_positions)
+                head_positions, ring = [], [p for p in ring if self.known.get(p) is None]  # a document written since
+            if head_positions or ring:
+                self._fetch(head_positions + ring)
+            head_positions = []
         growth: Growth | None = None
         for attempt in range(1, GROWTH_ROUNDS + 1):
             growth = grow(
@@ -138,8 +138,8 @@ class Growing:
                 for j in range(i, i + way * _RING, way)
                 if 0 <= j < sizes[doc]
             ]
-            self._fetch(riding + ahead)
-            riding = []
+            self._fetch(head_positions + ahead)
+            head_positions = []
         assert growth is not None  # GROWTH_ROUNDS >= 1
         return growth
 
