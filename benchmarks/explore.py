@@ -7,6 +7,8 @@
 - ``python explore.py latency CORPUS``: p50 query time of the default (guided, hybrid, 2,000
   tokens) and of fixed windows against a raw ``similarity_search(k=16)``, alternating, 40
   queries, on an otherwise idle machine.
+- ``python explore.py seeds CORPUS [scoped]``: fewer hits a budget (``tokens_per_sentence`` 30,
+  60; ``k`` 4, 8), each window grown further, over the whole collection or each query scoped.
 - ``python explore.py floor CORPUS``: the default (guided, hybrid, budget-driven) against a
   relevance floor relative to the best hit (``relative_score_threshold`` 0.3 / 0.5 / 0.7), at
   250 to 8,000 tokens, 40 queries (seed 7), the corpus's whole collection (QMSum: 5 meetings).
@@ -138,8 +140,10 @@ def latency(name: str) -> None:
         print(name, label, f"p50 {p50 * 1000:.0f} ms, {p50 / raw:.2f}x raw", flush=True)
 
 
-def seeds(name: str) -> None:
-    """Fewer hits a budget, each window grown further (``tokens_per_sentence``), and how alike neighbours are.
+def seeds(name: str, scope: str = "whole") -> None:
+    """Fewer hits a budget, each window grown further (``tokens_per_sentence``, or ``k``), and how alike neighbours are.
+
+    ``scope`` ``scoped``: each query filtered to its own document, at 500 to 8,000 tokens.
 
     Where a corpus's evidence is a long run (meetings), a budget spread over many hits holds a
     little of each region; the neighbour coherence (mean cosine of each sentence with the next)
@@ -161,10 +165,12 @@ def seeds(name: str) -> None:
         near = np.einsum("ij,ij->i", m[1:], m[:-1])[same]
         far = np.einsum("ij,ij->i", m[1:], np.roll(m, 17, axis=0)[1:])[same]
         print(name, "neighbour coherence", round(float(near.mean()), 3), "17 apart", round(float(far.mean()), 3))
-    for per in (15, 30, 60):
-        tried = hybrid.model_copy(update={"budget_policy": BudgetPolicy(tokens_per_sentence=per)})
-        cells = [recall(tried, queries, budget) for budget in (500, 2000, 8000)]
-        print(name, f"tokens_per_sentence={per}", cells, flush=True)
+    scoped = scope == "scoped"
+    budgets = (500, 1000, 2000, 4000, 8000) if scoped else (500, 2000, 8000)
+    for per, k in ((15, None), (30, None), (60, None), (15, 4), (15, 8)):
+        tried = hybrid.model_copy(update={"budget_policy": BudgetPolicy(tokens_per_sentence=per), "k": k})
+        cells = [recall(tried, queries, budget, scoped=scoped) for budget in budgets]
+        print(name, scope, f"tokens_per_sentence={per}, k={k}", cells, flush=True)
 
 
 def meetings(which: str) -> None:
@@ -340,7 +346,7 @@ def main() -> None:
     elif mode == "latency":
         latency(name)
     elif mode == "seeds":
-        seeds(name)
+        seeds(name, *sys.argv[3:])
     elif mode == "meetings":
         meetings(name)
     elif mode == "twosizes":
