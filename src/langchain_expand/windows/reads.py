@@ -21,7 +21,7 @@ from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
 from langchain_expand.windows.cache import Entry, SentenceCache, own_vector
-from langchain_expand.windows.columns import Scores, nearest
+from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.snapshot import Run
@@ -79,7 +79,6 @@ class Reads:
         self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
         self._key = counter_key(counter)
         self._scores: tuple[Sequence[float], Scores] | None = None
-        self.within = None if current is None else current.rows
         self.documents = None if current is None else current.documents
 
     def saw(self, docs: Iterable[Document]) -> None:
@@ -195,23 +194,20 @@ class Reads:
     def nearest(self, vector: Sequence[float], k: int) -> list[tuple[Position, float]] | None:
         """The ``k`` sentences nearest ``vector``, exactly, from memory; None where the store searches.
 
-        From the snapshot (a filter's rows alone); past its limit, a filter's :attr:`documents` from
-        growth's figures, each whole at its head's revision, at most ``EXACT_ROWS`` sentences in all.
+        From the snapshot (a filter's :attr:`documents` alone); past its limit, a filter's documents
+        from growth's figures, each whole at its head's revision, at most ``EXACT_ROWS`` sentences.
         """
         scores, columns, space = self._scores_for(vector), self.columns, self.store.space
         if scores is None or columns is None or space is None or not scores.usable:
             return None
-        if self.snapshot is not None:
-            return self.snapshot.nearest(scores, k, self.within)
-        rows = self._rows_of(self.documents)
+        rows = None if self.documents is None else self._rows_of(self.documents, columns)
+        if self.snapshot is not None and (rows is not None or self.documents is None):
+            return self.snapshot.nearest(scores, k, rows)
         scored = None if rows is None else columns.among(rows, scores.query, self._head_vector)
         return None if scored is None else nearest(columns, rows, scored, scores.query, k, space, self.store.relevance)
 
-    def _rows_of(self, doc_ids: frozenset[str] | None) -> np.ndarray | None:
-        """The figures' rows of ``doc_ids``' sentences, each document whole at its head's revision; else None."""
-        columns = self.columns
-        if doc_ids is None or columns is None:
-            return None
+    def _rows_of(self, doc_ids: frozenset[str], columns: Columns) -> np.ndarray | None:
+        """The rows of ``doc_ids``' sentences, each document whole at its head's revision; else None."""
         self.heads(doc_ids)
         rows: list[int] = []
         for doc_id in sorted(doc_ids):
@@ -221,7 +217,7 @@ class Reads:
             if columns.document(doc_id) != (committed[1], committed[0].metadata.get(STORED_COUNT)):
                 return None  # written since the figures were built: the store searches
             rows += columns.rows(doc_id)
-            if len(rows) > EXACT_ROWS:
+            if len(rows) > EXACT_ROWS and self.snapshot is None:
                 return None
         return None if min(rows, default=0) < 0 else np.asarray(rows, dtype=np.int64)
 

@@ -1,14 +1,12 @@
-"""A filtered query, kept hybrid: the snapshot and BM25 narrowed to the documents the filter picks.
+"""A filtered query, kept hybrid: every search narrowed to the documents the filter picks.
 
 A ``filter`` on the units' metadata (the document's own keys and ``doc_id``) picks whole
-documents. With a snapshot it is evaluated in memory on each head
-(:mod:`langchain_expand.store.filters`, Chroma's semantics) and the dense search and BM25 keep
-those rows alone. Without one, it is evaluated on the heads held at the store's change mark
-where they are all held (else the store lists the documents that pass); BM25 in memory (past
-the limit), else the lexical index, ranks within those documents, and past the limit the dense
-search is exact in growth's figures where they hold them (:meth:`Reads.nearest`). A filter
-this cannot narrow BM25 by (a store's own filter object, a syntax other than Chroma's) is
-searched by the store alone, dense only, and logged once.
+documents. It is evaluated in memory (:mod:`langchain_expand.store.filters`, Chroma's
+semantics) on the heads the query finds held, the snapshot's or those read at the store's
+change mark where every one is held; else the store lists the documents that pass. BM25 (in
+memory, else the lexical index) and the exact dense search in memory (:meth:`Reads.nearest`)
+keep to those documents. A filter this cannot narrow BM25 by (a store's own filter object, a
+syntax other than Chroma's) is searched by the store alone, dense only, and logged once.
 """
 
 from __future__ import annotations
@@ -40,19 +38,15 @@ def narrowed(
 
     ``where`` has passed :meth:`StoreAdapter.whole_documents`.
     """
-    held = None if current is None else current.snapshot
-    if held is not None:
-        rows = held.within(vectors.unit_filter(where))
-        return Scoped(Current(held, Bm25Search(held.bm25, rows), None, rows=rows), lexical)
-    heads = None if current is None else current.heads
-    doc_ids = None if heads is None else heads.documents_where(vectors.unit_filter(where))
+    held = None if current is None else current.snapshot if current.snapshot is not None else current.heads
+    doc_ids = None if held is None else held.documents_where(vectors.unit_filter(where))
     if doc_ids is None:
         doc_ids = vectors.documents_where(where)
     if doc_ids is None:
         return Scoped(current, None)
-    if current is None or current.heads is None:
+    if current is None:
         return Scoped(None, Within(lexical, doc_ids))
     # Growth's figures serve a sentence whatever the filter, at its document's revision.
     ranked = None if current.bm25 is None else current.bm25.bm25
     bm25 = None if ranked is None or ranked.documents is None else Bm25Search(ranked, ranked.documents(doc_ids))
-    return Scoped(Current(None, bm25, current.heads, current.figures, documents=doc_ids), Within(lexical, doc_ids))
+    return Scoped(current._replace(bm25=bm25, documents=doc_ids), Within(lexical, doc_ids))

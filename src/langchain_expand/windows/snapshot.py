@@ -81,7 +81,7 @@ class Snapshot:
         self._words: list[np.ndarray] = kept + [
             term_numbers(copy.text, self._terms) for copy in copies if copy is not None
         ]
-        self.bm25 = Bm25(self._words, self._terms, self._hit)
+        self.bm25 = Bm25(self._words, self._terms, self._hit, self._rows_of)
 
     def __len__(self) -> int:
         return len(self.columns)
@@ -91,25 +91,24 @@ class Snapshot:
         held = self.columns.document(doc_id)
         return None if held is None else held[0]
 
-    def within(self, where: Mapping[str, Any]) -> np.ndarray:
-        """The rows of the documents whose head passes ``where`` (as stored), as the store's filter would pick them.
+    def documents_where(self, where: Mapping[str, Any]) -> frozenset[str]:
+        """The documents whose head passes ``where`` (as stored), as the store's filter would pick them."""
+        return frozenset(d for d, head in self._heads.items() if filters.matches(where, head.metadata))
 
-        Raises :class:`~langchain_expand.store.filters.Unsupported` for a filter not evaluated in memory.
-        """
-        filters.whole_documents(where)
+    def _rows_of(self, doc_ids: Iterable[str]) -> np.ndarray:
+        """The rows of the documents held of ``doc_ids``, as a mask."""
         rows = np.zeros(len(self.columns), dtype=bool)
-        for doc_id, head in self._heads.items():
-            if filters.matches(where, head.metadata):
+        for doc_id in doc_ids:
+            if doc_id in self._heads:
                 rows[np.asarray(self.columns.rows(doc_id), dtype=np.int64)] = True
         return rows
 
-    def nearest(self, scores: Scores, k: int, within: np.ndarray | None = None) -> list[tuple[Position, float]]:
-        """The ``k`` sentences nearest the query (document, index), exactly, best first; ``within`` rows alone."""
+    def nearest(self, scores: Scores, k: int, rows: np.ndarray | None = None) -> list[tuple[Position, float]]:
+        """The ``k`` sentences nearest the query (document, index), exactly, best first; of ``rows`` alone if given."""
         if not len(self.columns):
             return []
         dots, cosines = scores.every()
         scored = (dots, cosines, self.columns.squares)
-        rows = None if within is None else np.flatnonzero(within)
         if rows is not None:
             scored = (dots[rows], cosines[rows], self.columns.squares[rows])
         return nearest(self.columns, rows, scored, scores.query, k, self.space, self.relevance)

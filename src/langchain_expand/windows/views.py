@@ -14,8 +14,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple, ParamSpec, TypeVar
 
-import numpy as np
-
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.store.search import VectorSearch
@@ -42,10 +40,8 @@ class Current(NamedTuple):
     """The heads read at the mark, past the limit."""
     figures: Columns | None = None
     """Growth's figures past the limit, the last built (each served at its document's revision alone)."""
-    rows: np.ndarray | None = None
-    """A filter's rows of the snapshot: the only ones its dense search finds."""
     documents: frozenset[str] | None = None
-    """Past the limit, a filter's documents: searched exactly where the figures hold them."""
+    """A filter's documents: the only ones searched."""
 
 
 class Beside:
