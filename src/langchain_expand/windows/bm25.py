@@ -47,8 +47,7 @@ class Bm25:
     ) -> None:
         """Index rows whose words are ``words[row]`` (numbers in ``terms``); ``hit(row, rank)`` names a row found.
 
-        ``documents(doc_ids)``: the rows of those documents, as a mask (a filter's, past the
-        snapshot's limit; the snapshot picks its rows itself).
+        ``documents(doc_ids)``: the rows of those documents, as a mask (a filter's).
 
         The postings are one array of rows and one of gains, sorted by term then row; a term's
         are the slice between its two offsets. A posting's gain is what it adds to its row's

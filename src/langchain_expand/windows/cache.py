@@ -196,9 +196,9 @@ class HeadsAtMark:
                     return
                 self.keep(read)
             listed = store.where({STORED_INDEX: 0}, vectors=False)  # a writer without the lexical index too
+            unmoved = marked() == self.mark
             with self._lock:
-                self.complete = listed is not None and all(doc.id in self._heads for doc, _ in listed)
-            self.complete = self.complete and marked() == self.mark
+                self.complete = unmoved and listed is not None and all(doc.id in self._heads for doc, _ in listed)
         except Exception:
             logger.warning("The heads at mark %r could not be read ahead; queries read them", self.mark, exc_info=True)
         finally:

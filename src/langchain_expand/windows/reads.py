@@ -201,9 +201,13 @@ class Reads:
         if scores is None or columns is None or space is None or not scores.usable:
             return None
         rows = None if self.documents is None else self._rows_of(self.documents, columns)
-        if self.snapshot is not None and (rows is not None or self.documents is None):
+        if self.documents is not None and rows is None:
+            return None  # a filter's documents not all held whole: the store searches
+        if self.snapshot is not None:
             return self.snapshot.nearest(scores, k, rows)
-        scored = None if rows is None else columns.among(rows, scores.query, self._head_vector)
+        if rows is None:
+            return None  # past the limit, unfiltered: the store searches
+        scored = columns.among(rows, scores.query, self._head_vector)
         return None if scored is None else nearest(columns, rows, scored, scores.query, k, space, self.store.relevance)
 
     def _rows_of(self, doc_ids: frozenset[str], columns: Columns) -> np.ndarray | None:
