@@ -207,3 +207,18 @@ def test_past_the_snapshot_limit_a_rewritten_document_is_served_new_at_the_next_
     assert retriever.invoke("How long does the warranty last?", max_tokens=200)[0].page_content == old
     retriever.add_documents([Document(new, id="memo")])
     assert retriever.invoke("How long does the warranty last?", max_tokens=200)[0].page_content == new
+
+
+@pytest.mark.parametrize("performance", [Performance(snapshot_limit=0, cache_size=0), Performance(in_memory=False)])
+def test_a_query_reads_no_record_twice(reader: Make, performance: Performance) -> None:
+    # The heads read with the local copies were read again from the store by the same query
+    # (26 of 97 ids on ten TAT-QA queries with fixed windows).
+    retriever = reader(lexical=True, performance=performance)
+    retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+    log = ReadLog(retriever._vectors)
+    for query in [q["query"] for q in load_queries("qmsum")[:6]]:
+        for call in ({"k": 4}, {"max_tokens": 1000}, {"max_tokens": 1000, "window": "fixed"}):
+            log.taken()
+            assert retriever.invoke(query, **call)
+            read = log.taken()
+            assert len(read) == len(set(read)), (query, call)

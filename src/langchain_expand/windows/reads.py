@@ -121,15 +121,17 @@ class Reads:
 
     def _found(self, ids: Sequence[str], *, vectors: bool) -> list[tuple[Document, Vector | None]]:
         """The records ``ids`` name (with their vectors where ``vectors``): read already, cached, copied, else read."""
-        known: dict[str, tuple[Document, Vector | None]] = {}
-        for i in ids:
-            doc, vector = self._read.get(i, (None, None))
-            if doc is not None and (vector is not None or not vectors):
-                known[i] = (doc, vector)
+
+        def read_already(wanted: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
+            found = {i: self._read[i] for i in wanted if i in self._read}
+            return {i: r for i, r in found.items() if r[1] is not None or not vectors}
+
+        known = read_already(ids)
         cached = self._cached([i for i in ids if i not in known])
         known.update((i, (e.doc, e.vector)) for i, e in cached.items() if e.vector is not None or not vectors)
         copied = self._copied([i for i in ids if i not in known])
         known.update((i, found) for i, found in copied.items() if found[1] is not None or not vectors)
+        known.update(read_already([i for i in ids if i not in known]))  # the heads the copies were read with
         rest = [i for i in ids if i not in known]
         read = self.store.with_vectors(rest) if vectors else [(d, None) for d in self.store.get_by_ids(rest)]
         self._learn(read)
