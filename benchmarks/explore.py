@@ -221,32 +221,36 @@ def mixed(retriever: SentenceWindowRetriever, queries: list[dict], label: str, a
     """Recall, whole and scoped, with the snapshot's dense ranking by ``alpha * cosine + (1 - alpha) * second``.
 
     ``second(columns, query)`` scores every row against the unit-length query. Patched into
-    :meth:`Snapshot.nearest` for the run (``alpha`` 1: as shipped); each hit keeps its sentence's relevance.
+    :meth:`Reads.nearest` for the run (``alpha`` 1: as shipped); each hit keeps its sentence's relevance.
     """
     import numpy as np
 
-    from langchain_expand.windows import snapshot
+    from langchain_expand.windows.reads import Reads
 
-    shipped = snapshot.Snapshot.nearest
+    shipped = Reads.nearest
 
-    def nearest(self: Any, scores: Any, k: int, within: Any = None) -> Any:
-        if alpha >= 1.0:
-            return shipped(self, scores, k, within)
+    def nearest(self: Any, vector: Any, k: int) -> Any:
+        if alpha >= 1.0 or not self.whole:
+            return shipped(self, vector, k)
+        scores = self._scores_for(vector)
         _, cosines = scores.every()
         query = np.asarray(scores.query)
         ranked = alpha * cosines + (1 - alpha) * second(self.columns, query / np.linalg.norm(query))
-        if within is not None:
+        rows = None if self.documents is None else self._rows_of(self.documents, self.columns)
+        if rows is not None:
+            within = np.zeros(len(ranked), dtype=bool)
+            within[rows] = True
             ranked[~within] = -np.inf
-        top = np.argsort(-ranked, kind="stable")[: min(k, len(ranked) if within is None else int(within.sum()))]
-        return [(self.columns.position(int(j)), self.relevance(float(1.0 - cosines[j]))) for j in top]
+        top = np.argsort(-ranked, kind="stable")[: min(k, len(ranked) if rows is None else len(rows))]
+        return [(self.columns.position(int(j)), self.store.relevance(float(1.0 - cosines[j]))) for j in top]
 
-    snapshot.Snapshot.nearest = nearest  # type: ignore[method-assign]
+    Reads.nearest = nearest  # type: ignore[method-assign]
     try:
         for scope in ("whole", "scoped"):
             budgets = (250, 500, 1000, 2000, 4000, 8000)
             print(label, scope, *[recall(retriever, queries, b, scoped=scope == "scoped") for b in budgets], flush=True)
     finally:
-        snapshot.Snapshot.nearest = shipped  # type: ignore[method-assign]
+        Reads.nearest = shipped  # type: ignore[method-assign]
 
 
 def two_sizes(name: str) -> None:
@@ -255,7 +259,7 @@ def two_sizes(name: str) -> None:
     A window is the centroid of the sentence's normalized vector and its neighbours' (``R``
     either side, within its document); the snapshot's exact search ranks by
     ``alpha * sentence + (1 - alpha) * window``, each hit keeping its sentence's relevance.
-    A probe, patched into :meth:`Snapshot.nearest` here: nothing of it ships.
+    A probe, patched into :meth:`Reads.nearest` here: nothing of it ships.
     """
     import numpy as np
 
@@ -288,7 +292,7 @@ def passages(name: str, which: str = "bench") -> None:
     holds ``words`` words (the auto-merging peers match 128-word leaves), embedded as text by the
     retriever's model. The snapshot's exact search ranks sentences by ``alpha * sentence + (1 -
     alpha) * best passage holding it``; each hit keeps its sentence's relevance. A probe, patched
-    into :meth:`Snapshot.nearest` here: nothing of it ships. ``which`` picks QMSum's meetings.
+    into :meth:`Reads.nearest` here: nothing of it ships. ``which`` picks QMSum's meetings.
     """
     import numpy as np
 

@@ -20,8 +20,10 @@ from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import tie_ordered
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows.bm25 import LexicalRanking
+from langchain_expand.windows.cache import SentenceCache
+from langchain_expand.windows.reads import Reads
 from langchain_expand.windows.snapshot import Snapshot
-from langchain_expand.windows.views import StoreViews
+from langchain_expand.windows.views import Current, StoreViews
 
 from .conftest import Make
 
@@ -96,8 +98,18 @@ def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
 def snapshot_of(retriever: SentenceWindowRetriever) -> Snapshot:
     assert retriever.lexical is not None
     current = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"))
+    held = retriever._views.snapshot
     assert current is not None
-    return current[0]
+    assert current.whole
+    assert held is not None
+    assert held[1] is not None
+    return held[1]
+
+
+def nearest_of(snapshot: Snapshot, retriever: SentenceWindowRetriever, query: list[float], k: int) -> Any:
+    """The ``k`` sentences of ``snapshot`` nearest ``query``, as a query on it finds them."""
+    current = Current(snapshot.columns, snapshot.heads, whole=True)
+    return Reads(retriever._vectors, SentenceCache(), 0, retriever.token_counter, None, current).nearest(query, k)
 
 
 def unscored(docs: list[Document]) -> list[tuple[str, dict]]:

@@ -26,7 +26,7 @@ from langchain_expand.windows.snapshot import build as build_snapshot
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, load_docs, load_queries
-from .memory import ReadLog, exact_search, shown, snapshot_of, unscored
+from .memory import ReadLog, exact_search, nearest_of, shown, snapshot_of, unscored
 
 
 def test_on_a_snapshot_or_its_figures_growth_knows_every_sentence_it_weighs_and_runs_once_a_search(
@@ -67,7 +67,8 @@ def test_the_snapshot_finds_the_exact_nearest_sentences_and_bm25s_ranking(reader
     exact = exact_search(reader())._vectors
     for query in [q["query"] for q in load_queries("qmsum")]:
         vector = minilm.embed_query(query)
-        found = snapshot.nearest(snapshot.columns.scores(vector), 30)
+        found = nearest_of(snapshot, retriever, vector, 30)
+        assert found is not None
         expected = exact.search_ids(vector, 30)
         assert [unit_id(*p) for p, _ in found] == [i for i, _ in expected]
         assert [s for _, s in found] == pytest.approx([s for _, s in expected], abs=1e-6)
@@ -160,7 +161,7 @@ def test_the_snapshots_bm25_ranks_a_write_from_the_next_query(tmp_path: Path, mi
         assert retriever.lexical is not None
         found = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, query))
         assert found is not None
-        return found[1]
+        return found.bm25
 
     retriever.invoke(query, max_tokens=200)  # builds the snapshot
     unchanged = current()
@@ -217,9 +218,10 @@ def test_a_snapshot_built_on_the_last_one_equals_a_snapshot_built_whole(
     assert [grown.columns.document(d) for d in held] == [whole.columns.document(d) for d in held]
     assert [grown.columns.copy(r) for r in range(len(grown))] == [whole.columns.copy(r) for r in range(len(whole))]
     assert np.array_equal(grown.columns._matrix, whole.columns._matrix)
-    assert [h.metadata for h, _ in grown.heads(held)] == [h.metadata for h, _ in whole.heads(held)]
+    heads = [unit_id(d, 0) for d in held]
+    assert [h.metadata for h, _ in grown.heads.found(heads)] == [h.metadata for h, _ in whole.heads.found(heads)]
     vector = minilm.embed_query(query)
-    assert grown.nearest(grown.columns.scores(vector), 40) == whole.nearest(whole.columns.scores(vector), 40)
+    assert nearest_of(grown, retriever, vector, 40) == nearest_of(whole, retriever, vector, 40)
     for text in [query, "baby cigars waiting room", "mucus plug water broke", "one more line"]:
         assert grown.bm25.search(text, 30) == whole.bm25.search(text, 30) == lexical.search(text, 30)
     assert all(d.metadata["doc_id"] != "scene-1" for d in found)

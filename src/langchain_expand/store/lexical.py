@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+from langchain_core.documents import Document
+
+from langchain_expand.store.records import sentence_span, unit_id
+from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_START
 
 __all__ = [
     "BaseLexicalIndex",
@@ -33,7 +37,9 @@ __all__ = [
     "LexicalHit",
     "LocalSentence",
     "Within",
+    "copy_of",
     "copy_of_row",
+    "record_of",
 ]
 
 FigureRow = tuple[str, int, str, str, str, int | None, str | None, bytes | Sequence[float] | np.ndarray | None]
@@ -192,3 +198,16 @@ class BaseLexicalIndex(ABC):
 def vector_of(blob: bytes | None) -> np.ndarray | None:
     """A vector stored as float32 bytes, as an array over them (None stays None)."""
     return None if blob is None else np.frombuffer(blob, dtype=np.float32)
+
+
+def copy_of(record: Document) -> LocalSentence:
+    """A sentence record as its local copy holds it."""
+    m = record.metadata
+    start, end = sentence_span(record)
+    return LocalSentence(int(m[STORED_INDEX]), record.page_content, start, end, m[STORED_GAP])
+
+
+def record_of(head: Document, sentence: LocalSentence) -> Document:
+    """The store's record of a copied ``sentence``: its head's metadata (one revision, one document), its own place."""
+    metadata = {**head.metadata, STORED_INDEX: sentence.i, STORED_START: sentence.start, STORED_GAP: sentence.gap}
+    return Document(sentence.text, metadata=metadata, id=unit_id(head.metadata[STORED_DOC], sentence.i))

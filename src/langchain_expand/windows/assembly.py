@@ -14,8 +14,8 @@ from typing import Any
 from langchain_core.documents import Document
 
 from langchain_expand.shrink import trim
-from langchain_expand.store.lexical import LocalSentence
-from langchain_expand.store.records import decode_metadata, sentence_span, unit_id
+from langchain_expand.store.lexical import LocalSentence, copy_of
+from langchain_expand.store.records import decode_metadata, unit_id
 from langchain_expand.text.cues import heading
 from langchain_expand.text.tokens import chained_count, count_many, counter_key
 from langchain_expand.units import (
@@ -29,8 +29,6 @@ from langchain_expand.units import (
     SENTENCES,
     SPAN,
     START,
-    STORED_GAP,
-    STORED_INDEX,
     STORED_REV,
     TOKENS,
 )
@@ -42,7 +40,6 @@ __all__ = [
     "Runs",
     "assemble",
     "by_sections",
-    "copy_of",
     "joined_text",
     "needed_ids",
     "record_runs",
@@ -100,24 +97,23 @@ def needed_ids(units: list[Unit]) -> list[str]:
 
 
 def runs_of(reads: Reads, units: list[Unit]) -> Runs:
-    """The units' sentences: from the snapshot, else the local copies, else the store's records.
+    """The units' sentences: held in memory, else the local copies, else the store's records.
 
     The snapshot's are sliced where it holds the document; past it, the local copies read at
     the heads' revisions serve a unit whole (their token counts with them), and the records are
     read only for a unit they do not.
     """
-    held = reads.snapshot
-    rest = [u for u in units if held is None or held.revision(u.doc_id) is None]
+    reads.heads(u.doc_id for u in units)
+    runs = {(u.doc_id, u.first, u.last): reads.local_run(u.doc_id, u.first, u.last) for u in units}
+    rest = [u for u in units if runs[(u.doc_id, u.first, u.last)] is None]
     if rest:
         reads.read_copies([(u.doc_id, i) for u in rest for i in (0, *range(u.first, u.last))])
-    local = {(u.doc_id, u.first, u.last): reads.local_run(u.doc_id, u.first, u.last) for u in rest}
-    missing = [u for u in rest if local[(u.doc_id, u.first, u.last)] is None]
+        runs.update(((u.doc_id, u.first, u.last), reads.local_run(u.doc_id, u.first, u.last)) for u in rest)
+    missing = [u for u in rest if runs[(u.doc_id, u.first, u.last)] is None]
     read = record_runs(reads.records(needed_ids(missing)) if missing else [])
 
     def run(doc_id: str, first: int, last: int) -> Run | None:
-        if held is not None and held.revision(doc_id) is not None:
-            return held.run(doc_id, first, last)
-        found = local.get((doc_id, first, last))
+        found = runs.get((doc_id, first, last))
         return found if found is not None else read(doc_id, first, last)
 
     return run
@@ -137,13 +133,6 @@ def record_runs(records: Iterable[Document]) -> Runs:
         return Run(rev, head, [copy_of(p) for p in present])
 
     return run
-
-
-def copy_of(record: Document) -> LocalSentence:
-    """A sentence record as its local copy holds it."""
-    m = record.metadata
-    start, end = sentence_span(record)
-    return LocalSentence(int(m[STORED_INDEX]), record.page_content, start, end, m[STORED_GAP])
 
 
 def run_tokens(counter: Callable[[str], int], key: str, sentences: Sequence[LocalSentence]) -> int | None:

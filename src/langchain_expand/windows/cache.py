@@ -150,6 +150,15 @@ class HeadsAtMark:
         self.complete = False
         """Every head the store held at the mark is held here (:meth:`fill` read them all)."""
 
+    @classmethod
+    def every(cls, mark: str, heads: Iterable[tuple[Document, Vector]]) -> HeadsAtMark:
+        """Every head the store held at ``mark`` (the snapshot's): :attr:`complete`, with nothing to fill."""
+        held = cls(mark, 0)
+        held._heads = {doc.id: (doc, vector) for doc, vector in heads if doc.id is not None}
+        held.size, held._filling, held.complete = len(held._heads), True, True
+        held.filled.set()
+        return held
+
     def found(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
         """The heads ``ids`` name that are held here."""
         with self._lock:

@@ -178,6 +178,16 @@ class Columns:
         """The rows of a document's sentences, in order (-1 for one not held)."""
         return self._docs[doc_id][1]
 
+    def mask(self, doc_ids: Iterable[str]) -> np.ndarray:
+        """The rows of the sentences held of ``doc_ids``, as a mask."""
+        rows = np.zeros(len(self), dtype=bool)
+        for doc_id in doc_ids:
+            held = self._docs.get(doc_id)
+            if held is not None:
+                found = np.asarray(held[1], dtype=np.int64)
+                rows[found[found >= 0]] = True
+        return rows
+
     def tokens(self, row: int, counter: str | None) -> int | None:
         """The row's token count, where ``counter`` (a counter's key) made it; else None."""
         number = self._counters[row]

@@ -107,7 +107,7 @@ class Growing:
         """
         sizes = {s.doc_id: s.n for s in seeds}
         head_positions = [(doc_id, 0) for doc_id in heads or ()]
-        if self.reads.snapshot is None and taken is None:  # nothing known beside the seeds yet
+        if not self.reads.whole and taken is None:  # nothing known beside the seeds yet
             ring = [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)]
             if self.reads.columns is not None:  # growth's figures, served at the heads' revisions: read those first
                 self.reads.heads(doc for doc, _ in head_positions)

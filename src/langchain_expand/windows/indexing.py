@@ -19,10 +19,11 @@ from langchain_core.embeddings import Embeddings
 from langchain_expand.store import commit
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.indexing import DocumentIndexed
+from langchain_expand.store.lexical import copy_of
 from langchain_expand.store.records import decode_metadata, document_ids, unit_id
 from langchain_expand.text.tokens import counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_START
-from langchain_expand.windows.assembly import copy_of, joined_text
+from langchain_expand.windows.assembly import joined_text
 from langchain_expand.windows.layout import SentenceLayout, prepare
 
 if TYPE_CHECKING:

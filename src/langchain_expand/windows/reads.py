@@ -1,4 +1,4 @@
-"""One query's reads of sentences: the snapshot, the cache, the local copies, else the store; each at its revision.
+"""One query's reads of sentences: held in memory, the cache, the local copies, else the store; each at its revision.
 
 The local copies (:class:`~langchain_expand.store.lexical.BaseLexicalIndex`) are read at the
 revision of the document's head read this query, and made into records only when asked for:
@@ -15,11 +15,11 @@ import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import StoreAdapter, Vector
-from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence
+from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence, record_of
 from langchain_expand.store.records import record_cues, unit_id, unit_position
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
-from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV, STORED_START
+from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.cache import Entry, SentenceCache, own_vector
 from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
@@ -38,8 +38,8 @@ class Reads:
 
     Revisions come from fresh reads only: the heads (:meth:`heads`), the records the search
     returned (:meth:`saw`) and the lexical index's hits (:meth:`expect`). A cached record is
-    served only at the revision so learned, a local copy only at its head's. With a snapshot,
-    heads and copies come from it (each document at its last finished write).
+    served only at the revision so learned, a copy only at its head's. With a snapshot, heads
+    and copies come from it (each document at its last finished write).
     """
 
     def __init__(
@@ -54,16 +54,15 @@ class Reads:
         """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
 
         ``current``: what the query found held at the store's change mark (:class:`Current`): the
-        snapshot (whole documents, never read from the store), else the heads read at the mark
-        and growth's figures, served at each head's revision (:meth:`held`).
+        heads read at it, and sentences in arrays, each served at its head's revision (:meth:`held`).
         """
         self.store = store
-        snapshot = self.snapshot = None if current is None else current.snapshot
         self.marked = None if current is None else current.heads
-        figures = None if current is None else current.figures
-        self.columns = snapshot.columns if snapshot is not None else figures
+        self.columns = None if current is None else current.columns
         """What the query holds of its sentences in arrays (:mod:`.columns`): the snapshot's, else growth's figures."""
-        if snapshot is not None:  # it holds every record the cache and the copies could
+        self.whole = current is not None and current.whole
+        """The columns hold every committed document, with its text (the snapshot): none is read from elsewhere."""
+        if self.whole:  # it holds every record the cache and the copies could
             local, size = None, 0
         self.cache = cache
         self.size = size
@@ -93,14 +92,12 @@ class Reads:
     def heads(self, doc_ids: Iterable[str]) -> None:
         """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
 
-        From the snapshot where it holds them, else from the heads read at this query's change
-        mark (``marked``), else from the store (and kept there for the next query at the mark).
+        From the heads read at this query's change mark (``marked``: the snapshot's are every
+        one), else from the store (and kept there for the next query at the mark).
         """
         doc_ids = [d for d in dict.fromkeys(doc_ids) if unit_id(d, 0) not in self._read]
-        if self.snapshot is not None:
-            self._learn(self.snapshot.heads(doc_ids))
         if self.marked is not None:
-            self._learn(self.marked.found([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read]))
+            self._learn(self.marked.found([unit_id(d, 0) for d in doc_ids]))
         read = self.store.with_vectors([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read])
         if self.marked is not None:
             self.marked.keep(read)
@@ -109,10 +106,11 @@ class Reads:
     def records(self, ids: Sequence[str]) -> list[Document]:
         """The records ``ids`` name (unknown ids left out), each read from the store at most once.
 
-        Heads come as :meth:`heads` reads them (from the snapshot where it holds them).
+        Heads come from those read at the mark where it holds them (:meth:`heads`).
         """
-        if self.snapshot is not None:
-            self.heads(p[0] for i in ids if i not in self._read and (p := unit_position(i)) is not None and p[1] == 0)
+        if self.marked is not None:
+            heads = [i for i in ids if i not in self._read and (p := unit_position(i)) is not None and p[1] == 0]
+            self._learn(self.marked.found(heads))
         return [doc for doc, _ in self._found(ids, vectors=False)]
 
     def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
@@ -163,9 +161,7 @@ class Reads:
                 rest.append(unit_id(*position))
                 continue
             sentence = row[1]
-            cued = kept_cues.get(position)  # None for a snapshot's copy: read from its text here
-            if cued is None:
-                cued = cues(sentence.text, sentence.gap)
+            cued = kept_cues[position]
             fetched.append((position, self._row_tokens(position, sentence), vector_of, cued))
         read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
         counts = self.tokens([d for d, _ in read])
@@ -205,11 +201,15 @@ class Reads:
         rows = None if self.documents is None else self._rows_of(self.documents, columns)
         if self.documents is not None and rows is None:
             return None  # a filter's documents not all held whole: the store searches
-        if self.snapshot is not None:
-            return self.snapshot.nearest(scores, k, rows)
-        if rows is None:
+        scored: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+        if self.whole:
+            dots, cosines = scores.every()
+            squares = columns.squares
+            scored = (dots, cosines, squares) if rows is None else (dots[rows], cosines[rows], squares[rows])
+        elif rows is None:
             return None  # past the limit, unfiltered: the store searches
-        scored = columns.among(rows, scores.query, self._head_vector)
+        else:
+            scored = columns.among(rows, scores.query, self._head_vector)
         return None if scored is None else nearest(columns, rows, scored, scores.query, k, space, self.store.relevance)
 
     def _rows_of(self, doc_ids: frozenset[str], columns: Columns) -> np.ndarray | None:
@@ -223,7 +223,7 @@ class Reads:
             if columns.document(doc_id) != (committed[1], committed[0].metadata.get(STORED_COUNT)):
                 return None  # written since the figures were built: the store searches
             rows += columns.rows(doc_id)
-            if len(rows) > EXACT_ROWS and self.snapshot is None:
+            if len(rows) > EXACT_ROWS and not self.whole:
                 return None
         return None if min(rows, default=0) < 0 else np.asarray(rows, dtype=np.int64)
 
@@ -263,15 +263,18 @@ class Reads:
         ]
 
     def local_run(self, doc_id: str, first: int, last: int) -> Run | None:
-        """Sentences ``first`` to ``last - 1`` from the local copies read at the head's revision; None if any is not.
+        """Sentences ``first`` to ``last - 1`` as copied, at the head's revision: held, else read; None if any is not.
 
         A window is built from them, its count from theirs (:func:`~langchain_expand.windows.assembly.run_tokens`).
-        Read the copies first (:meth:`read_copies`).
+        The snapshot's are sliced from it; others must be read first (:meth:`read_copies`).
         """
         committed = self.committed(doc_id)
         if committed is None:
             return None
         head, rev = committed
+        held = self.columns.copies(doc_id, first, last) if self._whole_at(doc_id, rev) else None  # type: ignore[union-attr]
+        if held is not None:
+            return Run(rev, head, held)
         sentences: list[LocalSentence] = []
         for i in range(first, last):
             if i == 0:
@@ -290,25 +293,20 @@ class Reads:
         positions = [p for p in map(unit_position, ids) if p is not None]
         self.read_copies([p for p in positions if p not in self._rows])
         rows = [self._rows[p] for p in positions if p in self._rows]
-        copied = [(_record(head, sentence), sentence.vector) for head, sentence in rows]
+        copied = [(record_of(head, sentence), sentence.vector) for head, sentence in rows]
         self._learn(copied)
         return {doc.id or "": (doc, vector) for doc, vector in copied}
 
     def read_copies(self, positions: Sequence[Position]) -> None:
-        """Read the copies at ``positions`` not read yet this query: from the snapshot, else at their heads' revisions.
+        """Read the copies at ``positions`` not read yet this query, each at its head's revision.
 
-        The heads are read first. A head's own copy is kept apart, for :meth:`local_run`.
+        From the snapshot, else the cache, else the local copies; the heads are read first. A
+        head's own copy is kept apart, for :meth:`local_run`.
         """
         asked = self._asked
         positions = [p for p in positions if p not in asked]
         asked.update(positions)
-        if self.snapshot is not None:  # whole documents, each at one revision: no head to check against
-            for position in positions:
-                found = self.snapshot.copy(position)
-                if found is not None and found[1].i > 0:  # heads come from :meth:`heads`
-                    self._rows[position] = found
-            return
-        if self.local is None or not positions:
+        if (self.local is None and not self.whole) or not positions:
             return
         wanted: dict[str, list[int]] = {}
         for doc_id, i in positions:
@@ -321,12 +319,12 @@ class Reads:
             if committed is None:
                 continue  # not committed: the store answers for it
             head, rev = committed
-            held = self.cache.copies(doc_id, rev, indices) if self.size else []
+            held = self._held_copies(doc_id, rev, indices)
             known.append((doc_id, head, rev, held))
             unheld = set(indices) - {s.i for s, _ in held}
-            if unheld:
+            if unheld and self.local is not None:
                 missing[(doc_id, rev)] = sorted(unheld)
-        fetched = self.local.sentences_of(missing) if missing else {}
+        fetched = self.local.sentences_of(missing) if self.local is not None and missing else {}
         for doc_id, head, rev, held in known:
             read = [(s, cues(s.text, s.gap)) for s in fetched.get((doc_id, rev), ())]
             if self.size and read:
@@ -338,6 +336,20 @@ class Reads:
                 self._rows[(doc_id, sentence.i)] = (head, sentence)
                 self._cues[(doc_id, sentence.i)] = cued
 
+    def _held_copies(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[tuple[LocalSentence, Cues]]:
+        """The copies of sentences ``indices`` at ``rev`` held in the snapshot, else in the cache."""
+        if not self._whole_at(doc_id, rev):
+            return self.cache.copies(doc_id, rev, indices) if self.size else []
+        columns = self.columns
+        assert columns is not None
+        found = [columns.copy(row) for i in indices if (row := columns.row((doc_id, i), rev)) is not None]
+        return [(copy, cues(copy.text, copy.gap)) for copy in found if copy is not None]
+
+    def _whole_at(self, doc_id: str, rev: str) -> bool:
+        """The snapshot holds the document at ``rev``, with its text."""
+        held = None if not self.whole or self.columns is None else self.columns.document(doc_id)
+        return held is not None and held[0] == rev
+
     def committed(self, doc_id: str) -> tuple[Document, str] | None:
         """The document's head read this query and its revision; None where it has none (not committed)."""
         head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
@@ -346,7 +358,7 @@ class Reads:
 
     def document(self, doc_id: str) -> tuple[int, str] | None:
         """The document's number of sentences and revision: the snapshot's, else its head's read this query."""
-        held = None if self.snapshot is None else self.snapshot.columns.document(doc_id)
+        held = None if not self.whole or self.columns is None else self.columns.document(doc_id)
         if held is not None:
             return held[1], held[0]
         committed = self.committed(doc_id)
@@ -385,14 +397,3 @@ class Reads:
 
 def _position(record: Document) -> Position:
     return record.metadata[STORED_DOC], int(record.metadata[STORED_INDEX])
-
-
-def _record(head: Document, sentence: LocalSentence) -> Document:
-    """The store's record of ``sentence``: its head's metadata (one revision, one document), its own place."""
-    metadata = {
-        **head.metadata,
-        STORED_INDEX: sentence.i,
-        STORED_START: sentence.start,
-        STORED_GAP: sentence.gap,
-    }
-    return Document(sentence.text, metadata=metadata, id=unit_id(head.metadata[STORED_DOC], sentence.i))

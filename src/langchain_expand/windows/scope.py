@@ -38,7 +38,7 @@ def narrowed(
 
     ``where`` has passed :meth:`StoreAdapter.whole_documents`.
     """
-    held = None if current is None else current.snapshot if current.snapshot is not None else current.heads
+    held = None if current is None else current.heads
     doc_ids = None if held is None else held.documents_where(vectors.unit_filter(where))
     if doc_ids is None:
         doc_ids = vectors.documents_where(where)

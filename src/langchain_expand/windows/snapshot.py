@@ -18,19 +18,18 @@ one revision:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from langchain_core.documents import Document
 
-from langchain_expand.store import filters
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence
 from langchain_expand.store.records import unit_id
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.bm25 import Bm25, term_numbers
-from langchain_expand.windows.columns import Columns, Row, Scores, nearest
-from langchain_expand.windows.regions import Position
+from langchain_expand.windows.cache import HeadsAtMark
+from langchain_expand.windows.columns import Columns, Row
 
 if TYPE_CHECKING:
     from langchain_expand.store.adapters import StoreAdapter, Vector
@@ -50,98 +49,42 @@ class Run(NamedTuple):
 
 
 class Snapshot:
-    """The local copies of every committed sentence of one store, at one change mark: its columns and BM25."""
+    """The local copies of every committed sentence of one store, at one change mark: columns, heads and BM25.
+
+    A query reads it as it reads growth's figures past the limit (:class:`~langchain_expand.windows.reads.Reads`),
+    knowing that it holds every committed document, each at its head's revision (``whole``).
+    """
 
     def __init__(
-        self,
-        mark: str,
-        space: str,
-        relevance: Callable[[float], float],
-        columns: Columns,
-        heads: dict[str, Document],
-        previous: Snapshot | None = None,
+        self, mark: str, columns: Columns, heads: dict[str, Document], previous: Snapshot | None = None
     ) -> None:
         """Hold ``columns`` (every sentence, with its copy and vector) and the documents' ``heads``.
 
         ``heads`` are the head records as the store held them (their metadata is what every
         record of the document carries). The rows ``columns`` took from ``previous`` keep their
         words; the others' are read from their text.
-
-        ``space`` is the store's distance (``cosine``, ``ip`` or ``l2``, as Chroma names them) and
-        ``relevance`` turns one into a score, as the store's own search does.
         """
         self.mark = mark
-        self.space = space
-        self.relevance = relevance
         self.columns = columns
-        self._heads = heads
+        vectors = {d: columns.vector(columns.rows(d)[0]) for d in heads}  # build() has given every row its vector
+        self.heads = HeadsAtMark.every(mark, ((head, v) for d, head in heads.items() if (v := vectors[d]) is not None))
+        """Every document's head, with its vector (:meth:`HeadsAtMark.every`)."""
         self._terms: dict[str, int] = {} if previous is None else dict(previous._terms)
         kept: list[np.ndarray] = [] if previous is None else [previous._words[j] for j in columns.reused.tolist()]
         copies = (columns.copy(row) for row in range(len(columns.reused), len(columns)))
         self._words: list[np.ndarray] = kept + [
             term_numbers(copy.text, self._terms) for copy in copies if copy is not None
         ]
-        self.bm25 = Bm25(self._words, self._terms, self._hit, self._rows_of)
+        self.bm25 = Bm25(self._words, self._terms, self._hit, columns.mask)
 
     def __len__(self) -> int:
         return len(self.columns)
 
-    def revision(self, doc_id: str) -> str | None:
-        """The revision the document is held at; None if not held."""
-        held = self.columns.document(doc_id)
-        return None if held is None else held[0]
-
-    def documents_where(self, where: Mapping[str, Any]) -> frozenset[str]:
-        """The documents whose head passes ``where`` (as stored), as the store's filter would pick them."""
-        return frozenset(d for d, head in self._heads.items() if filters.matches(where, head.metadata))
-
-    def _rows_of(self, doc_ids: Iterable[str]) -> np.ndarray:
-        """The rows of the documents held of ``doc_ids``, as a mask."""
-        rows = np.zeros(len(self.columns), dtype=bool)
-        for doc_id in doc_ids:
-            if doc_id in self._heads:
-                rows[np.asarray(self.columns.rows(doc_id), dtype=np.int64)] = True
-        return rows
-
-    def nearest(self, scores: Scores, k: int, rows: np.ndarray | None = None) -> list[tuple[Position, float]]:
-        """The ``k`` sentences nearest the query (document, index), exactly, best first; of ``rows`` alone if given."""
-        if not len(self.columns):
-            return []
-        dots, cosines = scores.every()
-        scored = (dots, cosines, self.columns.squares)
-        if rows is not None:
-            scored = (dots[rows], cosines[rows], self.columns.squares[rows])
-        return nearest(self.columns, rows, scored, scores.query, k, self.space, self.relevance)
-
     def _hit(self, row: int, rank: int) -> LexicalHit:
         doc_id, i = self.columns.position(row)
-        return LexicalHit(doc_id, i, self._heads[doc_id].metadata[STORED_REV], rank)
-
-    def heads(self, doc_ids: Iterable[str]) -> list[tuple[Document, np.ndarray]]:
-        """The head records of the documents held here, each with its vector; others left out."""
-        found: list[tuple[Document, np.ndarray]] = []
-        for doc_id in doc_ids:
-            head = self._heads.get(doc_id)
-            vector = None if head is None else self.columns.vector(self.columns.rows(doc_id)[0])
-            if head is not None and vector is not None:
-                found.append((head, vector))
-        return found
-
-    def run(self, doc_id: str, first: int, last: int) -> Run | None:
-        """Sentences ``first`` to ``last - 1`` of a document held here, as copied."""
-        head = self._heads.get(doc_id)
-        copies = None if head is None else self.columns.copies(doc_id, first, last)
-        return None if head is None or copies is None else Run(head.metadata[STORED_REV], head, copies)
-
-    def copy(self, position: Position) -> tuple[Document, LocalSentence] | None:
-        """The copy of the sentence at ``position``, with its document's head; None if not held here.
-
-        Without its vector: a query scores every sentence at once (:class:`Scores`).
-        """
-        head = self._heads.get(position[0])
-        row = None if head is None else self.columns.row(position, head.metadata[STORED_REV])
-        copy = None if row is None else self.columns.copy(row)
-        return None if head is None or copy is None else (head, copy)
+        held = self.columns.document(doc_id)
+        assert held is not None  # every row's document is held
+        return LexicalHit(doc_id, i, held[0], rank)
 
 
 def build(
@@ -169,7 +112,8 @@ def build(
         if STORED_DOC in meta:
             committed[str(meta[STORED_DOC])] = (meta.get(STORED_REV), int(meta[STORED_COUNT]), vector)
             records[str(meta[STORED_DOC])] = record
-    same = {} if previous is None else {d: h[0] for d, h in committed.items() if previous.revision(d) == h[0]}
+    held = {} if previous is None else {d: doc[0] for d in committed if (doc := previous.columns.document(d))}
+    same = {d: h[0] for d, h in committed.items() if d in held and held[d] == h[0]}
     written: dict[str, tuple[str, list[LocalSentence]]] = {}
     for doc_id, rev, sentence in lexical.copies(None if previous is None else set(committed) - set(same)):
         if doc_id in committed and doc_id not in same and committed[doc_id][0] == rev:
@@ -197,4 +141,4 @@ def build(
     columns = Columns(rows, texts=True, previous=previous.columns if previous else None, reused=reused)
     if len(columns) != sum(n for _, n, _ in committed.values()):
         return None  # a vector of another dimension: the store answers
-    return Snapshot(mark, store.space, store.relevance, columns, records, previous)
+    return Snapshot(mark, columns, records, previous)

@@ -30,16 +30,16 @@ T = TypeVar("T")
 
 
 class Current(NamedTuple):
-    """What a query finds kept at the store's current mark (narrowed to a filter's documents, where it has one)."""
+    """What a query finds held at the store's current mark (narrowed to a filter's documents, where it has one)."""
 
-    snapshot: Snapshot | None
-    """None past the limit."""
-    bm25: Bm25Search | None
-    """BM25 in memory, where it is current."""
+    columns: Columns | None
+    """Sentences in arrays: the snapshot's (with their texts), else growth's figures, the last built (without)."""
     heads: HeadsAtMark | None
-    """The heads read at the mark, past the limit."""
-    figures: Columns | None = None
-    """Growth's figures past the limit, the last built (each served at its document's revision alone)."""
+    """The heads read at the mark: the snapshot's are every one."""
+    bm25: Bm25Search | None = None
+    """BM25 in memory, where it is current."""
+    whole: bool = False
+    """``columns`` hold every document committed at the mark, at its head's revision: the snapshot."""
     documents: frozenset[str] | None = None
     """A filter's documents: the only ones searched."""
 
@@ -111,11 +111,11 @@ class StoreViews:
         if mark is None or vector is None:
             return None
         if limit is None:
-            return Current(None, None, self._heads_at(mark, cache_size))
-        current = self._snapshot_at(vectors, lexical, mark, limit) if limit else None
-        if current is None:
+            return Current(None, self._heads_at(mark, cache_size))
+        held = self._snapshot_at(vectors, lexical, mark, limit) if limit else None
+        if held is None:
             return self._past_limit(vectors, lexical, mark, cache_size)
-        return Current(current, Bm25Search(current.bm25), None)
+        return Current(held.columns, held.heads, Bm25Search(held.bm25), whole=True)
 
     def _snapshot_at(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int) -> Snapshot | None:
         """The snapshot at ``mark``, built on the last where the mark has moved; None past ``limit``."""
@@ -135,7 +135,7 @@ class StoreViews:
             # would hold the lock the queries' reads wait on)
             held = figures
             self._ranking.submit(lambda: heads.fill(vectors, held.documents(), vectors.marked))
-        return Current(None, None if ranking is None else Bm25Search(ranking), heads, figures)
+        return Current(figures, heads, None if ranking is None else Bm25Search(ranking))
 
     def forget_heads(self) -> None:
         """Drop the heads read at the last mark; the next query reads them from the store again."""
