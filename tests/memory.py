@@ -192,6 +192,7 @@ MODES: dict[str, dict[str, Any]] = {
     "past the limit": {"performance": Performance(snapshot_limit=0)},
     "nothing in memory": {"performance": Performance(in_memory=False)},
     "no cache": {"performance": Performance(cache_size=0)},
+    "nothing kept": {"performance": Performance(in_memory=False, cache_size=0)},
 }
 """Every memory setting a retriever has: each changes what a query reads, never its answer."""
 

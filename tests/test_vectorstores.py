@@ -21,6 +21,7 @@ from langchain_core.vectorstores import VectorStore
 
 from langchain_expand import (
     BudgetedParentDocumentRetriever,
+    LexicalIndex,
     MarkdownSectionSplitter,
     SentenceSplitter,
     SentenceWindowRetriever,
@@ -148,6 +149,23 @@ def test_a_filter_on_doc_id_finds_that_document_on_every_store(kind: str, tmp_pa
             found = retriever.invoke(QUERY, filter=doc_id_filter(kind, doc_id))
             assert found, (retriever, doc_id)
             assert {d.metadata["doc_id"] for d in found} == {doc_id}
+
+
+@pytest.mark.parametrize("kind", ["faiss-l2", "chroma-cosine"])
+def test_a_filtered_query_with_a_lexical_index_keeps_to_its_document(
+    kind: str, tmp_path: Path, minilm: Embeddings
+) -> None:
+    """Hybrid within the filter's documents where the store lists them (Chroma); else the store's own filter, dense."""
+    text = manual()[0].page_content
+    docs = [Document(text, id="first"), Document(text[: SLICE // 2], id="second")]
+    retriever = SentenceWindowRetriever(
+        vectorstore=make_store(kind, tmp_path, minilm), lexical=LexicalIndex(tmp_path / "lexical.sqlite")
+    )
+    retriever.add_documents(docs)
+    for doc_id in ("first", "second"):
+        found = retriever.invoke(QUERY, max_tokens=500, filter={"doc_id": doc_id})
+        assert found, doc_id
+        assert {d.metadata["doc_id"] for d in found} == {doc_id}
 
 
 class NoReads(VectorStore):
