@@ -22,6 +22,10 @@
   floor with ``max_radius`` 128, our parents) on QMSum's benchmark meetings or 12 held out,
   whole collection and scoped, at 500 to 8,000 tokens.
 
+- ``python explore.py hits CORPUS``: where the ranking puts the gold, before any window grows:
+  the share of queries whose best 1 / 5 / 10 hits (``expand=False``) touch a gold span, and the
+  share of the best 10 that do, over the whole collection and scoped (QMSum: 5 meetings).
+
 - ``python explore.py twosizes CORPUS``: matching at two sizes, a probe (the dense ranking by a
   sentence's cosine mixed with its window's centroid), whole collection and scoped.
 - ``python explore.py passages CORPUS [bench|held]``: matching passages as text, a probe (the
@@ -217,6 +221,28 @@ def meetings(which: str) -> None:
             print(which, len(queries), label, "scoped" if scoped else "whole", *cells, flush=True)
 
 
+def hits(name: str) -> None:
+    """Where the ranking puts the gold (see the module), 60 queries (seed 7), whole and scoped."""
+    docs, queries = sample(name, 5 if name == "qmsum" else None, 60)
+    hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
+    hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    for scoped in (False, True):
+        found = {1: 0.0, 5: 0.0, 10: 0.0, "of 10": 0.0}
+        for q in queries:
+            where = {"filter": {"doc_id": q["doc_id"]}} if scoped else {}
+            ranked = hybrid.invoke(q["query"], expand=False, k=10, **where)
+            gold = [
+                u.metadata["doc_id"] == q["doc_id"]
+                and any(a < u.metadata["end_index"] and u.metadata["start_index"] < b for a, b in q["gold_spans"])
+                for u in ranked
+            ]
+            for k in (1, 5, 10):
+                found[k] += any(gold[:k]) / len(queries)
+            found["of 10"] += sum(gold) / 10 / len(queries)
+        cells = " ".join(f"{k}: {v:.2f}" for k, v in found.items())
+        print(name, len(queries), "scoped" if scoped else "whole", cells, flush=True)
+
+
 def mixed(retriever: SentenceWindowRetriever, queries: list[dict], label: str, alpha: float, second: Any) -> None:
     """Recall, whole and scoped, with the snapshot's dense ranking by ``alpha * cosine + (1 - alpha) * second``.
 
@@ -353,6 +379,8 @@ def main() -> None:
         seeds(name, *sys.argv[3:])
     elif mode == "meetings":
         meetings(name)
+    elif mode == "hits":
+        hits(name)
     elif mode == "twosizes":
         two_sizes(name)
     elif mode == "passages":
