@@ -3,8 +3,8 @@
 A guided query reads a few hundred sentences, and the next queries over the same documents
 read many of them again. :class:`SentenceCache` keeps the records read (with their vectors and
 token counts) and the lexical index's local copies. :class:`~langchain_expand.windows.reads.Reads`
-serves a cached record only at the revision the query learned fresh for its document (its
-search hits, its head, the lexical index's hits): a revision hashes the document's text,
+serves a cached record only at the revision the query read from the store for its document
+(its search hits' or its head's), and a copy at its head's: a revision hashes the document's text,
 splitter and metadata, so a record of that revision is the record the store holds. Heads (the
 commit markers) are never served from it, so the final version check sees the store as it is.
 

@@ -121,8 +121,6 @@ class Ranking:
         lexical = self._lexical(k)
         dense, made, found = self._dense(k, vector, lexical)
         held = None if vector is None else self.reads.held(vector)
-        for hit in found:
-            self.reads.expect(hit.doc_id, hit.rev)
         made.update(self._made([(p, score) for p, score in dense if p not in made], held))
         floor = min((made[p].score for p, _ in dense if p in made), default=0.0)
         bm25 = [(hit.doc_id, hit.index) for hit in found]

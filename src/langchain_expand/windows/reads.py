@@ -36,10 +36,10 @@ EXACT_ROWS = 50_000
 class Reads:
     """One query's reads of sentence records: what it read already, the cache, the local copy, else the store.
 
-    Revisions come from fresh reads only: the heads (:meth:`heads`), the records the search
-    returned (:meth:`saw`) and the lexical index's hits (:meth:`expect`). A cached record is
-    served only at the revision so learned, a copy only at its head's. With a snapshot, heads
-    and copies come from it (each document at its last finished write).
+    Revisions come from the store's records read this query: the heads (:meth:`heads`) and the
+    records the search returned (:meth:`saw`). A cached record is served only at the revision so
+    learned, a copy only at its head's. With a snapshot, heads and copies come from it (each
+    document at its last finished write).
     """
 
     def __init__(
@@ -84,10 +84,6 @@ class Reads:
         """Learn the revisions of records the store just returned; keep the records."""
         fresh = [d for d in docs if STORED_DOC in d.metadata and d.id not in self._read]
         self._learn((d, None) for d in fresh)
-
-    def expect(self, doc_id: str, rev: object) -> None:
-        """Learn a document's revision from another fresh source (unless already known)."""
-        self.revs.setdefault(doc_id, rev)
 
     def heads(self, doc_ids: Iterable[str]) -> None:
         """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
