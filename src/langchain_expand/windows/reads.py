@@ -268,7 +268,8 @@ class Reads:
         if committed is None:
             return None
         head, rev = committed
-        held = self.columns.copies(doc_id, first, last) if self._whole_at(doc_id, rev) else None  # type: ignore[union-attr]
+        columns = self.columns
+        held = columns.copies(doc_id, first, last) if columns is not None and self._whole_at(doc_id, rev) else None
         if held is not None:
             return Run(rev, head, held)
         sentences: list[LocalSentence] = []

@@ -64,7 +64,6 @@ class Snapshot:
         record of the document carries). The rows ``columns`` took from ``previous`` keep their
         words; the others' are read from their text.
         """
-        self.mark = mark
         self.columns = columns
         vectors = {d: columns.vector(columns.rows(d)[0]) for d in heads}  # build() has given every row its vector
         self.heads = HeadsAtMark.every(mark, ((head, v) for d, head in heads.items() if (v := vectors[d]) is not None))
