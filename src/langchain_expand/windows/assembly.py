@@ -103,13 +103,12 @@ def runs_of(reads: Reads, units: list[Unit]) -> Runs:
     the heads' revisions serve a unit whole (their token counts with them), and the records are
     read only for a unit they do not.
     """
-    reads.heads(u.doc_id for u in units)
+    if reads.whole:  # sliced from the snapshot at their heads' revisions
+        reads.heads(u.doc_id for u in units)
+    else:
+        reads.read_copies([(u.doc_id, i) for u in units for i in (0, *range(u.first, u.last))])
     runs = {(u.doc_id, u.first, u.last): reads.local_run(u.doc_id, u.first, u.last) for u in units}
-    rest = [u for u in units if runs[(u.doc_id, u.first, u.last)] is None]
-    if rest:
-        reads.read_copies([(u.doc_id, i) for u in rest for i in (0, *range(u.first, u.last))])
-        runs.update(((u.doc_id, u.first, u.last), reads.local_run(u.doc_id, u.first, u.last)) for u in rest)
-    missing = [u for u in rest if runs[(u.doc_id, u.first, u.last)] is None]
+    missing = [u for u in units if runs[(u.doc_id, u.first, u.last)] is None]
     read = record_runs(reads.records(needed_ids(missing)) if missing else [])
 
     def run(doc_id: str, first: int, last: int) -> Run | None:
