@@ -344,8 +344,12 @@ class Reads:
 
     def _whole_at(self, doc_id: str, rev: str) -> bool:
         """The snapshot holds the document at ``rev``, with its text."""
-        held = None if not self.whole or self.columns is None else self.columns.document(doc_id)
+        held = self._in_snapshot(doc_id)
         return held is not None and held[0] == rev
+
+    def _in_snapshot(self, doc_id: str) -> tuple[str, int] | None:
+        """The revision and number of sentences the snapshot holds the document at; None without it."""
+        return None if not self.whole or self.columns is None else self.columns.document(doc_id)
 
     def committed(self, doc_id: str) -> tuple[Document, str] | None:
         """The document's head read this query and its revision; None where it has none (not committed)."""
@@ -355,7 +359,7 @@ class Reads:
 
     def document(self, doc_id: str) -> tuple[int, str] | None:
         """The document's number of sentences and revision: the snapshot's, else its head's read this query."""
-        held = None if not self.whole or self.columns is None else self.columns.document(doc_id)
+        held = self._in_snapshot(doc_id)
         if held is not None:
             return held[1], held[0]
         committed = self.committed(doc_id)
