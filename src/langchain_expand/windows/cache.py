@@ -1,12 +1,11 @@
 """What queries keep between calls, each served only at its current revision.
 
 A guided query reads a few hundred sentences, and the next queries over the same documents
-read many of them again. :class:`SentenceCache` keeps the records read (with their vectors and
-token counts) and the lexical index's local copies. :class:`~langchain_expand.windows.reads.Reads`
-serves a cached record only at the revision the query read from the store for its document
-(its search hits' or its head's), and a copy at its head's: a revision hashes the document's text,
-splitter and metadata, so a record of that revision is the record the store holds. Heads (the
-commit markers) are never served from it, so the final version check sees the store as it is.
+read many of them again. :class:`SentenceCache` keeps them as local copies (with their vectors
+and token counts where read), and :class:`~langchain_expand.windows.reads.Reads` serves a copy
+only at the revision of its document's head read this query: a revision hashes the document's
+text, splitter and metadata, so a copy of that revision is the record the store holds. Heads
+(the commit markers) are never served from it, so the final version check sees the store as it is.
 
 :class:`HeadsAtMark` keeps the heads read at one change mark of the store, shared by the
 queries that find that mark.
@@ -18,7 +17,6 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,53 +25,41 @@ from langchain_core.documents import Document
 from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import batched
-from langchain_expand.store.lexical import LocalSentence
-from langchain_expand.store.records import unit_id
+from langchain_expand.store.lexical import LocalSentence, copy_of
+from langchain_expand.store.records import record_cues, unit_id
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues_code
 from langchain_expand.units import STORED_DOC, STORED_INDEX, STORED_REV
 
-__all__ = ["Entry", "HeadsAtMark", "SentenceCache", "own_vector"]
+__all__ = ["HeadsAtMark", "SentenceCache", "own_vector"]
 
-
-_NONE = object()  # no revision known: matches no record
 logger = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class Entry:
-    """A sentence record kept: the record, its vector and its token count, where read."""
-
-    doc: Document
-    vector: Vector | None
-    tokens: int | None
-
-
 class SentenceCache:
-    """The most recently used sentence records, and local copies, up to ``size`` each; safe to share between threads.
+    """The most recently used local copies of sentences, up to ``size``; safe to share between threads.
 
-    A local copy is kept under its document, revision and position, with its cues, as a plain
-    tuple (which the garbage collector stops tracking: a full cache adds nothing to a collection).
+    A copy is the lexical index's, or a record read from the store made into one
+    (:func:`~langchain_expand.store.lexical.copy_of`), kept under its document, revision and
+    position with its cues, as a plain tuple (which the garbage collector stops tracking: a full
+    cache adds nothing to a collection).
     """
 
     def __init__(self) -> None:
         """An empty cache; its size is given on every use (the retriever's ``cache_size``)."""
-        self._entries: OrderedDict[str, Entry] = OrderedDict()
         # each copy as its fields and its cues' code, under (document, revision, index)
         self._copies: OrderedDict[tuple[str, str, int], tuple[Any, ...]] = OrderedDict()
         self._lock = threading.Lock()
-        self._counter: object = None
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._copies)
 
     def clear(self) -> None:
-        """Forget every record and copy."""
+        """Forget every copy."""
         with self._lock:
-            self._entries.clear()
             self._copies.clear()
 
     def copies(self, doc_id: str, rev: str, indices: Iterable[int]) -> list[tuple[LocalSentence, Cues]]:
-        """The local copies held of sentences ``indices`` of ``doc_id`` at revision ``rev``, with their cues."""
+        """The copies held of sentences ``indices`` of ``doc_id`` at revision ``rev``, with their cues."""
         found: list[tuple[LocalSentence, Cues]] = []
         with self._lock:
             for i in indices:
@@ -84,49 +70,44 @@ class SentenceCache:
         return found
 
     def keep_copies(self, doc_id: str, rev: str, copies: Iterable[tuple[LocalSentence, Cues]], size: int) -> None:
-        """Hold ``copies`` of ``doc_id`` at revision ``rev`` with their cues; keep at most ``size`` in all."""
+        """Hold ``copies`` of ``doc_id`` at revision ``rev`` with their cues; keep at most ``size`` in all.
+
+        A copy held already keeps the vector and the count that the new one lacks.
+        """
         with self._lock:
             for copy, found in copies:
-                self._copies[(doc_id, rev, copy.i)] = (*copy, cues_code(found))  # a NamedTuple stays tracked
-                self._copies.move_to_end((doc_id, rev, copy.i))
+                key = (doc_id, rev, copy.i)
+                old = self._copies.get(key)
+                if old is not None and (copy.vector is None or copy.tokens is None):
+                    held = LocalSentence._make(old[:-1])
+                    copy = copy._replace(vector=held.vector) if copy.vector is None else copy
+                    copy = copy._replace(tokens=held.tokens, counter=held.counter) if copy.tokens is None else copy
+                self._copies[key] = (*copy, cues_code(found))  # a NamedTuple stays tracked
+                self._copies.move_to_end(key)
             while len(self._copies) > size:
                 self._copies.popitem(last=False)
 
-    def find(self, ids: Iterable[str], revs: dict[str, object], counter: object) -> dict[str, Entry]:
-        """The entries for ``ids`` whose revision is their document's in ``revs``.
+    def keep_records(
+        self, records: Iterable[tuple[Document, Vector | None, int | None]], counter: str | None, size: int
+    ) -> None:
+        """Hold sentence records read from the store as copies, each with its vector and its count by ``counter``.
 
-        Token counts are kept only for one counter: when ``counter`` is another, they are dropped.
+        A vector or a count not known is None (a count by a counter that has no key is not kept).
+        Heads are never held: a query reads them from the store, for the version check.
         """
-        found: dict[str, Entry] = {}
-        with self._lock:
-            if counter is not self._counter:
-                for kept in self._entries.values():
-                    kept.tokens = None
-                self._counter = counter
-            for id_ in ids:
-                entry = self._entries.get(id_)
-                if entry is None:
-                    continue
-                meta = entry.doc.metadata
-                if revs.get(meta[STORED_DOC], _NONE) == meta.get(STORED_REV):
-                    self._entries.move_to_end(id_)
-                    found[id_] = entry
-        return found
-
-    def keep(self, entries: Iterable[Entry], size: int) -> None:
-        """Remember ``entries`` (an entry of another revision replaces the old one); keep at most ``size``."""
-        with self._lock:
-            for entry in entries:
-                id_ = entry.doc.id or ""
-                old = self._entries.get(id_)
-                if old is not None and old.doc.metadata.get(STORED_REV) == entry.doc.metadata.get(STORED_REV):
-                    old.vector = old.vector if entry.vector is None else entry.vector
-                    old.tokens = old.tokens if entry.tokens is None else entry.tokens
-                else:
-                    self._entries[id_] = entry
-                self._entries.move_to_end(id_)
-            while len(self._entries) > size:
-                self._entries.popitem(last=False)
+        by_document: dict[tuple[str, str], list[tuple[LocalSentence, Cues]]] = {}
+        for record, vector, n in records:
+            meta = record.metadata
+            if int(meta[STORED_INDEX]) == 0:
+                continue
+            copy = copy_of(record)._replace(vector=None if vector is None else own_vector(vector))
+            if n is not None and counter is not None:
+                copy = copy._replace(tokens=n, counter=counter)
+            by_document.setdefault((str(meta[STORED_DOC]), str(meta.get(STORED_REV))), []).append(
+                (copy, record_cues(record))
+            )
+        for (doc_id, rev), copies in by_document.items():
+            self.keep_copies(doc_id, rev, copies, size)
 
 
 class HeadsAtMark:

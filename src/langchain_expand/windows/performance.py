@@ -38,9 +38,9 @@ class Performance:
     memory: the store and the lexical index answer every query, and only the sentence cache
     (``cache_size``) and the heads read at the store's change mark are kept."""
     cache_size: int = 20_000
-    """Sentence records kept in memory between queries (about 3.3 KB each with MiniLM), and as
-    many of the lexical index's local copies (about 2 KB each), each served only at the revision
-    the query finds for its document (:mod:`langchain_expand.windows.cache`). 0 turns both off."""
+    """Sentences kept in memory between queries, as local copies (the lexical index's, or records
+    read from the store; about 2.1 KB each with MiniLM), each served only at the revision the
+    query finds for its document (:mod:`langchain_expand.windows.cache`). 0 turns it off."""
     batch_size: int = 4096
     """Sentences embedded and written per call to the vector store (large calls pad less). Keep it
     under the store's own limit (Chroma: ``client.get_max_batch_size()``)."""

@@ -20,7 +20,7 @@ from langchain_expand.store.records import record_cues, unit_id, unit_position
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
-from langchain_expand.windows.cache import Entry, SentenceCache, own_vector
+from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
@@ -34,12 +34,12 @@ EXACT_ROWS = 50_000
 
 
 class Reads:
-    """One query's reads of sentence records: what it read already, the cache, the local copy, else the store.
+    """One query's reads of sentence records: what it read already, a copy (kept, or the local one), else the store.
 
-    Revisions come from the store's records read this query: the heads (:meth:`heads`) and the
-    records the search returned (:meth:`saw`). A cached record is served only at the revision so
-    learned, a copy only at its head's. With a snapshot, heads and copies come from it (each
-    document at its last finished write).
+    Revisions come from the store's records read this query: a copy is served at the revision of
+    its document's head (:meth:`heads`) or, without local copies, of a record the store returned
+    (:meth:`_revision`). With a snapshot, heads and copies come from it (each document at its last
+    finished write).
     """
 
     def __init__(
@@ -68,8 +68,8 @@ class Reads:
         self.size = size
         self.counter = counter
         self.local = local
-        self.revs: dict[str, object] = {}
         self._read: dict[str, tuple[Document, Vector | None]] = {}
+        self._returned: dict[str, Document] = {}  # a record of each document the store returned, by document
         # The local copies read, by position (growth's key: no id is built or parsed per sentence):
         self._rows: dict[Position, tuple[Document, LocalSentence]] = {}  # each with its document's head
         self._firsts: dict[str, LocalSentence] = {}  # sentence 0's, by document: for runs alone
@@ -81,9 +81,8 @@ class Reads:
         self.documents = None if current is None else current.documents
 
     def saw(self, docs: Iterable[Document]) -> None:
-        """Learn the revisions of records the store just returned; keep the records."""
-        fresh = [d for d in docs if STORED_DOC in d.metadata and d.id not in self._read]
-        self._learn((d, None) for d in fresh)
+        """Keep the records the store's search just returned: this query reads them no more."""
+        self._learn((d, None) for d in docs if d.id not in self._read)
 
     def heads(self, doc_ids: Iterable[str]) -> None:
         """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
@@ -114,15 +113,13 @@ class Reads:
         return cast("list[tuple[Document, Vector]]", self._found(ids, vectors=True))  # each has its vector
 
     def _found(self, ids: Sequence[str], *, vectors: bool) -> list[tuple[Document, Vector | None]]:
-        """The records ``ids`` name (with their vectors where ``vectors``): read already, cached, copied, else read."""
+        """The records ``ids`` name (with their vectors where ``vectors``): read already, copied, else read."""
 
         def read_already(wanted: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
             found = {i: self._read[i] for i in wanted if i in self._read}
             return {i: r for i, r in found.items() if r[1] is not None or not vectors}
 
         known = read_already(ids)
-        cached = self._cached([i for i in ids if i not in known])
-        known.update((i, (e.doc, e.vector)) for i, e in cached.items() if e.vector is not None or not vectors)
         copied = self._copied([i for i in ids if i not in known])
         known.update((i, found) for i, found in copied.items() if found[1] is not None or not vectors)
         known.update(read_already([i for i in ids if i not in known]))  # the heads the copies were read with
@@ -230,7 +227,7 @@ class Reads:
         return None if self._scores is None else self._scores[1]
 
     def tokens(self, docs: Sequence[Document]) -> list[int]:
-        """Each record's token count: from the local copy or the figures, else counted once a revision while cached."""
+        """Each record's token count: from its copy or the figures where this query's counter made it, else counted."""
         positions = [_position(d) for d in docs]
         for doc, position in zip(docs, positions, strict=True):
             copied = self._rows.get(position)
@@ -241,22 +238,11 @@ class Reads:
                 n = None if row is None else self.columns.tokens(row, self._key)
                 if n is not None:
                     self._counts[position] = n
-        known = self._cached([d.id or "" for d, p in zip(docs, positions, strict=True) if p not in self._counts])
-        todo = [
-            (d, p)
-            for d, p in zip(docs, positions, strict=True)
-            if p not in self._counts and (d.id not in known or known[d.id or ""].tokens is None)
-        ]
+        todo = [(d, p) for d, p in zip(docs, positions, strict=True) if p not in self._counts]
         counted = count_many(self.counter, [d.page_content for d, _ in todo])
-        for (doc, position), n in zip(todo, counted, strict=True):
-            entry = known.get(doc.id or "")
-            if entry is not None:
-                entry.tokens = n
-            self._counts[position] = n
-        return [
-            self._counts[p] if p in self._counts else known[d.id or ""].tokens or 0
-            for d, p in zip(docs, positions, strict=True)
-        ]
+        self._counts.update(zip([p for _, p in todo], counted, strict=True))
+        self._keep([d for d, _ in todo])  # with their counts now
+        return [self._counts[p] for p in positions]
 
     def local_run(self, doc_id: str, first: int, last: int) -> Run | None:
         """Sentences ``first`` to ``last - 1`` as copied, at the head's revision: held, else read; None if any is not.
@@ -291,28 +277,30 @@ class Reads:
         self.read_copies([p for p in positions if p not in self._rows])
         rows = [self._rows[p] for p in positions if p in self._rows]
         copied = [(record_of(head, sentence), sentence.vector) for head, sentence in rows]
-        self._learn(copied)
+        self._learn(copied, keep=False)
         return {doc.id or "": (doc, vector) for doc, vector in copied}
 
     def read_copies(self, positions: Sequence[Position]) -> None:
         """Read the copies at ``positions`` not read yet this query, each at its head's revision.
 
-        From the snapshot, else the cache, else the local copies; the heads are read first. A
-        head's own copy is kept apart, for :meth:`local_run`.
+        From the snapshot, else the cache, else the local copies; the heads are read first. Without
+        local copies, only the cache's are read, at the revision :meth:`_revision` finds (a head read
+        for them would be a store call of its own). A head's own copy is kept apart, for :meth:`local_run`.
         """
         asked = self._asked
         positions = [p for p in positions if p not in asked]
         asked.update(positions)
-        if (self.local is None and not self.whole) or not positions:
+        if not positions or not (self.local is not None or self.whole or self.size):
             return
         wanted: dict[str, list[int]] = {}
         for doc_id, i in positions:
             wanted.setdefault(doc_id, []).append(i)
-        self.heads(wanted)
+        if self.local is not None or self.whole:
+            self.heads(wanted)
         known: list[tuple[str, Document, str, list[tuple[LocalSentence, Cues]]]] = []
         missing: dict[tuple[str, str], list[int]] = {}
         for doc_id, indices in wanted.items():
-            committed = self.committed(doc_id)
+            committed = self._revision(doc_id)
             if committed is None:
                 continue  # not committed: the store answers for it
             head, rev = committed
@@ -357,6 +345,19 @@ class Reads:
         rev = None if head is None else head.metadata.get(STORED_REV)
         return (head, rev) if head is not None and isinstance(rev, str) else None
 
+    def _revision(self, doc_id: str) -> tuple[Document, str] | None:
+        """The revision a document's copies are served at: its head's read this query, with the head.
+
+        Without local copies (whose heads are read first), a record of it the store returned this
+        query stands in for the head: every record carries its document's metadata at its revision.
+        """
+        committed = self.committed(doc_id)
+        if committed is not None or self.local is not None or self.whole:
+            return committed
+        returned = self._returned.get(doc_id)
+        rev = None if returned is None else returned.metadata.get(STORED_REV)
+        return (returned, rev) if returned is not None and isinstance(rev, str) else None
+
     def document(self, doc_id: str) -> tuple[int, str] | None:
         """The document's number of sentences and revision: the snapshot's, else its head's read this query."""
         held = self._in_snapshot(doc_id)
@@ -374,26 +375,19 @@ class Reads:
             counted = self._counts[position] = kept if kept is not None else self.counter(sentence.text)
         return counted
 
-    def _learn(self, read: Iterable[tuple[Document, Vector | None]]) -> None:
-        """Records just read: remembered for this query, their revisions learned, cached."""
-        kept: list[Entry] = []
-        for doc, vector in read:
-            meta = doc.metadata
-            if STORED_DOC not in meta or doc.id is None:
-                continue
-            self._read[doc.id] = (doc, vector)
-            self.revs.setdefault(meta[STORED_DOC], meta.get(STORED_REV))
-            if self.size and int(meta.get(STORED_INDEX, 0)) != 0:  # heads are never served from the cache
-                kept.append(
-                    Entry(doc, None if vector is None else own_vector(vector), self._counts.get(_position(doc)))
-                )
-        if kept:
-            self.cache.keep(kept, self.size)
+    def _learn(self, read: Iterable[tuple[Document, Vector | None]], *, keep: bool = True) -> None:
+        """Records just read: remembered for this query; with ``keep``, kept for the next ones (:meth:`_keep`)."""
+        fresh = [(doc, vector) for doc, vector in read if STORED_DOC in doc.metadata and doc.id is not None]
+        self._read.update((doc.id or "", (doc, vector)) for doc, vector in fresh)
+        if keep:
+            self._returned.update((str(doc.metadata[STORED_DOC]), doc) for doc, _ in fresh)
+            self._keep([doc for doc, _ in fresh])
 
-    def _cached(self, ids: Sequence[str]) -> dict[str, Entry]:
-        if not self.size:
-            return {}
-        return self.cache.find(ids, self.revs, self.counter)
+    def _keep(self, docs: Sequence[Document]) -> None:
+        """Keep records read from the store between queries, with their vectors and counts where read."""
+        if self.size:
+            found = [(d, self._read.get(d.id or "", (None, None))[1], self._counts.get(_position(d))) for d in docs]
+            self.cache.keep_records(found, self._key, self.size)
 
 
 def _position(record: Document) -> Position:

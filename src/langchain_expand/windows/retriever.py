@@ -190,7 +190,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     before the exact fit, when guided windows grow on into room left
     (:class:`~langchain_expand.policy.BudgetPolicy`; each default measured)."""
     performance: Performance = Field(default_factory=Performance)
-    """What queries hold in memory (a snapshot of the sentences, BM25, a record cache) and how many
+    """What queries hold in memory (a snapshot of the sentences, BM25, a sentence cache) and how many
     records a write sends at once: speed and memory, never the answer
     (:class:`~langchain_expand.windows.performance.Performance`)."""
 
@@ -307,7 +307,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         return Ranking(dense, reads, bm25, self._views.beside, ids_first=guided), reads, dense
 
     def clear_cache(self) -> None:
-        """Forget the sentence records and heads kept between queries (``cache_size``); never needed for correctness.
+        """Forget the sentences and heads kept between queries (``cache_size``); never needed for correctness.
 
         The snapshot (``performance.snapshot_limit``) stays: like the store's own index, it is what queries search.
         """
