@@ -51,11 +51,13 @@ def test_a_repeated_query_reads_only_the_heads_again(reader: Make, call: dict[st
         {"performance": Performance(in_memory=False)},
     ],
 )
-@pytest.mark.parametrize("writer_lexical", ["shared", "none"])
+@pytest.mark.parametrize("writer_lexical", ["shared", "none", "reader has none"])
 def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_from_memory(
     tmp_path: Path, minilm: Embeddings, writer_lexical: str, settings: dict[str, Any]
 ) -> None:
-    """With ``none``, the reader's lexical index keeps its local copies of the old version."""
+    """With ``none``, the reader's lexical index keeps its local copies of the old version; with
+    ``reader has none``, its cache keeps the records it read, served at the revision of the records
+    its search returns (fixed windows) or of the heads (guided)."""
 
     def opened(lexical: bool) -> SentenceWindowRetriever:
         store = chroma_store("shared", persist_directory=tmp_path / "chroma", embeddings=minilm)
@@ -67,23 +69,26 @@ def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_fr
     words = ["lamp", "chair", "desk", "shelf", "rug", "clock", "vase", "mirror", "sofa", "stool"]
     old = " ".join(f"The {w} in room {i} is painted red." for i, w in enumerate(words))
     new = old.replace("painted red", "painted blue")
-    reader, writer = opened(True), opened(True)
+    reader, writer = opened(writer_lexical != "reader has none"), opened(True)
     writer.add_documents([Document(old, id="rooms"), Document("Unrelated text about rivers. Fish swim.", id="other")])
     query = "what colour is the desk in room 2"
     assert any("red" in d.page_content for d in reader.invoke(query, max_tokens=200))
+    assert any("red" in d.page_content for d in reader.invoke(query, k=2))
 
     if writer_lexical == "none":
         writer = opened(False)
     writer.add_documents([Document(new, id="rooms")])
-    found = reader.invoke(query, max_tokens=200)
-    rooms = [d for d in found if d.metadata["doc_id"] == "rooms"]
-    assert rooms
-    for doc in rooms:
-        assert doc.page_content == new[doc.metadata["start_index"] : doc.metadata["end_index"]]
-        assert "red" not in doc.page_content
+    for call in ({"max_tokens": 200}, {"k": 2}):
+        found = reader.invoke(query, **call)
+        rooms = [d for d in found if d.metadata["doc_id"] == "rooms"]
+        assert rooms
+        for doc in rooms:
+            assert doc.page_content == new[doc.metadata["start_index"] : doc.metadata["end_index"]]
+            assert "red" not in doc.page_content
 
     writer.delete(["rooms"])
     assert all(d.metadata["doc_id"] == "other" for d in reader.invoke(query, max_tokens=200))
+    assert all(d.metadata["doc_id"] == "other" for d in reader.invoke(query, k=2))
 
 
 def test_the_cache_changes_no_answer_and_keeps_at_most_cache_size_records(reader: Make) -> None:
