@@ -643,6 +643,20 @@ def test_an_index_written_before_fts5_was_handed_words_opens_and_finds_every_scr
     assert reopened.search("plain ascii", 1)[0].index == len(names)
 
 
+def test_an_index_written_before_its_rows_table_gets_it_on_open_and_deletes_by_it(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    LexicalIndex(path).replace([("a", "r", ["Apples are red.", "Pears are green."]), ("b", "r", ["Plums are blue."])])
+    db = sqlite3.connect(path)  # as an earlier version left it: no table of each document's rows
+    db.execute("DROP TABLE sentences_rows")
+    db.commit()
+    db.close()
+    reopened = LexicalIndex(path)
+    rows = sqlite3.connect(path).execute("SELECT doc_id, COUNT(*) FROM sentences_rows GROUP BY doc_id").fetchall()
+    assert sorted(rows) == [("a", 2), ("b", 1)]
+    reopened.delete(["a"])
+    assert [hit.doc_id for hit in reopened.search("apples pears plums", 5)] == ["b"]
+
+
 def test_a_query_in_any_script_finds_its_document_alike_in_every_memory_mode(tmp_path: Path) -> None:
     # Vectors that mean nothing: only BM25 finds each script's sentence. In memory, past the
     # snapshot's limit and with nothing in memory (FTS5 ranks), every answer is the same and

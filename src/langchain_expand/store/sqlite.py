@@ -10,7 +10,7 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,20 +102,15 @@ class LexicalIndex(BaseLexicalIndex):
         two processes opening at once fill it once.
         """
         rows = f"{self.table}_rows"
-        if self._has_table(rows):
-            return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            if not self._has_table(rows):
-                self._db.execute(
-                    f"CREATE TABLE {rows} (doc_id TEXT NOT NULL, row INTEGER NOT NULL, "
-                    "PRIMARY KEY (doc_id, row)) WITHOUT ROWID"
-                )
-                self._db.execute(f"INSERT INTO {rows} (doc_id, row) SELECT doc_id, rowid FROM {self.table}")
-            self._db.commit()
-        except BaseException:
-            self._db.rollback()
-            raise
+
+        def fill() -> None:
+            self._db.execute(
+                f"CREATE TABLE {rows} (doc_id TEXT NOT NULL, row INTEGER NOT NULL, "
+                "PRIMARY KEY (doc_id, row)) WITHOUT ROWID"
+            )
+            self._db.execute(f"INSERT INTO {rows} (doc_id, row) SELECT doc_id, rowid FROM {self.table}")
+
+        self._once(rows, fill)
 
     def _store_words(self) -> None:
         """Hand FTS5 the words of each row (:func:`fts_text`), once, in a file written before it was.
@@ -127,18 +122,29 @@ class LexicalIndex(BaseLexicalIndex):
         write lock, so two processes opening at once rewrite them once.
         """
         marker = f"{self.table}_words"
-        if self._has_table(marker):
+
+        def rewrite() -> None:
+            self._db.execute(f"CREATE TABLE {marker} (format INTEGER NOT NULL)")
+            self._db.execute(f"INSERT INTO {marker} (format) VALUES (1)")
+            rows = self._db.execute(f"SELECT rowid, text FROM {self.table}").fetchall()
+            self._db.executemany(
+                f"UPDATE {self.table} SET text = ? WHERE rowid = ?",
+                ((fts_text(words(text)), row) for row, text in rows if not text.isascii()),
+            )
+
+        self._once(marker, rewrite)
+
+    def _once(self, table: str, make: Callable[[], None]) -> None:
+        """Run ``make`` (which creates ``table``) unless ``table`` exists, in one transaction under the write lock.
+
+        The check is made again once the lock is held: of two processes opening at once, one makes it.
+        """
+        if self._has_table(table):
             return
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            if not self._has_table(marker):
-                self._db.execute(f"CREATE TABLE {marker} (format INTEGER NOT NULL)")
-                self._db.execute(f"INSERT INTO {marker} (format) VALUES (1)")
-                rows = self._db.execute(f"SELECT rowid, text FROM {self.table}").fetchall()
-                self._db.executemany(
-                    f"UPDATE {self.table} SET text = ? WHERE rowid = ?",
-                    ((fts_text(words(text)), row) for row, text in rows if not text.isascii()),
-                )
+            if not self._has_table(table):
+                make()
             self._db.commit()
         except BaseException:
             self._db.rollback()
