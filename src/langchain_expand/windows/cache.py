@@ -3,9 +3,10 @@
 A guided query reads a few hundred sentences, and the next queries over the same documents
 read many of them again. :class:`SentenceCache` keeps them as local copies (with their vectors
 and token counts where read), and :class:`~langchain_expand.windows.reads.Reads` serves a copy
-only at the revision of its document's head read this query: a revision hashes the document's
-text, splitter and metadata, so a copy of that revision is the record the store holds. Heads
-(the commit markers) are never served from it, so the final version check sees the store as it is.
+only at the revision the query read from the store for its document (its head's; without a
+lexical index, that of a record its search returned): a revision hashes the document's text,
+splitter and metadata, so a copy of that revision is the record the store holds. Heads (the
+commit markers) are never served from it, so the final version check sees the store as it is.
 
 :class:`HeadsAtMark` keeps the heads read at one change mark of the store, shared by the
 queries that find that mark.
