@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -155,7 +154,10 @@ def test_past_the_snapshot_limit_every_head_is_read_ahead_once_the_ranking_is_bu
             assert met < heads  # the heads this query met: read by it, not all
             assert len(submit.waiting) == (1 if ahead else 0)  # the fill, claimed once
             submit.run()
-            assert set(log.taken()) == (heads - met if ahead else set())  # every other head, once
+            assert log.taken() == []  # the fill lists the heads, in one call: none read by id
+            held = retriever._views._heads
+            assert held is not None
+            assert {doc.id for doc, _ in held.found(sorted(heads))} == (heads if ahead else met)
             answers[ahead] = [retriever.invoke(q, max_tokens=1000) for q in queries]
             read = [i for i in log.taken() if i.endswith("::0")]
             if ahead:
@@ -175,25 +177,25 @@ def test_heads_read_ahead_are_kept_only_at_their_mark_and_while_there_is_room(
     mark = store.marked()
     assert mark is not None
     moved = HeadsAtMark(mark, 100)
-    moved.fill(store, docs, lambda: "another mark")  # a writer finished meanwhile: its heads may be newer
+    moved.fill(store, lambda: "another mark")  # a writer finished meanwhile: its heads may be newer
     assert moved.found([unit_id(d, 0) for d in docs]) == []
     small = HeadsAtMark(mark, 2)
     assert small.claim_fill()
     assert not small.claim_fill()  # one fill a mark
-    small.fill(store, docs, store.marked)
+    small.fill(store, store.marked)
     held = small.found([unit_id(d, 0) for d in docs])
     assert len(held) == 2
     assert [doc.metadata for doc, _ in held] == [d.metadata for d in store.get_by_ids([h.id for h, _ in held])]  # type: ignore[misc]
     assert not HeadsAtMark(mark, 0).claim_fill()  # no room: nothing to fill
     broken = reader()._vectors
 
-    def unreadable(ids: Sequence[str]) -> Any:
+    def unreadable(*args: Any, **kwargs: Any) -> Any:
         msg = "disk I/O error"
         raise sqlite3.OperationalError(msg)
 
-    object.__setattr__(broken, "with_vectors", unreadable)
+    object.__setattr__(broken, "where", unreadable)
     failing = HeadsAtMark(mark, 100)
-    failing.fill(broken, docs, store.marked)  # logged; the queries read the heads they need
+    failing.fill(broken, store.marked)  # logged; the queries read the heads they need
     assert "could not be read ahead" in caplog.text
     assert failing.found([unit_id(d, 0) for d in docs]) == []
 

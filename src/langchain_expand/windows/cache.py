@@ -25,9 +25,8 @@ from langchain_core.documents import Document
 
 from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter, Vector
-from langchain_expand.store.commit import batched
 from langchain_expand.store.lexical import LocalSentence, copy_of
-from langchain_expand.store.records import record_cues, unit_id
+from langchain_expand.store.records import record_cues
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues_code
 from langchain_expand.units import STORED_DOC, STORED_INDEX, STORED_REV
 
@@ -168,36 +167,23 @@ class HeadsAtMark:
             self._filling = True
             return claimed
 
-    def fill(self, store: StoreAdapter, doc_ids: Iterable[str], marked: Callable[[], str | None]) -> None:
-        """Read the heads of ``doc_ids`` not held yet, ``FILL_BATCH`` at a time, while there is room.
+    def fill(self, store: StoreAdapter, marked: Callable[[], str | None]) -> None:
+        """Read every head the store lists, with its vectors, in one call; hold them while there is room.
 
-        Run beside the queries once the ranking is built at this mark. A batch is kept only if
-        the store's mark has not moved since (a finished writer may have written a newer head);
-        then it stops, as it does at the first error (logged: queries read the heads they need).
-        Then, where every head the store lists at the mark is held, :attr:`complete`.
+        Run beside the queries once the ranking is built at this mark. The heads are kept only if
+        the store's mark has not moved since (a finished writer may have written a newer head), and
+        are :attr:`complete` where every one fits. An error is logged: queries read the heads they need.
         """
         try:
-            for chunk in batched((unit_id(d, 0) for d in doc_ids), FILL_BATCH):
+            listed = store.where({STORED_INDEX: 0})  # every head: a writer's without the lexical index too
+            if listed is not None and marked() == self.mark:
+                self.keep((doc, vector) for doc, vector in listed if vector is not None)
                 with self._lock:
-                    todo = [i for i in chunk if i not in self._heads]
-                    if len(self._heads) >= self.size:
-                        return
-                read = store.with_vectors(todo) if todo else []
-                if marked() != self.mark:
-                    return
-                self.keep(read)
-            listed = store.where({STORED_INDEX: 0}, vectors=False)  # a writer without the lexical index too
-            unmoved = marked() == self.mark
-            with self._lock:
-                self.complete = unmoved and listed is not None and all(doc.id in self._heads for doc, _ in listed)
+                    self.complete = all(doc.id in self._heads for doc, _ in listed)
         except Exception:
             logger.warning("The heads at mark %r could not be read ahead; queries read them", self.mark, exc_info=True)
         finally:
             self.filled.set()
-
-
-FILL_BATCH = 512
-"""Heads :meth:`HeadsAtMark.fill` reads in one store call."""
 
 
 def own_vector(vector: Vector) -> np.ndarray:

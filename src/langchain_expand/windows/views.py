@@ -130,11 +130,8 @@ class StoreViews:
         ranking = self._ranking.current(mark, lexical)
         heads = self._heads_at(mark, cache_size)
         figures = self._ranking.figures(lexical)
-        if ranking is not None and figures is not None and heads.claim_fill():  # built at this mark
-            # every head read ahead, once; the documents from the figures (the index's own list
-            # would hold the lock the queries' reads wait on)
-            held = figures
-            self._ranking.submit(lambda: heads.fill(vectors, held.documents(), vectors.marked))
+        if ranking is not None and heads.claim_fill():  # built at this mark: every head read ahead, once
+            self._ranking.submit(lambda: heads.fill(vectors, vectors.marked))
         return Current(figures, heads, None if ranking is None else Bm25Search(ranking))
 
     def forget_heads(self) -> None:
