@@ -6,6 +6,7 @@ import gc
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -17,8 +18,11 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
+from langchain_expand.store.lexical import LocalSentence
+from langchain_expand.text.cues import NO_CUES
 from langchain_expand.text.tokens import _splits
 from langchain_expand.windows.bm25 import LexicalRanking
+from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, load_queries
@@ -229,3 +233,18 @@ def test_a_query_reads_no_record_twice(reader: Make, performance: Performance) -
             assert retriever.invoke(query, **call)
             read = log.taken()
             assert len(read) == len(set(read)), (query, call)
+
+
+def test_a_copy_kept_again_without_its_vector_or_count_keeps_those_it_had() -> None:
+    """A record the search returned (no vector) kept over the same sentence read with its vector and count."""
+    cache = SentenceCache()
+    full = LocalSentence(3, "A sentence.", 40, 51, " ", 3, "cl100k_base", np.ones(4, dtype=np.float32), 5)
+    cache.keep_copies("d", "r1", [(full, NO_CUES)], 10)
+    cache.keep_copies("d", "r1", [(full._replace(vector=None, tokens=None, counter=None, joined=None), NO_CUES)], 10)
+    ((held, _),) = cache.copies("d", "r1", [3])
+    assert held.vector is not None
+    assert list(held.vector) == [1.0] * 4
+    assert (held.tokens, held.counter, held.joined) == (3, "cl100k_base", 5)
+    assert cache.copies("d", "r2", [3]) == []  # another revision: not held
+    cache.keep_copies("d", "r1", [(LocalSentence(i, "x", 0, 1, ""), NO_CUES) for i in range(20)], 10)
+    assert len(cache) == 10

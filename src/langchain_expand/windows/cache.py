@@ -81,7 +81,8 @@ class SentenceCache:
                 if old is not None and (copy.vector is None or copy.tokens is None):
                     held = LocalSentence._make(old[:-1])
                     copy = copy._replace(vector=held.vector) if copy.vector is None else copy
-                    copy = copy._replace(tokens=held.tokens, counter=held.counter) if copy.tokens is None else copy
+                    if copy.tokens is None:  # its counts, by the counter that made them
+                        copy = copy._replace(tokens=held.tokens, counter=held.counter, joined=held.joined)
                 self._copies[key] = (*copy, cues_code(found))  # a NamedTuple stays tracked
                 self._copies.move_to_end(key)
             while len(self._copies) > size:
