@@ -97,7 +97,7 @@ def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
 
 def snapshot_of(retriever: SentenceWindowRetriever) -> Snapshot:
     assert retriever.lexical is not None
-    current = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, "-"))
+    current = retriever._searched(None, VectorSearch(retriever._vectors, "-")).current
     held = retriever._views.snapshot
     assert current is not None
     assert current.whole

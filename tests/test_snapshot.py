@@ -158,8 +158,7 @@ def test_the_snapshots_bm25_ranks_a_write_from_the_next_query(tmp_path: Path, mi
     query = "the zorblat code"
 
     def current() -> Any:
-        assert retriever.lexical is not None
-        found = retriever._current_snapshot(retriever.lexical, VectorSearch(retriever._vectors, query))
+        found = retriever._searched(None, VectorSearch(retriever._vectors, query)).current
         assert found is not None
         return found.bm25
 

@@ -53,7 +53,7 @@ from langchain_expand.windows.plan import (
     plan_call,
 )
 from langchain_expand.windows.reads import Reads
-from langchain_expand.windows.views import Current, StoreViews
+from langchain_expand.windows.views import StoreViews
 
 __all__ = ["SentenceWindowRetriever", "window_bounds"]
 
@@ -317,20 +317,16 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     def _searched(self, where: Any, dense: VectorSearch) -> scope.Scoped:
         """Besides the store, what the query searches: the views at its mark, the lexical index; narrowed by a filter.
 
-        Nothing besides the store without a lexical index, or for a filter only the store applies
-        (:meth:`StoreAdapter.whole_documents`).
+        Without a lexical index, or for a filter only the store applies
+        (:meth:`StoreAdapter.whole_documents`), the store alone, and of the views the heads read at its mark.
         """
+        settings = self.performance
         if self.lexical is None or (where is not None and not self._vectors.whole_documents(where)):
-            return scope.Scoped(None, None)
-        current = self._current_snapshot(self.lexical, dense)
+            return scope.Scoped(self._views.current(self._vectors, None, dense, None, settings.cache_size), None)
+        current = self._views.current(self._vectors, self.lexical, dense, settings.limit, settings.cache_size)
         if where is None:
             return scope.Scoped(current, self.lexical)
         return scope.narrowed(self._vectors, self.lexical, where, current)
-
-    def _current_snapshot(self, lexical: BaseLexicalIndex, dense: VectorSearch) -> Current | None:
-        """What queries keep of the store, at its current mark (:meth:`StoreViews.current`)."""
-        settings = self.performance
-        return self._views.current(self._vectors, lexical, dense, settings.limit, settings.cache_size)
 
     def expand_hits(
         self,

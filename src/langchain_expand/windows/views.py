@@ -89,7 +89,7 @@ class StoreViews:
     def current(
         self,
         vectors: StoreAdapter,
-        lexical: BaseLexicalIndex,
+        lexical: BaseLexicalIndex | None,
         dense: VectorSearch,
         limit: int | None,
         cache_size: int,
@@ -99,8 +99,8 @@ class StoreViews:
         The mark is read beside the query's embedding. Past ``limit`` sentences (or with ``limit``
         0): no snapshot, BM25 in memory where it is current for the mark (else the lexical index
         ranks), growth's figures (the last built) and the heads read at the mark. With ``limit``
-        None (nothing held in memory) the heads read at the mark alone, up to ``cache_size``.
-        None where the store keeps no mark, or where nothing would be kept.
+        None (nothing held in memory), or without ``lexical``, the heads read at the mark alone, up
+        to ``cache_size``. None where the store keeps no mark, or where nothing would be kept.
         """
         in_memory = limit is not None
         if not vectors.keeps_marks or not (in_memory or cache_size):
@@ -110,7 +110,7 @@ class StoreViews:
         mark = reading.result()
         if mark is None or vector is None:
             return None
-        if limit is None:
+        if limit is None or lexical is None:
             return Current(None, self._heads_at(mark, cache_size))
         held = self._snapshot_at(vectors, lexical, mark, limit) if limit else None
         if held is None:
