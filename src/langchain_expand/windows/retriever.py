@@ -321,12 +321,11 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         (:meth:`StoreAdapter.whole_documents`), the store alone, and of the views the heads read at its mark.
         """
         settings = self.performance
-        if self.lexical is None or (where is not None and not self._vectors.whole_documents(where)):
-            return scope.Scoped(self._views.current(self._vectors, None, dense, None, settings.cache_size), None)
-        current = self._views.current(self._vectors, self.lexical, dense, settings.limit, settings.cache_size)
-        if where is None:
-            return scope.Scoped(current, self.lexical)
-        return scope.narrowed(self._vectors, self.lexical, where, current)
+        lexical = self.lexical if where is None or self._vectors.whole_documents(where) else None
+        current = self._views.current(self._vectors, lexical, dense, settings.limit, settings.cache_size)
+        if lexical is None or where is None:
+            return scope.Scoped(current, lexical)
+        return scope.narrowed(self._vectors, lexical, where, current)
 
     def expand_hits(
         self,

@@ -102,7 +102,7 @@ class StoreViews:
         None (nothing held in memory), or without ``lexical``, the heads read at the mark alone, up
         to ``cache_size``. None where the store keeps no mark, or where nothing would be kept.
         """
-        in_memory = limit is not None
+        in_memory = limit is not None and lexical is not None
         if not vectors.keeps_marks or not (in_memory or cache_size):
             return None
         reading = self.beside(vectors.marked)
@@ -110,7 +110,7 @@ class StoreViews:
         mark = reading.result()
         if mark is None or vector is None:
             return None
-        if limit is None or lexical is None:
+        if limit is None or lexical is None:  # nothing held in memory but the heads
             return Current(None, self._heads_at(mark, cache_size))
         held = self._snapshot_at(vectors, lexical, mark, limit) if limit else None
         if held is None:
