@@ -72,6 +72,8 @@ def dump(root: Path, out: Path) -> None:
             else:
                 lexical = LexicalIndex(root / name / "lexical.sqlite")
                 retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical, **settings)
+                if hasattr(retriever, "warm"):  # built before the first query, as code before it built the snapshot
+                    retriever.warm()
             for query in queries:
                 for call in calls(docs[0]["doc_id"]):
                     windows = retriever.invoke(query, **call)

@@ -168,25 +168,16 @@ def latency(fn: Callable[[str, str], object], raw: Callable[[str, str], object],
 
 
 def ranked_in_memory(retriever: Any, warmup: Sequence[str], budget: int) -> float | None:
-    """Seconds until BM25 in memory is built past the snapshot's limit (and the heads read ahead), after ``warmup``.
+    """Seconds to build what ``retriever`` holds in memory at its store's mark, after ``warmup``.
 
     ``retriever`` is a ``SentenceWindowRetriever``. The first query after a write starts the build
-    beside the queries (the index ranks until it is done); timed queries after this measure the
-    steady state. None below the limit, where the snapshot ranks.
+    beside the queries (the store and the index answer until it is done); ``warm`` builds it now,
+    so timed queries after this measure the steady state.
     """
-    started = time.perf_counter()
     for q in warmup:
         retriever.invoke(q, max_tokens=budget)
-    lexical = retriever.lexical
-    assert lexical is not None
-    if retriever._views.snapshot is not None and retriever._views.snapshot[1] is not None:
-        return None
-    while retriever._views.ranking.current(retriever._vectors.marked() or "", lexical) is None:
-        time.sleep(0.1)
-    retriever.invoke(warmup[0], max_tokens=budget)  # finds it built: every head is read ahead, beside
-    heads = retriever._views._heads
-    if heads is not None and heads.size:  # none read ahead where the heads are not kept (cache_size 0)
-        heads.filled.wait()
+    started = time.perf_counter()
+    retriever.warm()
     return round(time.perf_counter() - started, 1)
 
 

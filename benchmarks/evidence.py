@@ -150,6 +150,7 @@ def build_ours(
         vectorstore=store, k=None, merge=True, lexical=LexicalIndex(Path(path) / "lexical.sqlite")
     )
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    hybrid.warm()  # what queries hold in memory, built before the first
     retriever = hybrid.model_copy(update={"lexical": None})  # the same index, dense ranking only
     past = SentenceWindowRetriever(
         vectorstore=store, k=None, merge=True, lexical=hybrid.lexical, performance=Performance(snapshot_limit=0)
@@ -164,6 +165,7 @@ def build_ours(
         sentence_prefix=None,
     )
     alone.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    alone.warm()  # what queries hold in memory, built before the first
 
     def called(retriever: SentenceWindowRetriever, **options: object) -> Budgeted:
         def invoke(q: str, budget: int, scope: Scope) -> list[Unit]:
@@ -226,6 +228,7 @@ def build_our_parents(docs: list[dict]) -> dict[str, Budgeted]:
         lexical=LexicalIndex(Path(path) / "lexical.sqlite"),
     )
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    hybrid.warm()  # what queries hold in memory, built before the first
     dense = hybrid.model_copy(update={"lexical": None})
 
     def budgeted(retriever: BudgetedParentDocumentRetriever) -> Budgeted:

@@ -77,6 +77,7 @@ def guided(name: str) -> None:
     docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
     retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
     retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    retriever.warm()  # what queries hold in memory, built before the first
     variants: list[tuple[str, dict, dict]] = [
         ("fixed radius 2", {"window": "fixed"}, {}),
         ("guided (shipped)", {}, {}),
@@ -101,6 +102,7 @@ def floor(name: str) -> None:
     docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
     retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
     retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    retriever.warm()  # what queries hold in memory, built before the first
     for threshold in (None, 0.3, 0.5, 0.7):
         tried = retriever.model_copy(update={"relative_score_threshold": threshold})
         budgets = (250, 500, 1000, 2000, 4000, 8000)
@@ -113,6 +115,7 @@ def heading(name: str) -> None:
     docs, queries = sample(name, None, 40)
     retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
     retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    retriever.warm()  # what queries hold in memory, built before the first
     for label, stops in (("up (shipped)", {-1}), ("both ways", {-1, 1}), ("none", set())):
         growth.HEADING_STOPS = frozenset(stops)
         budgets = (250, 500, 1000, 2000, 4000, 8000)
@@ -127,6 +130,7 @@ def latency(name: str) -> None:
     store = chroma_store("explore")
     retriever = SentenceWindowRetriever(vectorstore=store, merge=True, lexical=LexicalIndex())
     retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    retriever.warm()  # what queries hold in memory, built before the first
     calls = {
         "raw similarity_search(k=16)": lambda q: store.similarity_search(q, k=16),
         "default (guided, hybrid), 2,000 tokens": lambda q: retriever.invoke(q, max_tokens=2000),
@@ -160,10 +164,10 @@ def seeds(name: str, scope: str = "whole") -> None:
     docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
     hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
-    hybrid.invoke("warm up", max_tokens=300)
-    held = hybrid._views.snapshot
-    if held is not None and held[1] is not None:
-        columns = held[1].columns
+    hybrid.warm()  # what queries hold in memory, built before the first
+    held = hybrid._views.held
+    if held is not None and held.whole and held.columns is not None:
+        columns = held.columns
         m = columns._matrix / np.linalg.norm(columns._matrix, axis=1, keepdims=True)
         same = np.array(columns._doc_of[1:]) == np.array(columns._doc_of[:-1])
         near = np.einsum("ij,ij->i", m[1:], m[:-1])[same]
@@ -193,6 +197,7 @@ def meetings(which: str) -> None:
     queries = [q for q in queries if q["doc_id"] in ids]
     hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), k=None, merge=True, lexical=LexicalIndex())
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    hybrid.warm()  # what queries hold in memory, built before the first
     wider = hybrid.model_copy(update={"max_radius": 128})
 
     def windows(retriever: SentenceWindowRetriever, **call: object) -> Any:
@@ -226,6 +231,7 @@ def hits(name: str) -> None:
     docs, queries = sample(name, 5 if name == "qmsum" else None, 60)
     hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    hybrid.warm()  # what queries hold in memory, built before the first
     for scoped in (False, True):
         found = {1: 0.0, 5: 0.0, 10: 0.0, "of 10": 0.0}
         for q in queries:
@@ -292,6 +298,7 @@ def two_sizes(name: str) -> None:
     docs, queries = sample(name, 5 if name == "qmsum" else None, 60)
     hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), k=None, merge=True, lexical=LexicalIndex())
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    hybrid.warm()  # what queries hold in memory, built before the first
     windows: dict[int, Any] = {}
 
     def centroids(columns: Any, reach: int) -> Any:
@@ -332,6 +339,7 @@ def passages(name: str, which: str = "bench") -> None:
         docs, queries = sample(name, None, 60)
     hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), k=None, merge=True, lexical=LexicalIndex())
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    hybrid.warm()  # what queries hold in memory, built before the first
     embeddings = hybrid.vectorstore.embeddings
     best: dict[int, Any] = {}
 
@@ -389,6 +397,7 @@ def main() -> None:
         docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
         hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
         hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+        hybrid.warm()  # what queries hold in memory, built before the first
         dense = hybrid.model_copy(update={"lexical": None})
         for budget in (250, 1000, 4000):
             print(name, budget, "dense", recall(dense, queries, budget), "hybrid", recall(hybrid, queries, budget))
@@ -396,6 +405,7 @@ def main() -> None:
         docs, queries = sample(name, int(sys.argv[3]), 30)
         base = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True)
         base.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+        base.warm()  # what queries hold in memory, built before the first
         for budget in (500, 2000, 4000):
             for gap, radius in ((0, 1), (0, 2), (3, 2), (8, 2), (0, 3), (0, 4), (4, 4)):
                 tried = base.model_copy(update={"merge_gap": gap, "before": radius, "after": radius})

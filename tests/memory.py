@@ -18,12 +18,9 @@ from langchain_expand import (
 )
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import tie_ordered
-from langchain_expand.store.search import VectorSearch
-from langchain_expand.windows.bm25 import LexicalRanking
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.reads import Reads
-from langchain_expand.windows.snapshot import Snapshot
-from langchain_expand.windows.views import Current, StoreViews
+from langchain_expand.windows.views import Current, Held, StoreViews
 
 from .conftest import Make
 
@@ -95,18 +92,17 @@ def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
     return retriever
 
 
-def snapshot_of(retriever: SentenceWindowRetriever) -> Snapshot:
-    assert retriever.lexical is not None
-    current = retriever._searched(None, VectorSearch(retriever._vectors, "-")).current
-    held = retriever._views.snapshot
-    assert current is not None
-    assert current.whole
+def snapshot_of(retriever: SentenceWindowRetriever) -> Held:
+    """What ``retriever`` holds in memory at its store's mark, built now: whole, the snapshot."""
+    retriever.warm()
+    held = retriever._views.held
     assert held is not None
-    assert held[1] is not None
-    return held[1]
+    assert held.whole
+    assert held.columns is not None
+    return held
 
 
-def nearest_of(snapshot: Snapshot, retriever: SentenceWindowRetriever, query: list[float], k: int) -> Any:
+def nearest_of(snapshot: Held, retriever: SentenceWindowRetriever, query: list[float], k: int) -> Any:
     """The ``k`` sentences of ``snapshot`` nearest ``query``, as a query on it finds them."""
     current = Current(snapshot.columns, snapshot.heads, whole=True)
     return Reads(retriever._vectors, SentenceCache(), 0, retriever.token_counter, None, current).nearest(query, k)
@@ -132,17 +128,10 @@ class Deferred:
             fn()
 
 
-class Unranked(LexicalIndex):
-    """A lexical index that does not list what it ranks: it answers every query itself."""
-
-    def ranked(self) -> None:
-        return None
-
-
 def past_the_limit(reader: Make, submit: Deferred, **kwargs: Any) -> SentenceWindowRetriever:
     """A retriever over the test meetings whose snapshot limit they are past, its builds held by ``submit``."""
     retriever = reader(lexical=True, performance=Performance(snapshot_limit=10), **kwargs)
-    retriever._views = StoreViews(LexicalRanking(submit))
+    retriever._views = StoreViews(submit)
     return retriever
 
 

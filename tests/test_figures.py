@@ -22,7 +22,6 @@ from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.text.cues import cues
 from langchain_expand.windows import guided, reads
 from langchain_expand.windows import hits as hits_module
-from langchain_expand.windows.bm25 import LexicalRanking
 from langchain_expand.windows.columns import Columns
 from langchain_expand.windows.growth import Growth
 from langchain_expand.windows.similarity import cosines
@@ -38,12 +37,12 @@ class Seen:
     def __init__(self, columns: Columns, query: Sequence[float]) -> None:
         self.columns, self.scores = columns, columns.scores(query)
 
-    def sentence(self, position: Any, rev: str, counter: str | None, vector: Any = None) -> Any:
+    def sentence(self, position: Any, rev: str, counter: str | None) -> Any:
         def count(position: Any, copy: Any) -> int:
             msg = "counted by this counter: its count is held"
             raise AssertionError(msg)
 
-        return self.columns.lookup(self.scores, counter, lambda doc_id: rev, lambda doc_id: vector, count)(position)
+        return self.columns.lookup(self.scores, counter, lambda doc_id: rev, count)(position)
 
 
 def test_a_sentences_similarity_does_not_depend_on_what_was_read_with_it() -> None:
@@ -63,15 +62,15 @@ def test_a_sentences_similarity_does_not_depend_on_what_was_read_with_it() -> No
 
 def test_growths_figures_are_the_local_copies_figures_at_their_revision(indexed: tuple[Any, Path]) -> None:
     lexical = LexicalIndex(indexed[1])
-    rows = lexical.figures()
-    assert rows is not None
-    figures = Columns.of_figures(rows)
-    assert len(figures) == lexical.count()
-    query = np.random.default_rng(7).normal(size=384).tolist()
-    seen = Seen(figures, query)
     copies: dict[str, tuple[str, list[Any]]] = {}
     for doc_id, rev, copy in lexical.copies():
         copies.setdefault(doc_id, (rev, []))[1].append(copy)
+    assert len(Columns(lexical.copies())) == lexical.count() - len(copies)  # a head's copy has no vector: not held
+    given = {(doc_id, rev): kept[1].vector for doc_id, (rev, kept) in copies.items()}  # as the store lists a head's
+    figures = Columns(lexical.copies(), heads=given)
+    assert len(figures) == lexical.count()
+    query = np.random.default_rng(7).normal(size=384).tolist()
+    seen = Seen(figures, query)
     checked = 0
     for doc_id, (rev, kept) in copies.items():
         with_vectors = [c for c in kept if c.vector is not None]
@@ -85,11 +84,10 @@ def test_growths_figures_are_the_local_copies_figures_at_their_revision(indexed:
             checked += 1
         head = kept[0]
         assert head.i == 0
-        assert head.vector is None  # the store holds a head's vector: the query gives it
-        assert seen.sentence((doc_id, 0), rev, head.counter) is None
-        given = seen.sentence((doc_id, 0), rev, head.counter, vector=with_vectors[0].vector)
-        assert given is not None
-        assert given.similarity == expected[0]
+        assert head.vector is None  # the store holds a head's vector: the build gives it
+        found = seen.sentence((doc_id, 0), rev, head.counter)
+        assert found is not None
+        assert found.similarity == expected[0]
         assert seen.sentence((doc_id, 1), "another revision", head.counter) is None
         assert seen.sentence((doc_id, 1), rev, "another counter") is None
         assert seen.sentence((doc_id, len(kept)), rev, head.counter) is None
@@ -106,9 +104,7 @@ def test_a_sentence_has_one_similarity_whether_the_snapshot_its_figures_or_a_rea
     lexical = retriever.lexical
     assert lexical is not None
     snapshot = snapshot_of(retriever)
-    rows = lexical.figures()
-    assert rows is not None
-    figures = Columns.of_figures(rows)
+    figures = Columns(lexical.copies())
     checked = 0
     for query in [q["query"] for q in load_queries("qmsum")[:3]]:
         vector = minilm.embed_query(query)
@@ -140,9 +136,7 @@ def test_growths_figures_hold_no_python_object_per_sentence() -> None:
             )
             for j in range(5)
         )
-        rows = index.figures()
-        assert rows is not None
-        figures = Columns.of_figures(rows)
+        figures = Columns(index.copies())
         assert len(figures) == 5 * copies
         gc.collect()
         return tracked_slots(figures)
@@ -165,7 +159,7 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
             if mode == "records":
                 patch.setattr(Columns, "lookup", lambda self, *args: lambda position: None)
             retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
-            retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+            retriever._views = StoreViews(lambda fn: fn())
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now
             seeds = seeded[mode] = []
 
@@ -204,7 +198,7 @@ def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
                 patch.setattr(Columns, "row", lambda self, position, rev: None)
                 patch.setattr(Columns, "lookup", lambda self, *args: lambda position: None)
             retriever = reader(lexical=True, performance=Performance(snapshot_limit=0))
-            retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+            retriever._views = StoreViews(lambda fn: fn())
             retriever.invoke(queries[0], max_tokens=100)  # the build runs now
             counted: list[str] = []
             count_many = reads.count_many
@@ -249,15 +243,16 @@ def test_past_the_snapshot_limit_growth_reads_nothing_once_its_figures_are_built
     retriever = reader(performance=Performance(snapshot_limit=10, cache_size=cache_size)).model_copy(
         update={"lexical": lexical}
     )
-    retriever._views = StoreViews(LexicalRanking(submit))
+    retriever._views = StoreViews(submit)
     without = reader(performance=Performance(snapshot_limit=10, cache_size=cache_size)).model_copy(
         update={"lexical": other}
     )
-    without._views = StoreViews(LexicalRanking(Deferred()))  # never built: growth reads, round by round
+    without._views = StoreViews(Deferred())  # never built: growth reads, round by round
     queries = [q["query"] for q in load_queries("qmsum")]
     retriever.invoke(queries[0], max_tokens=1000)
     submit.run()
-    assert retriever._views.ranking.figures(lexical) is not None
+    assert retriever._views.held is not None
+    assert retriever._views.held.columns is not None
     retriever.clear_cache()
     during.clear()
     lexical.read.clear()
@@ -297,7 +292,8 @@ def test_past_the_snapshot_limit_no_sentences_vector_is_read_once_the_figures_ar
         retriever.invoke(queries[0], max_tokens=1000)
         if built:
             submit.run()
-            assert retriever._views.ranking.figures(retriever.lexical) is not None  # type: ignore[arg-type]
+            assert retriever._views.held is not None
+            assert retriever._views.held.columns is not None
         asked.clear()
         answers[built] = [retriever.invoke(q, max_tokens=2000) for q in queries]
         assert (asked == []) == built, len(asked)
@@ -313,7 +309,7 @@ def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_w
     reader = SentenceWindowRetriever(
         vectorstore=store, lexical=LexicalIndex(lexical), performance=Performance(snapshot_limit=2)
     )
-    reader._views = StoreViews(LexicalRanking(submit))
+    reader._views = StoreViews(submit)
     writer = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical))
     words = ["lamp", "chair", "desk", "shelf", "rug", "clock", "vase", "mirror", "sofa", "stool"]
     old = " ".join(f"The {w} in room {i} is painted red." for i, w in enumerate(words))
@@ -324,11 +320,12 @@ def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_w
     submit.run()  # the figures of the old text
     assert any("red" in d.page_content for d in reader.invoke(query, max_tokens=120))
     writer.add_documents([Document(new, id="rooms")])
-    assert reader._views.ranking.figures(reader.lexical) is not None  # not built again yet: the old ones
+    assert reader._views.held is not None
+    assert reader._views.held.columns is not None  # not built again yet: the old ones
     fresh = SentenceWindowRetriever(
         vectorstore=store, lexical=LexicalIndex(lexical), performance=Performance(snapshot_limit=2)
     )
-    fresh._views = StoreViews(LexicalRanking(Deferred()))
+    fresh._views = StoreViews(Deferred())
     found = reader.invoke(query, max_tokens=120)
     assert shown(found) == shown(fresh.invoke(query, max_tokens=120))
     for doc in found:

@@ -418,12 +418,12 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
     for doc in load_docs("emanual")[:2] + load_docs("friendsqa")[:4]:
         texts += [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
     index = LexicalIndex()
-    index.replace([("d", "r", texts)])
+    index.replace([("d", "r", copied(texts))])
     bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
     queries = [q["query"] for q in load_queries("emanual")[:10] + load_queries("friendsqa")[:10]]
     queries += ["cafe", "CAFÉ", "snake_case", "x ray", "1,452.4", "strasse", "orsted", "ok", "", "?!"]
     queries += ["cat", "the cat mat"]
-    listed = ranked_bm25(index)  # from what the index lists it ranks (in memory here): past the snapshot's limit
+    listed = ranked_bm25(index)  # from the copies the index lists, as a build at a change mark reads them
     assert listed is not None
     for query in queries:
         for k in (1, 7, 30):
@@ -602,7 +602,7 @@ def test_bm25_finds_the_words_of_every_script_alike_in_fts5_in_memory_and_past_t
     names = list(SCRIPTS)
     texts = [SCRIPTS[name][0] for name in names] + ["An English sentence about xray machines and cafés."] * 3
     index = LexicalIndex()
-    index.replace([("d", "r", texts)])
+    index.replace([("d", "r", copied(texts))])
     bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
     listed = ranked_bm25(index)
     assert listed is not None
@@ -677,3 +677,8 @@ def test_a_query_in_any_script_finds_its_document_alike_in_every_memory_mode(tmp
                 assert name in [d.metadata["doc_id"] for d in docs], (mode, run, name)
             answers[f"{mode} {run}"] = [[(d.metadata["doc_id"], d.metadata["span"]) for d in docs] for docs in found]
     assert len({repr(a) for a in answers.values()}) == 1, answers  # (scores differ in float32's last places)
+
+
+def copied(texts: list[str]) -> list[LocalSentence]:
+    """``texts`` as one document's local copies: ranked, and listed for BM25 in memory."""
+    return [LocalSentence(i, text, 0, len(text), " ") for i, text in enumerate(texts)]

@@ -13,7 +13,6 @@ from langchain_expand import (
     SentenceWindowRetriever,
     chroma_store,
 )
-from langchain_expand.windows.bm25 import LexicalRanking
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, as_documents, load_docs, load_queries
@@ -23,18 +22,23 @@ from .memory import MODES, Deferred, shown, spans, unscored
 def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keeps_nothing(reader: Make) -> None:
     query = load_queries("qmsum")[0]["query"]
     no_snapshot = reader(lexical=True, performance=Performance(snapshot_limit=0))
-    no_snapshot._views = StoreViews(LexicalRanking(lambda fn: fn()))
+    no_snapshot._views = StoreViews(lambda fn: fn())
     first = no_snapshot.invoke(query, max_tokens=1000)  # starts the build, which runs at once here
     assert no_snapshot.invoke(query, max_tokens=1000) == first
-    held = no_snapshot._views.snapshot
-    assert held is None or held[1] is None  # no snapshot, even of a few sentences
-    assert no_snapshot._views.ranking.figures(no_snapshot.lexical) is not None  # BM25 and growth's figures
+    held = no_snapshot._views.held
+    assert held is not None
+    assert held.columns is not None  # BM25 and growth's figures
+    assert held.bm25 is not None
+    assert not held.whole  # no snapshot, even of a few sentences
+    assert held.columns.copy(0) is None  # no text
     submit = Deferred()
     nothing = reader(lexical=True, performance=Performance(in_memory=False))
-    nothing._views = StoreViews(LexicalRanking(submit))
+    nothing._views = StoreViews(submit)
     assert shown(nothing.invoke(query, max_tokens=1000)) == shown(first)
-    assert nothing._views.snapshot is None
+    assert nothing._views.held is None
     assert submit.waiting == []  # no build started
+    nothing.warm()
+    assert nothing._views.held is None  # nor by warm(): nothing is held in memory
 
 
 def test_every_memory_mode_answers_alike_where_the_store_searches_exactly(tmp_path: Path, minilm: Embeddings) -> None:

@@ -21,7 +21,6 @@ from langchain_expand import (
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.text.cues import NO_CUES
 from langchain_expand.text.tokens import _splits
-from langchain_expand.windows.bm25 import LexicalRanking
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.views import StoreViews
 
@@ -75,7 +74,7 @@ def test_a_document_rewritten_or_deleted_by_another_retriever_is_never_served_fr
         store = chroma_store("shared", persist_directory=tmp_path / "chroma", embeddings=minilm)
         index = LexicalIndex(tmp_path / "lexical.sqlite") if lexical else None
         retriever = SentenceWindowRetriever(vectorstore=store, lexical=index, **settings)
-        retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))  # past the limit, built in the query
+        retriever._views = StoreViews(lambda fn: fn())  # past the limit, built in the query
         return retriever
 
     words = ["lamp", "chair", "desk", "shelf", "rug", "clock", "vase", "mirror", "sofa", "stool"]
@@ -197,7 +196,7 @@ def test_past_the_snapshot_limit_local_copies_are_read_once_while_cached(
     retriever = reader(performance=Performance(snapshot_limit=10, cache_size=cache_size)).model_copy(
         update={"lexical": Counted(indexed[1])}
     )
-    retriever._views = StoreViews(LexicalRanking(Deferred()))
+    retriever._views = StoreViews(Deferred())
     query = load_queries("qmsum")[1]["query"]
     first = retriever.invoke(query, max_tokens=1000)
     assert Counted.read > 0
@@ -219,7 +218,7 @@ def test_past_the_snapshot_limit_a_rewritten_document_is_served_new_at_the_next_
     retriever = SentenceWindowRetriever(
         vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), performance=Performance(snapshot_limit=2)
     )
-    retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+    retriever._views = StoreViews(lambda fn: fn())
     old = "The warranty lasts two years. Keep the receipt. Call the service line."
     new = "The warranty lasts five years. Keep the box. Write to the service desk."
     retriever.add_documents([Document(old, id="memo"), Document("Unrelated words about cats. Dogs too.", id="pets")])
@@ -233,7 +232,7 @@ def test_a_query_reads_no_record_twice(reader: Make, performance: Performance) -
     # The heads read with the local copies were read again from the store by the same query
     # (26 of 97 ids on ten TAT-QA queries with fixed windows).
     retriever = reader(lexical=True, performance=performance)
-    retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+    retriever._views = StoreViews(lambda fn: fn())
     log = ReadLog(retriever._vectors)
     for query in [q["query"] for q in load_queries("qmsum")[:6]]:
         for call in ({"k": 4}, {"max_tokens": 1000}, {"max_tokens": 1000, "window": "fixed"}):

@@ -28,8 +28,7 @@ def test_a_sentences_similarity_does_not_depend_on_what_is_read_with_it() -> Non
     assert [scores.similarity(j) for j in range(len(matrix))] == alone  # a block at a time
     assert columns.scores(query).every()[1].tolist() == alone  # every row at once
     rows = np.array([150, 3, 64, BLOCK, 199])
-    among = columns.among(rows, scores.query, lambda doc_id: None)
-    assert among is not None
+    among = columns.among(rows, scores.query)
     assert among[1].tolist() == [alone[j] for j in rows]  # some rows, in any order
 
 
@@ -52,8 +51,7 @@ def test_the_exact_search_over_some_rows_is_the_search_over_all_kept_to_them() -
 
     whole = nearest(columns, None, (dots, every, columns.squares), scores.query, 300, "cosine", relevance)
     rows = np.array(sorted({*np.random.default_rng(3).choice(300, 90, replace=False).tolist(), 40, 120}))
-    among = columns.among(rows, scores.query, lambda doc_id: None)
-    assert among is not None
+    among = columns.among(rows, scores.query)
     some = nearest(columns, rows, among, scores.query, 10, "cosine", relevance)
     assert some == [hit for hit in whole if hit[0][1] in set(rows.tolist())][:10]
     assert [p for p, _ in whole].index(("d", 40)) + 1 == [p for p, _ in whole].index(("d", 120))

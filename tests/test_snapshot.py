@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
@@ -20,13 +19,11 @@ from langchain_expand import (
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import guided
-from langchain_expand.windows.bm25 import LexicalRanking
 from langchain_expand.windows.growth import Growth, grow
-from langchain_expand.windows.snapshot import build as build_snapshot
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, load_docs, load_queries
-from .memory import ReadLog, exact_search, nearest_of, shown, snapshot_of, unscored
+from .memory import Deferred, ReadLog, exact_search, nearest_of, shown, snapshot_of, unscored
 
 
 def test_on_a_snapshot_or_its_figures_growth_knows_every_sentence_it_weighs_and_runs_once_a_search(
@@ -47,7 +44,7 @@ def test_on_a_snapshot_or_its_figures_growth_knows_every_sentence_it_weighs_and_
         ({"performance": Performance(in_memory=False)}, "in rounds"),
     ):
         retriever = reader(lexical=True, **settings)
-        retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))
+        retriever._views = StoreViews(lambda fn: fn())
         retriever.invoke(queries[-1], max_tokens=100)  # past the limit, the build runs now
         for query in queries:
             runs.clear()
@@ -63,7 +60,7 @@ def test_on_a_snapshot_or_its_figures_growth_knows_every_sentence_it_weighs_and_
 def test_the_snapshot_finds_the_exact_nearest_sentences_and_bm25s_ranking(reader: Make, minilm: Embeddings) -> None:
     retriever = reader(lexical=True)
     snapshot = snapshot_of(retriever)
-    assert len(snapshot) == retriever.vectorstore._collection.count()  # type: ignore[attr-defined]
+    assert len(snapshot.columns) == retriever.vectorstore._collection.count()  # type: ignore[attr-defined]
     exact = exact_search(reader())._vectors
     for query in [q["query"] for q in load_queries("qmsum")]:
         vector = minilm.embed_query(query)
@@ -87,6 +84,7 @@ def test_answers_from_the_snapshot_equal_answers_from_the_store_searched_exactly
     """
     monkeypatch.setattr(guided, "GROWTH_ROUNDS", 10_000)
     snapshot = reader(lexical=True, performance=Performance(cache_size=0))
+    snapshot_of(snapshot)
     store = exact_search(reader(lexical=True, performance=Performance(cache_size=0, in_memory=False)))
     log = ReadLog(snapshot._vectors)
     for query in [q["query"] for q in load_queries("qmsum")[:4]]:
@@ -115,9 +113,8 @@ def test_a_new_retriever_over_the_same_files_searches_the_same_snapshot(indexed:
     for _ in range(2):
         store = chroma_store("qmsum", persist_directory=folder / "chroma", embeddings=default_embeddings())
         retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path))
+        snapshot_of(retriever)
         answers.append(shown(retriever.invoke(query, max_tokens=600)))
-        assert retriever._views.snapshot is not None
-        assert retriever._views.snapshot[1] is not None
     assert answers[0] == answers[1]
     assert answers[0]
 
@@ -134,26 +131,30 @@ def test_a_document_written_without_the_lexical_index_is_found_until_the_copies_
         )
 
     reader = opened(True)
+    reader._views = StoreViews(lambda build: build())  # built in the query that finds a new mark
     reader.add_documents([Document("Rivers carry water to the sea. Fish swim in rivers.", id="rivers")])
     query = "which planet has the tallest volcano"
     assert all(d.metadata["doc_id"] == "rivers" for d in reader.invoke(query, max_tokens=200))
-    assert reader._views.snapshot is not None
-    assert reader._views.snapshot[1] is not None
+    assert reader._views.held is not None
+    assert reader._views.held.whole
 
     mars = "Olympus Mons on Mars is the tallest volcano of any planet. It is three times as high as Everest."
     opened(False).add_documents([Document(mars, id="mars")])
     assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
-    assert reader._views.snapshot[1] is None  # not built: the store answered
+    assert not reader._views.held.whole  # built, but not whole: the store answered
 
     opened(True).add_documents([Document(mars, id="mars")])  # the copies, read back without embedding
     assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
-    assert reader._views.snapshot[1] is not None
+    assert reader._views.held.whole
 
 
-def test_the_snapshots_bm25_ranks_a_write_from_the_next_query(tmp_path: Path, minilm: Embeddings) -> None:
-    """After a write, the next query's BM25 in memory is the new snapshot's: the written document ranks."""
+def test_a_write_is_ranked_by_the_next_query_and_by_bm25_in_memory_once_built(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    """After a write, the next query finds the written document (the index ranks it), and starts the build that will."""
     store = chroma_store("ahead", persist_directory=tmp_path / "chroma", embeddings=minilm)
     retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lex.sqlite"))
+    retriever._views = StoreViews(lambda build: build())  # built in the query that finds a new mark
     retriever.add_documents([Document("Rivers carry water to the sea. Fish swim in rivers.", id="rivers")])
     query = "the zorblat code"
 
@@ -162,68 +163,66 @@ def test_the_snapshots_bm25_ranks_a_write_from_the_next_query(tmp_path: Path, mi
         assert found is not None
         return found.bm25
 
-    retriever.invoke(query, max_tokens=200)  # builds the snapshot
+    retriever.warm()
     unchanged = current()
     assert unchanged.search(query, 4) == unchanged.bm25.search(query, 4)
     assert all(hit.doc_id == "rivers" for hit in unchanged.search(query, 4))
 
     retriever.add_documents([Document("The zorblat code opens the door. Nobody knows it.", id="zorblat")])
+    assert current() is None  # the build at the new mark runs now, and serves the next query
+    assert any(d.metadata["doc_id"] == "zorblat" for d in retriever.invoke(query, max_tokens=200))
     moved = current()
     assert moved.search(query, 4)[0].doc_id == "zorblat"
-    assert any(d.metadata["doc_id"] == "zorblat" for d in retriever.invoke(query, max_tokens=200))
 
 
 def test_over_its_limit_the_snapshot_is_not_built_and_the_store_answers(reader: Make) -> None:
     limited = reader(lexical=True, performance=Performance(snapshot_limit=10))
+    limited.warm()
     found = limited.invoke("who will design the remote control", max_tokens=500)
     assert found
-    assert limited._views.snapshot is not None
-    assert limited._views.snapshot[1] is None
+    held = limited._views.held
+    assert held is not None
+    assert held.columns is not None
+    assert not held.whole
+    assert held.columns.copy(0) is None  # no text held past the limit
     with pytest.raises(ValueError, match="snapshot_limit"):
         reader(lexical=True, performance=Performance(snapshot_limit=-1))
 
 
-def test_a_snapshot_built_on_the_last_one_equals_a_snapshot_built_whole(
-    tmp_path: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """After writes, the next snapshot reads only the documents written since; it is the same as one built whole."""
+def test_between_a_write_and_its_build_queries_answer_as_the_build_does(tmp_path: Path, minilm: Embeddings) -> None:
+    """Until the build at a new mark is done, the last one serves each document only at its head's revision.
+
+    After a write, a rewrite and a delete, queries answered before the next build (the store and
+    the lexical index searched, the last build's columns read where their revision holds) equal
+    those answered after it, from the snapshot, with the store searched exactly.
+    """
     lines = load_docs("friendsqa")[0]["text"].split("\n")
     scenes = [Document("\n".join(lines[i : i + 40]), id=f"scene-{i // 40}") for i in range(0, 200, 40)]
-    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
     store = chroma_store("scenes", persist_directory=tmp_path / "chroma", embeddings=minilm)
-    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical)
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
+    builds = Deferred()
+    retriever._views = StoreViews(builds)
     retriever.add_documents(scenes[:4])
-    query = "what is Joey going to do when he has a baby"
-    retriever.invoke(query, max_tokens=300)
     first = snapshot_of(retriever)
 
     retriever.add_documents([scenes[4]])  # new
     retriever.add_documents([Document(scenes[0].page_content + "\nRoss Geller: One more line .", id="scene-0")])
     retriever.delete(["scene-1"])
-    asked: list[object] = []
-    copies = lexical.copies
-    monkeypatch.setattr(lexical, "copies", lambda doc_ids=None: asked.append(doc_ids) or copies(doc_ids))
-    found = retriever.invoke(query, max_tokens=300)
-    grown = snapshot_of(retriever)
-    assert grown is not first
-    assert asked == [{"scene-0", "scene-4"}]  # the unchanged scenes are taken from the last snapshot
-    whole = build_snapshot(retriever._vectors, lexical, "whole", 10**6)
-    assert whole is not None
-    held = whole.columns.documents()
-    assert grown.columns.documents() == held
-    assert [grown.columns.position(r) for r in range(len(grown))] == [
-        whole.columns.position(r) for r in range(len(whole))
-    ]
-    assert [grown.columns.document(d) for d in held] == [whole.columns.document(d) for d in held]
-    assert [grown.columns.copy(r) for r in range(len(grown))] == [whole.columns.copy(r) for r in range(len(whole))]
-    assert np.array_equal(grown.columns._matrix, whole.columns._matrix)
-    heads = [unit_id(d, 0) for d in held]
-    assert [h.metadata for h, _ in grown.heads.found(heads)] == [h.metadata for h, _ in whole.heads.found(heads)]
-    vector = minilm.embed_query(query)
-    assert nearest_of(grown, retriever, vector, 40) == nearest_of(whole, retriever, vector, 40)
-    for text in [query, "baby cigars waiting room", "mucus plug water broke", "one more line"]:
-        assert grown.bm25.search(text, 30) == whole.bm25.search(text, 30) == lexical.search(text, 30)
-    assert all(d.metadata["doc_id"] != "scene-1" for d in found)
+    exact_search(retriever)
+    calls: list[dict[str, Any]] = [{"max_tokens": 300}, {"max_tokens": 2000}, {"k": 3, "before": 1, "after": 1}]
+    queries = [q["query"] for q in load_queries("friendsqa")[:3]] + ["one more line"]
+    before = [retriever.invoke(q, **call) for q in queries for call in calls]
+    assert retriever._views.held is first  # not built again yet
+    builds.run()
+    after = [retriever.invoke(q, **call) for q in queries for call in calls]
+    assert retriever._views.held is not first
+    assert retriever._views.held.whole
+    assert [unscored(found) for found in before] == [unscored(found) for found in after]
+    for old, new in zip(before, after, strict=True):
+        assert [d.metadata["score"] for d in old] == pytest.approx([d.metadata["score"] for d in new], abs=1e-6)
+    ids = {d.metadata["doc_id"] for found in after for d in found}
+    assert "scene-1" not in ids
+    assert {"scene-0", "scene-4"} <= ids
 
 
 def test_an_empty_store_with_a_lexical_index_answers_nothing(tmp_path: Path, minilm: Embeddings) -> None:
@@ -231,4 +230,4 @@ def test_an_empty_store_with_a_lexical_index_answers_nothing(tmp_path: Path, min
     retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
     assert retriever.invoke("anything at all", max_tokens=300) == []
     assert retriever.invoke("anything at all", k=2, before=1, after=1) == []
-    assert len(snapshot_of(retriever)) == 0
+    assert len(snapshot_of(retriever).columns) == 0

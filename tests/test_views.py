@@ -18,13 +18,12 @@ from langchain_expand import (
 )
 from langchain_expand.store.records import unit_id
 from langchain_expand.windows import guided
-from langchain_expand.windows.bm25 import LexicalRanking, ranked_bm25
-from langchain_expand.windows.cache import HeadsAtMark
+from langchain_expand.windows.bm25 import ranked_bm25
 from langchain_expand.windows.growth import Growth, grow
-from langchain_expand.windows.views import StoreViews
+from langchain_expand.windows.views import StoreViews, build
 
 from .conftest import Make, as_documents, load_docs, load_queries
-from .memory import Deferred, ReadLog, Unranked, past_the_limit, shown, spied, unscored
+from .memory import Deferred, ReadLog, past_the_limit, shown, spied, unscored
 
 
 def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_does(
@@ -32,8 +31,9 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
 ) -> None:
     submit = Deferred()
     retriever = past_the_limit(reader, submit)
-    by_index = retriever.model_copy(update={"lexical": Unranked(indexed[1])})
-    by_index._views = StoreViews(LexicalRanking(Deferred()))
+    by_index = retriever.model_copy(  # an index of its own ranks every query
+        update={"lexical": LexicalIndex(indexed[1]), "performance": Performance(in_memory=False)}
+    )
     lexical = retriever.lexical
     assert lexical is not None
     bm25 = ranked_bm25(lexical)
@@ -60,7 +60,9 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
         ), query
     assert searched == []  # every query was ranked in memory, filtered or not
     assert retriever.invoke(queries[0], max_tokens=1000) == first
-    ranking = retriever._views.ranking.current(retriever._vectors.marked() or "", lexical)
+    held = retriever._views.held
+    assert held is not None
+    ranking = held.bm25
     assert ranking is not None
     asked: list[str] = []
     ranked = ranking.search
@@ -74,7 +76,7 @@ def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: P
     store = chroma_store("past-limit", persist_directory=tmp_path / "chroma", embeddings=minilm)
     lexical = LexicalIndex(tmp_path / "lexical.sqlite")
     retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical, performance=Performance(snapshot_limit=2))
-    retriever._views = StoreViews(LexicalRanking(submit))
+    retriever._views = StoreViews(submit)
     retriever.add_documents(as_documents(load_docs("emanual")[:1]))
     retriever.invoke("How do I reset the remote?", max_tokens=300)
     submit.run()  # the ranking is current
@@ -90,20 +92,19 @@ def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: P
     assert searched == ["quokka zygomorphic"]  # ranked in memory, the new document in it
 
 
-@pytest.mark.parametrize("broken", ["ranked", "figures"])
-def test_a_ranking_or_figures_that_cannot_be_built_leave_the_index_answering(
-    tmp_path: Path, minilm: Embeddings, caplog: pytest.LogCaptureFixture, broken: str
+def test_a_build_that_fails_leaves_the_store_and_the_index_answering(
+    tmp_path: Path, minilm: Embeddings, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def fails(self: LexicalIndex) -> Any:
-        msg = "disk gone"
-        raise OSError(msg)
+    class Broken(LexicalIndex):
+        def copies(self, doc_ids: Any = None) -> Any:
+            if doc_ids is None:  # the build's listing
+                msg = "disk gone"
+                raise OSError(msg)
+            return super().copies(doc_ids)
 
-    broken_index = type("Broken", (LexicalIndex,), {broken: fails})
     store = chroma_store("broken", persist_directory=tmp_path / "chroma", embeddings=minilm)
-    retriever = SentenceWindowRetriever(
-        vectorstore=store, lexical=broken_index(tmp_path / "lexical.sqlite"), performance=Performance(snapshot_limit=2)
-    )
-    retriever._views = StoreViews(LexicalRanking(lambda fn: fn()))  # built at once, in the query
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=Broken(tmp_path / "lexical.sqlite"))
+    retriever._views = StoreViews(lambda build: build())  # built at once, in the query
     retriever.add_documents(as_documents(load_docs("emanual")[:1]))
     reads = SentenceWindowRetriever(
         vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"), performance=Performance(in_memory=False)
@@ -112,7 +113,9 @@ def test_a_ranking_or_figures_that_cannot_be_built_leave_the_index_answering(
     assert answer
     assert "disk gone" in caplog.text
     assert retriever.invoke("How do I reset the remote?", max_tokens=300) == answer
-    assert (retriever._views.ranking.figures(retriever.lexical) is None) == (broken == "figures")
+    held = retriever._views.held
+    assert held is not None
+    assert held.columns is None  # built at this mark, holding nothing: not tried again until the mark moves
     assert shown(answer) == shown(reads.invoke("How do I reset the remote?", max_tokens=300))
 
 
@@ -126,67 +129,56 @@ def test_past_the_snapshot_limit_heads_are_read_once_a_change_mark(reader: Make)
     assert not any(i.endswith("::0") for i in log.taken())  # the mark has not moved: none read again
 
 
-def test_past_the_snapshot_limit_every_head_is_read_ahead_once_the_ranking_is_built(
-    passages: tuple[Any, Path], monkeypatch: pytest.MonkeyPatch
+def test_past_the_snapshot_limit_every_head_is_listed_by_the_build_where_there_is_room(
+    passages: tuple[Any, Path],
 ) -> None:
     store, path = passages
     queries = [q["query"] for q in load_queries("tatqa")[:8]]
-    answers: dict[bool, list[list[Document]]] = {}
-    for ahead in (True, False):
-        with monkeypatch.context() as patch:
-            if not ahead:
-                patch.setattr(HeadsAtMark, "claim_fill", lambda self: False)
-            submit = Deferred()
-            retriever = SentenceWindowRetriever(
-                vectorstore=store, lexical=LexicalIndex(path), performance=Performance(snapshot_limit=10)
-            )
-            retriever._views = StoreViews(LexicalRanking(submit))
-            assert retriever.lexical is not None
-            heads = {unit_id(d, 0) for d in retriever.lexical.documents()}
-            log = ReadLog(retriever._vectors)
-            retriever.invoke(queries[0], max_tokens=300)  # the ranking's build starts
-            submit.run()
-            retriever.clear_cache()  # the heads that query read, forgotten
-            log.taken()
-            assert retriever.invoke(queries[0], max_tokens=300)  # finds the ranking built
-            met = {i for i in log.taken() if i.endswith("::0")}
-            assert met
-            assert met < heads  # the heads this query met: read by it, not all
-            assert len(submit.waiting) == (1 if ahead else 0)  # the fill, claimed once
-            submit.run()
-            assert log.taken() == []  # the fill lists the heads, in one call: none read by id
-            held = retriever._views._heads
-            assert held is not None
-            assert {doc.id for doc, _ in held.found(sorted(heads))} == (heads if ahead else met)
-            answers[ahead] = [retriever.invoke(q, max_tokens=1000) for q in queries]
-            read = [i for i in log.taken() if i.endswith("::0")]
-            if ahead:
-                assert read == []  # every head is known: none read
-            else:
-                assert read  # the queries read the heads they met
-    assert answers[True] == answers[False]
+    answers: dict[int, list[list[Document]]] = {}
+    for room in (20_000, 0):
+        submit = Deferred()
+        retriever = SentenceWindowRetriever(
+            vectorstore=store, lexical=LexicalIndex(path), performance=Performance(snapshot_limit=10, cache_size=room)
+        )
+        retriever._views = StoreViews(submit)
+        assert retriever.lexical is not None
+        heads = {unit_id(d, 0) for d in retriever.lexical.documents()}
+        log = ReadLog(retriever._vectors)
+        retriever.invoke(queries[0], max_tokens=300)  # the build starts
+        assert any(i.endswith("::0") for i in log.taken())  # this query read the heads it met
+        submit.run()
+        assert log.taken() == []  # the build lists the heads, in one call: none read by id
+        held = retriever._views.held
+        assert held is not None
+        assert (held.heads is not None) == (room > 0)
+        if held.heads is not None:
+            assert held.heads.complete
+            assert {doc.id for doc, _ in held.heads.found(sorted(heads))} == heads
+        answers[room] = [retriever.invoke(q, max_tokens=1000) for q in queries]
+        read = [i for i in log.taken() if i.endswith("::0")]
+        assert (read == []) == (room > 0)  # every head known, else the queries read those they meet
+    assert answers[20_000] == answers[0]
 
 
-def test_heads_read_ahead_are_kept_only_at_their_mark_and_while_there_is_room(
+def test_heads_listed_by_a_build_are_kept_only_at_their_mark_and_while_there_is_room(
     reader: Make, caplog: pytest.LogCaptureFixture
 ) -> None:
     retriever = reader(lexical=True)
-    assert retriever.lexical is not None
-    docs = sorted(retriever.lexical.documents())
+    lexical = retriever.lexical
+    assert lexical is not None
+    docs = sorted(lexical.documents())
     store = retriever._vectors
     mark = store.marked()
     assert mark is not None
-    moved = HeadsAtMark(mark, 100)
-    moved.fill(store, lambda: "another mark")  # a writer finished meanwhile: its heads may be newer
-    assert moved.found([unit_id(d, 0) for d in docs]) == []
-    small = HeadsAtMark(mark, 2)
-    assert small.claim_fill()
-    assert not small.claim_fill()  # one fill a mark
-    small.fill(store, store.marked)
-    held = small.found([unit_id(d, 0) for d in docs])
-    assert len(held) == 2
-    assert [doc.metadata for doc, _ in held] == [d.metadata for d in store.get_by_ids([h.id for h, _ in held])]  # type: ignore[misc]
-    assert not HeadsAtMark(mark, 0).claim_fill()  # no room: nothing to fill
+    assert build(store, lexical, "another mark", 10**6, 100).heads is None  # a writer finished meanwhile
+    assert build(store, lexical, mark, 0, len(docs) - 1).heads is None  # past the limit, more heads than room
+    every = build(store, lexical, mark, 0, len(docs)).heads
+    assert every is not None
+    held = every.found([unit_id(d, 0) for d in docs])
+    assert len(held) == len(docs)
+    stored = {d.id: d.metadata for d in store.get_by_ids([h.id for h, _ in held])}  # type: ignore[misc]
+    assert {doc.id: doc.metadata for doc, _ in held} == stored
+    assert build(store, lexical, mark, 10**6, 0).heads is not None  # texts held: every head, whatever the room
     broken = reader()._vectors
 
     def unreadable(*args: Any, **kwargs: Any) -> Any:
@@ -194,10 +186,10 @@ def test_heads_read_ahead_are_kept_only_at_their_mark_and_while_there_is_room(
         raise sqlite3.OperationalError(msg)
 
     object.__setattr__(broken, "where", unreadable)
-    failing = HeadsAtMark(mark, 100)
-    failing.fill(broken, store.marked)  # logged; the queries read the heads they need
-    assert "could not be read ahead" in caplog.text
-    assert failing.found([unit_id(d, 0) for d in docs]) == []
+    failing = build(broken, lexical, mark, 10**6, 100)  # logged; the queries read what they need
+    assert "Nothing could be built" in caplog.text
+    assert failing.heads is None
+    assert failing.columns is None
 
 
 @pytest.mark.parametrize("cache_size", [20_000, 0])
@@ -268,11 +260,13 @@ def test_past_the_snapshot_limit_a_filtered_query_is_searched_exactly_in_memory(
     past = SentenceWindowRetriever(
         vectorstore=store, lexical=LexicalIndex(path), performance=Performance(snapshot_limit=0)
     )
-    past._views = StoreViews(LexicalRanking(submit))
+    past._views = StoreViews(submit)
     for _ in range(2):  # the ranking and the figures built, then every head read ahead
         past.invoke(asked[0][0], max_tokens=500)
         submit.run()
-    heads = past._views._heads
+    held = past._views.held
+    assert held is not None
+    heads = held.heads
     assert heads is not None
     assert heads.complete
     searched: list[str] = []

@@ -33,7 +33,6 @@ from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_
 
 __all__ = [
     "BaseLexicalIndex",
-    "FigureRow",
     "LexicalHit",
     "LocalSentence",
     "Within",
@@ -41,10 +40,6 @@ __all__ = [
     "copy_of_row",
     "record_of",
 ]
-
-FigureRow = tuple[str, int, str, str, str, int | None, str | None, bytes | Sequence[float] | np.ndarray | None]
-"""A copied sentence as a lexical index lists it for :class:`~langchain_expand.windows.columns.Columns`:
-``(doc_id, i, rev, text, gap, tokens, counter, vector)``; the vector as float32 bytes or numbers."""
 
 
 @dataclass(frozen=True)
@@ -175,24 +170,6 @@ class BaseLexicalIndex(ABC):
         are returned, scored as without it (the idf of the whole index), as a store's filter
         narrows its search.
         """
-
-    def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
-        """Every sentence :meth:`search` ranks, as ``(doc_id, i, rev, text)`` in the order written.
-
-        What :class:`~langchain_expand.windows.bm25.Bm25` is built from past the snapshot's limit, to
-        rank as :meth:`search` does in memory. None where the index does not list them (then
-        :meth:`search` answers every query).
-        """
-        return None
-
-    def figures(self) -> Iterator[FigureRow] | None:
-        """Every local copy as growth weighs it: ``(doc_id, i, rev, text, gap, tokens, counter, vector)``, as written.
-
-        What :class:`~langchain_expand.windows.columns.Columns` is built from past the snapshot's
-        limit, as :meth:`ranked` is BM25's. None (this default) where the index does not list
-        them: growth reads the copies it weighs.
-        """
-        return None
 
 
 def vector_of(blob: bytes | None) -> np.ndarray | None:

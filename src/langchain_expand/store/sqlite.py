@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from langchain_expand.store.commit import batched
-from langchain_expand.store.lexical import BaseLexicalIndex, FigureRow, LexicalHit, LocalSentence, copy_of_row
-from langchain_expand.store.words import fts_text, fts_words, words
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row
+from langchain_expand.store.words import fts_text, words
 
 __all__ = ["LexicalIndex"]
 
@@ -243,23 +243,13 @@ class LexicalIndex(BaseLexicalIndex):
     def copies(self, doc_ids: Collection[str] | None = None) -> Iterator[tuple[str, str, LocalSentence]]:
         """Every local copy (of ``doc_ids`` only, when given) as ``(doc_id, rev, sentence)``, in the order written."""
         columns = f"rowid, doc_id, rev, {_COPY_COLUMNS}"
-        with self._lock:
-            if doc_ids is None:
-                rows = self._db.execute(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid").fetchall()
-            else:
+        if doc_ids is None:  # every copy: what a build beside the queries reads
+            rows: Iterable[Any] = self._whole(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid")
+        else:
+            with self._lock:
                 rows = sorted(self._among(f"SELECT {columns} FROM {self.table}_records", doc_ids))
         for _, doc_id, rev, *copy in rows:
             yield doc_id, rev, copy_of_row(copy)
-
-    def ranked(self) -> Iterator[tuple[str, int, str, str]] | None:
-        """See :meth:`BaseLexicalIndex.ranked`; read whole (:meth:`_whole`), each text its words joined by spaces."""
-        rows = self._whole(f"SELECT doc_id, i, rev, text FROM {self.table} ORDER BY rowid")
-        return ((doc_id, i, rev, " ".join(fts_words(text))) for doc_id, i, rev, text in rows)
-
-    def figures(self) -> Iterator[FigureRow] | None:
-        """See :meth:`BaseLexicalIndex.figures`; read whole (:meth:`_whole`), the vectors as float32 bytes."""
-        columns = "doc_id, i, rev, text, gap, tokens, counter, vector"
-        return self._whole(f"SELECT {columns} FROM {self.table}_records ORDER BY rowid")
 
     def _whole(self, query: str) -> Iterator[Any]:
         """The rows of ``query``, over the whole index: what the builds beside the queries read.

@@ -2,7 +2,7 @@
 
 Read in the order a query flows: :mod:`.retriever` (the fields, one call's wiring) and
 :mod:`.plan` (the call's settings); :mod:`.views` (what is held at the store's change mark:
-:mod:`.snapshot`, :mod:`.bm25`, :mod:`.columns`, the heads of :mod:`.cache`) and :mod:`.scope`
+:mod:`.columns`, :mod:`.bm25`, the heads of :mod:`.cache`) and :mod:`.scope`
 (a filter); :mod:`.reads` (the query's reads of sentences, each at its revision); :mod:`.hits`
 (the fused ranking); :mod:`.answer` (windows by shape: guided growth in :mod:`.guided`,
 :mod:`.growth` and :mod:`.regions`); :mod:`.assembly` (a window's text and token count).

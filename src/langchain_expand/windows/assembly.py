@@ -33,8 +33,7 @@ from langchain_expand.units import (
     TOKENS,
 )
 from langchain_expand.windows.plan import Unit
-from langchain_expand.windows.reads import Reads
-from langchain_expand.windows.snapshot import Run
+from langchain_expand.windows.reads import Reads, Run
 
 __all__ = [
     "Runs",

@@ -1,28 +1,21 @@
 """BM25 in memory, ranked as the lexical index's FTS5 table ranks, to the last bit.
 
-The snapshot builds one over the sentences it holds (:mod:`.snapshot`); past its limit
-:class:`LexicalRanking` builds one over every sentence the lexical index ranks, beside the
-queries, with growth's figures (:mod:`.columns`).
+Built over the lexical index's local copies at each change mark of the store, beside the
+queries, with the columns (:mod:`.views`).
 """
 
 from __future__ import annotations
 
-import logging
 import math
-import os
-import threading
 from array import array
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence
 from langchain_expand.store.words import words
-from langchain_expand.windows.columns import Columns
 
-__all__ = ["Bm25", "Bm25Search", "LexicalRanking", "ranked_bm25", "term_numbers"]
-
-logger = logging.getLogger(__name__)
+__all__ = ["Bm25", "Bm25Search", "Listed", "ranked_bm25", "term_numbers"]
 
 
 class Bm25:
@@ -160,95 +153,52 @@ class Bm25Search:
         return self._last[1]
 
 
-class LexicalRanking:
-    """BM25 in memory past the snapshot's limit: built beside the queries, used once it is current.
+class Listed:
+    """BM25's rows, named as the lexical index names its hits, noted as its local copies are listed.
 
-    Past ``snapshot_limit`` SQLite's FTS5 would rank every sentence holding a word of the query,
-    most of a query's time. This holds the index's ranked sentences
-    (:meth:`BaseLexicalIndex.ranked`) as postings, built on a thread when the store's change mark
-    moves; until the build for the current mark is done the lexical index answers, so no query
-    waits for a build and none is ranked on older text.
-
-    Growth's :class:`~langchain_expand.windows.columns.Columns` are built with it from the index's
-    copies: the last built serve every query, each sentence only at its document's revision.
+    :meth:`take` passes the listing on (to :class:`~langchain_expand.windows.columns.Columns`),
+    so one pass over the index builds both. Each sentence's document, revision and index are held
+    as numbers, not a Python object a sentence, which every full garbage collection would walk.
     """
 
-    def __init__(self, submit: Callable[[Callable[[], None]], object]) -> None:
-        """Builds run through ``submit`` (a thread pool's)."""
-        self.submit = submit
-        """Runs a build, and what follows one (the heads read ahead at its mark)."""
-        self._lock = threading.Lock()
-        self._built: tuple[str, BaseLexicalIndex, Bm25 | None, Columns | None] | None = None
-        self._building: tuple[str, int] | None = None  # the mark being built, by this process
+    def __init__(self) -> None:
+        self._numbered: dict[str, int] = {}  # each document id and revision once
+        self._docs, self._revs, self._indices = array("l"), array("l"), array("l")
+        self._terms: dict[str, int] = {}
+        self._words: list[np.ndarray] = []
 
-    def current(self, mark: str, lexical: BaseLexicalIndex) -> Bm25 | None:
-        """``lexical``'s ranking built at ``mark``; None while it is not (a build starts, where none runs)."""
-        with self._lock:
-            if self._built is not None and self._built[0] == mark and self._built[1] is lexical:
-                return self._built[2]
-            start = self._building is None or self._building[1] != os.getpid()  # a fork's parent's build ends there
-            if start:
-                self._building = (mark, os.getpid())
-        if start:  # outside the lock, which the build takes when it is done (at once, for a submit that runs it)
-            self.submit(lambda: self._build(mark, lexical))
-        return None
+    def take(self, copies: Iterable[tuple[str, str, LocalSentence]]) -> Iterator[tuple[str, str, LocalSentence]]:
+        """``copies`` as listed, each sentence's words noted on the way."""
+        numbered = self._numbered
+        for doc_id, rev, copy in copies:
+            self._docs.append(numbered.setdefault(doc_id, len(numbered)))
+            self._revs.append(numbered.setdefault(rev, len(numbered)))
+            self._indices.append(copy.i)
+            self._words.append(term_numbers(copy.text, self._terms))
+            yield doc_id, rev, copy
 
-    def figures(self, lexical: BaseLexicalIndex) -> Columns | None:
-        """``lexical``'s last figures built, at whatever mark (each is served at its document's revision alone)."""
-        with self._lock:
-            return self._built[3] if self._built is not None and self._built[1] is lexical else None
+    def bm25(self) -> Bm25:
+        """BM25 over the sentences taken, in their order."""
+        names, numbered = list(self._numbered), self._numbered
+        docs, revs, indices = self._docs, self._revs, self._indices
+        doc_of = np.frombuffer(docs, dtype=f"i{docs.itemsize}") if docs else np.zeros(0, dtype=np.int64)
 
-    def _build(self, mark: str, lexical: BaseLexicalIndex) -> None:
-        try:
-            built = ranked_bm25(lexical)
-        except Exception:  # the lexical index answers on, as it did before the build
-            logger.warning(
-                "BM25 could not be built in memory from %r; the index ranks every query", lexical, exc_info=True
-            )
-            built = None
-        try:
-            rows = lexical.figures()
-            figures = None if rows is None else Columns.of_figures(rows)
-        except Exception:  # growth reads the copies, as it did before the build
-            logger.warning("Growth's figures could not be built from %r; they are read", lexical, exc_info=True)
-            figures = None
-        with self._lock:
-            self._built = (mark, lexical, built, figures)
-            self._building = None
+        def hit(row: int, rank: int) -> LexicalHit:
+            return LexicalHit(names[docs[row]], indices[row], names[revs[row]], rank)
+
+        def documents(doc_ids: Collection[str]) -> np.ndarray:
+            wanted = [numbered[d] for d in doc_ids if d in numbered]
+            return np.isin(doc_of, wanted, kind="table") if wanted else np.zeros(len(doc_of), dtype=bool)
+
+        return Bm25(self._words, self._terms, hit, documents)
 
 
-def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25 | None:
-    """:class:`Bm25` over every sentence ``lexical`` ranks, its hits named as its search names them.
-
-    None where the index lists none (:meth:`BaseLexicalIndex.ranked`). Each sentence's
-    document, revision and index are held as numbers, not a Python object a sentence, which
-    every full garbage collection would walk.
-    """
-    rows = lexical.ranked()
-    if rows is None:
-        return None
-    numbered: dict[str, int] = {}  # each document id and revision once
-    docs = array("l")
-    revs = array("l")
-    indices = array("l")
-    terms: dict[str, int] = {}
-    found: list[np.ndarray] = []
-    for doc_id, i, rev, text in rows:
-        docs.append(numbered.setdefault(doc_id, len(numbered)))
-        revs.append(numbered.setdefault(rev, len(numbered)))
-        indices.append(int(i))
-        found.append(term_numbers(text, terms))
-    names = list(numbered)
-    doc_of = np.frombuffer(docs, dtype=f"i{docs.itemsize}") if docs else np.zeros(0, dtype=np.int64)
-
-    def hit(row: int, rank: int) -> LexicalHit:
-        return LexicalHit(names[docs[row]], indices[row], names[revs[row]], rank)
-
-    def documents(doc_ids: Collection[str]) -> np.ndarray:
-        wanted = [numbered[d] for d in doc_ids if d in numbered]
-        return np.isin(doc_of, wanted, kind="table") if wanted else np.zeros(len(doc_of), dtype=bool)
-
-    return Bm25(found, terms, hit, documents)
+def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25:
+    """:class:`Bm25` over every local copy ``lexical`` holds, its hits named as its search names them."""
+    listed = Listed()
+    for _ in listed.take(lexical.copies()):
+        pass
+    return listed.bm25()
 
 
 def term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:

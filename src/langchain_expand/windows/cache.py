@@ -14,25 +14,22 @@ queries that find that mark.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store import filters
-from langchain_expand.store.adapters import StoreAdapter, Vector
+from langchain_expand.store.adapters import Vector
 from langchain_expand.store.lexical import LocalSentence, copy_of
 from langchain_expand.store.records import record_cues
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues_code
 from langchain_expand.units import STORED_DOC, STORED_INDEX, STORED_REV
 
 __all__ = ["HeadsAtMark", "SentenceCache", "own_vector"]
-
-logger = logging.getLogger(__name__)
 
 
 class SentenceCache:
@@ -115,9 +112,8 @@ class HeadsAtMark:
     """Document heads as the store held them at one change mark, shared by the queries that find it.
 
     A writer renews the store's change mark once it has finished, so until the mark moves a
-    head read from the store is the head a query would read again: without a snapshot, a query
-    reads only the heads no query at this mark has read yet (what a snapshot gives for whole
-    documents, for heads alone). Past the limit every head is read ahead (:meth:`fill`).
+    head read from the store is the head a query would read again: a query reads only the heads
+    no query at this mark has read yet. A build at the mark lists every one (:meth:`every`).
     """
 
     def __init__(self, mark: str, size: int) -> None:
@@ -126,19 +122,15 @@ class HeadsAtMark:
         self.size = size
         self._heads: dict[str, tuple[Document, Vector]] = {}
         self._lock = threading.Lock()
-        self._filling = False
-        self.filled = threading.Event()
-        """Set once :meth:`fill` has returned."""
         self.complete = False
-        """Every head the store held at the mark is held here (:meth:`fill` read them all)."""
+        """Every head the store held at the mark is held here (:meth:`every`)."""
 
     @classmethod
     def every(cls, mark: str, heads: Iterable[tuple[Document, Vector]]) -> HeadsAtMark:
-        """Every head the store held at ``mark`` (the snapshot's): :attr:`complete`, with nothing to fill."""
+        """Every head the store held at ``mark``, listed by a build: :attr:`complete`."""
         held = cls(mark, 0)
-        held._heads = {doc.id: (doc, vector) for doc, vector in heads if doc.id is not None}
-        held.size, held._filling, held.complete = len(held._heads), True, True
-        held.filled.set()
+        held._heads = {doc.id: (doc, own_vector(vector)) for doc, vector in heads if doc.id is not None}
+        held.size, held.complete = len(held._heads), True
         return held
 
     def found(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
@@ -160,31 +152,6 @@ class HeadsAtMark:
             for doc, vector in heads:
                 if doc.id is not None and len(self._heads) < self.size:
                     self._heads[doc.id] = (doc, own_vector(vector))
-
-    def claim_fill(self) -> bool:
-        """True the first time it is asked (and there is room): the caller then runs :meth:`fill`."""
-        with self._lock:
-            claimed = not self._filling and self.size > 0
-            self._filling = True
-            return claimed
-
-    def fill(self, store: StoreAdapter, marked: Callable[[], str | None]) -> None:
-        """Read every head the store lists, with its vectors, in one call; hold them while there is room.
-
-        Run beside the queries once the ranking is built at this mark. The heads are kept only if
-        the store's mark has not moved since (a finished writer may have written a newer head), and
-        are :attr:`complete` where every one fits. An error is logged: queries read the heads they need.
-        """
-        try:
-            listed = store.where({STORED_INDEX: 0})  # every head: a writer's without the lexical index too
-            if listed is not None and marked() == self.mark:
-                self.keep((doc, vector) for doc, vector in listed if vector is not None)
-                with self._lock:
-                    self.complete = all(doc.id in self._heads for doc, _ in listed)
-        except Exception:
-            logger.warning("The heads at mark %r could not be read ahead; queries read them", self.mark, exc_info=True)
-        finally:
-            self.filled.set()
 
 
 def own_vector(vector: Vector) -> np.ndarray:

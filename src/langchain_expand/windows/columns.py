@@ -1,13 +1,12 @@
-"""Copied sentences in arrays: what a query weighs of a sentence without reading it, in or past the snapshot.
+"""Copied sentences in arrays: what a query weighs of a sentence without reading it.
 
 A guided query weighs a few hundred sentences: each one's token count, cues (a table row, a
 heading), similarity to the query and, for the windows sent, its text. :class:`Columns` holds
 them for every sentence the lexical index copied, by document at one revision: a float32
 matrix of vectors and their norms, token counts with their counter, cues as small codes and,
-with ``texts``, the copies; otherwise no Python object a sentence. The snapshot
-(:mod:`.snapshot`) holds one with texts; past ``snapshot_limit``,
-:class:`~langchain_expand.windows.bm25.LexicalRanking` builds one without, served only at the
-revision of each document's head the query read.
+with ``texts`` (up to ``snapshot_limit``), the copies; otherwise no Python object a sentence.
+Built at each change mark of the store (:mod:`.views`), each document is served only at the
+revision of its head.
 
 A query's similarities are computed for every row where it searches the whole matrix, else
 ``BLOCK`` rows at a time as growth looks into them; both row by row, as
@@ -17,16 +16,16 @@ A query's similarities are computed for every row where it searches the whole ma
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.adapters.base import TIES
-from langchain_expand.store.lexical import FigureRow, LocalSentence
+from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.text.cues import EVERY_CUES, cues, cues_code
 from langchain_expand.windows.regions import Position, Sentence
-from langchain_expand.windows.similarity import cosines, norms_of, query_norm, similarities
+from langchain_expand.windows.similarity import norms_of, query_norm, similarities
 
 __all__ = ["BLOCK", "Columns", "Row", "Scores", "nearest"]
 
@@ -37,8 +36,6 @@ BLOCK = 32
 """Rows whose similarities a query computes together, the first time growth looks into them."""
 _NORMED = 65_536
 """Rows whose norms are computed together at a build (a float64 copy of that many at a time)."""
-_VECTORLESS = 4
-"""Beside a row's cues code (0-3): the row has no vector of its own (a head's copy, written before its record)."""
 _UNCOUNTED = 0xFFFF
 """The counter number of a row without a token count."""
 
@@ -49,89 +46,46 @@ class Columns:
     _matrix: np.ndarray
 
     def __init__(
-        self, rows: Iterable[Row], *, texts: bool = False, previous: Columns | None = None, reused: Iterable[str] = ()
+        self, rows: Iterable[Row], *, texts: bool = False, heads: Mapping[tuple[str, str], Vector] | None = None
     ) -> None:
-        """Hold ``rows``, in order; with ``previous``, first the documents ``reused`` as it holds them (not read again).
+        """Hold ``rows``, in order; a row without a vector of its own (a head's copy) takes ``heads``' at its revision.
 
-        A document listed at more than one revision keeps the last listed. A row whose vector
-        has another dimension than the first (a store written with two models) is left out,
-        and so read where asked. One without a vector (a head) is held with its other figures
-        and takes the vector the query gives it.
+        A document listed at more than one revision keeps the last listed. A row left without a
+        vector, or whose vector has another dimension than the first (a store written with two
+        models), is left out, and so read where asked.
         """
         self._names: list[str] = []  # each document's id once, by number
         self._numbers: dict[str, int] = {}
         self._docs: dict[str, tuple[str, array[int]]] = {}  # id -> (revision, row of each sentence or -1)
         self._doc_of = array("l")  # each row's document, by number
         self._index_of = array("l")  # each row's place in its document
-        taken = array("l")  # the previous rows reused, in their new order (the first rows)
-        for doc_id in reused:
-            assert previous is not None
-            rev, rows_of = previous._docs[doc_id]
-            for i, row in enumerate(rows_of):
-                if row >= 0:
-                    self._place(doc_id, rev, i, len(taken))
-                    taken.append(row)
-        self.reused = np.asarray(taken, dtype=np.int64)
-        """The rows of ``previous`` that the first rows here are, in order (the rest were read)."""
-        counters: dict[str, int] = {} if previous is None else dict(previous._counter_numbers)
-        width = 0 if previous is None else previous._matrix.shape[1]
-        tokens, numbers, codes, matrix, read = self._read(rows, len(taken), width, counters, texts=texts)
-        self._counter_numbers: dict[str, int] = counters
-        self._counter_names = list(counters)
-        self._tokens, self._counters, self._codes, self._matrix, self._texts = tokens, numbers, codes, matrix, read
-        if previous is not None and len(taken):  # the rows kept go first
-            self._tokens = _taken(previous._tokens, self.reused) + tokens
-            self._counters = _taken(previous._counters, self.reused) + numbers
-            self._codes = _taken(previous._codes, self.reused) + codes
-            self._matrix = np.concatenate([previous._matrix[self.reused], matrix])
-            if read is not None and previous._texts is not None:
-                self._texts = [*map(previous._texts.__getitem__, taken), *read]
+        self._counter_numbers: dict[str, int] = {}
+        self._tokens, self._counters, self._codes = array("l"), array("H"), array("B")
+        self._texts: list[LocalSentence] | None = [] if texts else None
+        vectors = bytearray()
+        width = 0
+        heads = heads or {}
+        for doc_id, rev, copy in rows:
+            blob = _blob(copy.vector if copy.vector is not None else heads.get((doc_id, rev)))
+            if blob is None or len(blob) != (width := width or len(blob)):
+                continue
+            self._place(doc_id, rev, copy.i, len(self._tokens))
+            counted = copy.tokens is not None and copy.counter is not None
+            self._tokens.append(int(copy.tokens) if counted else -1)  # type: ignore[arg-type]
+            number = self._counter_numbers.setdefault(copy.counter, len(self._counter_numbers)) if counted else None  # type: ignore[arg-type]
+            self._counters.append(_UNCOUNTED if number is None else number)
+            self._codes.append(cues_code(cues(copy.text, copy.gap)))
+            if self._texts is not None:
+                self._texts.append(copy._replace(vector=None))
+            vectors += blob
+        self._counter_names = list(self._counter_numbers)
+        self._matrix = np.frombuffer(vectors, dtype=np.float32).reshape(len(self._tokens), width // 4)  # no copy
         self.squares = np.zeros(len(self._tokens), dtype=np.float32)
         """Each row's sum of squares (a squared L2 distance's term)."""
         for a in range(0, len(self._tokens), _NORMED):
             block = self._matrix[a : a + _NORMED]
             self.squares[a : a + _NORMED] = np.einsum("ij,ij->i", block, block)
         self._norms = norms_of(self.squares)
-
-    @classmethod
-    def of_figures(cls, rows: Iterable[FigureRow]) -> Columns:
-        """Columns of what a lexical index lists as growth's figures (``BaseLexicalIndex.figures``), without text."""
-        return cls(  # a vector listed as float32 bytes is held as given (each row's, once)
-            (doc_id, rev, LocalSentence(i, text, 0, 0, gap, tokens, counter, vector))
-            for doc_id, i, rev, text, gap, tokens, counter, vector in rows
-        )
-
-    def _read(
-        self, rows: Iterable[Row], first: int, width: int, counters: dict[str, int], *, texts: bool
-    ) -> tuple[array[int], array[int], array[int], np.ndarray, list[LocalSentence] | None]:
-        """Place ``rows`` from row ``first`` on: their token counts, counters (numbered in ``counters``), cues, vectors.
-
-        ``width`` is the vectors' dimension (0: the first vector's).
-        """
-        tokens, numbers, codes, vectors = array("l"), array("H"), array("B"), bytearray()
-        width *= 4
-        leading = 0  # rows without a vector before the first with one (the width unknown yet)
-        read: list[LocalSentence] | None = [] if texts else None
-        for doc_id, rev, copy in rows:
-            blob = _blob(copy.vector)
-            if blob is not None and width == 0:
-                width = len(blob)
-                vectors += bytes(width * leading)
-            if blob is not None and len(blob) != width:
-                continue
-            self._place(doc_id, rev, copy.i, first + len(tokens))
-            counted = copy.tokens is not None and copy.counter is not None
-            tokens.append(int(copy.tokens) if counted else -1)  # type: ignore[arg-type]
-            numbers.append(counters.setdefault(copy.counter, len(counters)) if counted else _UNCOUNTED)  # type: ignore[arg-type]
-            codes.append(cues_code(cues(copy.text, copy.gap)) | (_VECTORLESS if blob is None else 0))
-            if read is not None:
-                read.append(copy._replace(vector=None))
-            if blob is None and width == 0:
-                leading += 1
-            else:
-                vectors += blob if blob is not None else bytes(width)
-        matrix = np.frombuffer(vectors, dtype=np.float32).reshape(len(tokens), width // 4)  # no copy: a build's peak
-        return tokens, numbers, codes, matrix, read
 
     def _place(self, doc_id: str, rev: str, i: int, row: int) -> None:
         """Hold ``row`` as sentence ``i`` of ``doc_id`` at ``rev`` (a document at another revision starts again)."""
@@ -162,6 +116,11 @@ class Columns:
         held = self._docs.get(doc_id)
         return None if held is None else (held[0], len(held[1]))
 
+    def whole(self, doc_id: str, rev: str, n: int) -> bool:
+        """Every one of the document's ``n`` sentences is held, at revision ``rev``."""
+        held = self._docs.get(doc_id)
+        return held is not None and held[0] == rev and len(held[1]) == n and min(held[1]) >= 0
+
     def row(self, position: Position, rev: str) -> int | None:
         """The row of the sentence at ``position`` at revision ``rev``; None if not held at it."""
         held = self._docs.get(position[0])
@@ -177,16 +136,6 @@ class Columns:
     def rows(self, doc_id: str) -> array[int]:
         """The rows of a document's sentences, in order (-1 for one not held)."""
         return self._docs[doc_id][1]
-
-    def mask(self, doc_ids: Iterable[str]) -> np.ndarray:
-        """The rows of the sentences held of ``doc_ids``, as a mask."""
-        rows = np.zeros(len(self), dtype=bool)
-        for doc_id in doc_ids:
-            held = self._docs.get(doc_id)
-            if held is not None:
-                found = np.asarray(held[1], dtype=np.int64)
-                rows[found[found >= 0]] = True
-        return rows
 
     def tokens(self, row: int, counter: str | None) -> int | None:
         """The row's token count, where ``counter`` (a counter's key) made it; else None."""
@@ -212,22 +161,17 @@ class Columns:
             return texts[rows[first] : rows[last - 1] + 1]
         return None if min(rows[first:last]) < 0 else [texts[row] for row in rows[first:last]]
 
-    def vector(self, row: int) -> np.ndarray | None:
-        """The row's vector; None for one held without."""
-        return None if self._codes[row] & _VECTORLESS else self._matrix[row]
-
     def lookup(
         self,
         scores: Scores,
         counter: str | None,
         revision: Callable[[str], str | None],
-        head: Callable[[str], Vector | None],
         count: Callable[[Position, LocalSentence], int],
     ) -> Callable[[Position], Sentence | None]:
         """What growth weighs of a sentence held here, for one query: its count, similarity and cues; None if not held.
 
         A sentence is held at its document's ``revision`` (None: not committed), looked up once a
-        document; a head held without its vector takes ``head``'s; one counted by another
+        document; one counted by another
         ``counter`` is counted with ``count`` from its copy, where texts are kept (else not held).
         Growth asks for a few hundred a query: everything a lookup reads is bound here once.
         """
@@ -244,30 +188,18 @@ class Columns:
             if held is None or held[0] != rev or not 0 <= i < len(held[1]) or (row := held[1][i]) < 0:
                 return None
             n = tokens[row] if counters[row] == number else None if texts is None else count(position, texts[row])
-            found = similarity(row, head(doc_id) if codes[row] & _VECTORLESS else None)
+            found = similarity(row)
             if found is None or n is None:
                 return None
-            cue = EVERY_CUES[codes[row] & ~_VECTORLESS]
+            cue = EVERY_CUES[codes[row]]
             return Sentence(n, found, cue.tied, cue.heading)
 
         return sentence
 
-    def among(
-        self, rows: np.ndarray, query: np.ndarray, head: Callable[[str], Vector | None]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """The dot products, cosine similarities and sums of squares of ``rows`` against ``query``, row by row.
-
-        A row held without a vector takes its document's ``head`` vector (None where one is not known).
-        """
-        matrix = self._matrix[rows]
-        for j in np.flatnonzero(np.frombuffer(self._codes, dtype=np.uint8)[rows] & _VECTORLESS).tolist():
-            vector = head(self.position(int(rows[j]))[0])
-            if vector is None:
-                return None
-            matrix[j] = vector
-        squares = np.einsum("ij,ij->i", matrix, matrix)
-        dots = np.einsum("ij,j->i", matrix, query)
-        return dots, dots / (norms_of(squares) * query_norm(query)), squares
+    def among(self, rows: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The dot products, cosine similarities and sums of squares of ``rows`` against ``query``, row by row."""
+        dots = np.einsum("ij,j->i", self._matrix[rows], query)
+        return dots, dots / (self._norms[rows] * query_norm(query)), self.squares[rows]
 
     def scores(self, vector: Sequence[float]) -> Scores:
         """One query's similarities to ``vector``: each row's computed when first asked (:class:`Scores`)."""
@@ -287,12 +219,10 @@ class Scores:
         self.usable = columns._matrix.shape[1] == len(self.query)
         """False for vectors of another model: no similarity is served."""
 
-    def similarity(self, row: int, vector: Vector | None = None) -> float | None:
-        """The row's cosine similarity to the query; for a row held without a vector, ``vector``'s (None: unknown)."""
+    def similarity(self, row: int) -> float | None:
+        """The row's cosine similarity to the query (None for vectors of another model)."""
         if not self.usable:
             return None
-        if self.columns._codes[row] & _VECTORLESS:
-            return None if vector is None else cosines([vector], self.query)[0]
         if self._all is not None:
             return float(self._all[row])
         block = row // BLOCK
@@ -354,13 +284,6 @@ def nearest(
 
     top = sorted(pool, key=lambda j: (rounded[j], position(j)))[:k]
     return [(position(j), relevance(d)) for j, d in zip(top, distances[top].tolist(), strict=True)]
-
-
-def _taken(column: array[int], rows: np.ndarray) -> array[int]:
-    """The entries of ``column`` at ``rows``, in their order, as an array of its type (a row read fast)."""
-    found = array(column.typecode)
-    found.frombytes(np.frombuffer(column, dtype=column.typecode)[rows].tobytes())
-    return found
 
 
 def _blob(vector: bytes | Sequence[float] | np.ndarray | None) -> bytes | None:

@@ -1,8 +1,8 @@
 """Guided growth, driven for one query: what growth knows of each sentence, and its fetch rounds.
 
-:func:`~langchain_expand.windows.growth.grow` decides; this module feeds it. With a snapshot,
-or past it with growth's figures (:mod:`langchain_expand.windows.columns`), every sentence is
-known the first time growth looks at it; otherwise the neighbours growth wants are fetched
+:func:`~langchain_expand.windows.growth.grow` decides; this module feeds it. Where the
+columns built at the store's change mark hold it (:mod:`langchain_expand.windows.columns`), a
+sentence is known the first time growth looks at it; otherwise the neighbours growth wants are fetched
 and scored between rounds.
 """
 
@@ -103,13 +103,13 @@ class Growing:
         """Grow ``seeds`` toward ``target`` (on from ``taken``, as :func:`grow`), fetching what it wants between rounds.
 
         ``heads`` (documents) are read with the first fetch, for the version check; with
-        growth's figures they are read before it, since the figures are served at their revisions.
+        columns they are read before it, since the columns serve each document at its head's revision.
         """
         sizes = {s.doc_id: s.n for s in seeds}
         head_positions = [(doc_id, 0) for doc_id in heads or ()]
         if not self.reads.whole and taken is None:  # nothing known beside the seeds yet
             ring = [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)]
-            if self.reads.columns is not None:  # growth's figures, served at the heads' revisions: read those first
+            if self.reads.columns is not None:  # served at the heads' revisions: read those first
                 self.reads.heads(doc for doc, _ in head_positions)
                 head_positions, ring = [], [p for p in ring if self.known.get(p) is None]  # a document written since
             if head_positions or ring:

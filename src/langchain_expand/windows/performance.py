@@ -25,16 +25,16 @@ class Performance:
     """Where a window query reads from, and how many records a write sends at once."""
 
     snapshot_limit: int = 50_000
-    """With a lexical index on Chroma, queries run on a snapshot of every sentence's local copy in
-    memory while the copies number at most this many: an exact dense search, BM25 and every
-    neighbour read without a store call (:mod:`langchain_expand.windows.snapshot`; about 3 KB a
-    sentence with MiniLM). Past the limit, a SQLite lexical index's BM25 and what guided growth
-    weighs of each sentence (token count, cues, vector; no text) are held in memory, built beside
-    the queries after each write (about 1.7 KB a sentence), and every document's head is read
-    ahead (up to ``cache_size``). 0: no snapshot. Costs: ``benchmarks/README.md``."""
+    """With a lexical index on Chroma, the lexical index's BM25 and what guided growth weighs of
+    each sentence (token count, cues, vector) are held in memory, built beside the queries once
+    a writer has finished (about 1.7 KB a sentence), with every document's head (up to
+    ``cache_size`` of them past the limit). While the copies number at most this many, their
+    text is held too, and queries run on this snapshot: an exact dense search, BM25 and every
+    neighbour read without a store call (:mod:`langchain_expand.windows.views`; about 3 KB a
+    sentence with MiniLM). 0: no snapshot. Costs: ``benchmarks/README.md``."""
     in_memory: bool = True
-    """Hold what queries search and weigh in memory: the snapshot up to ``snapshot_limit``, BM25
-    and growth's figures past it. False holds none of it, for a process that cannot spare the
+    """Hold what queries search and weigh in memory: BM25 and the columns, with their texts up to
+    ``snapshot_limit`` (the snapshot). False holds none of it, for a process that cannot spare the
     memory: the store and the lexical index answer every query, and only the sentence cache
     (``cache_size``) and the heads read at the store's change mark are kept."""
     cache_size: int = 20_000

@@ -9,7 +9,7 @@ most of what growth weighs is never sent, and a window is built from the copies 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 from langchain_core.documents import Document
@@ -24,13 +24,21 @@ from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
-from langchain_expand.windows.snapshot import Run
 from langchain_expand.windows.views import Current
 
-__all__ = ["EXACT_ROWS", "Reads"]
+__all__ = ["EXACT_ROWS", "Reads", "Run"]
 
 EXACT_ROWS = 50_000
 """Past the snapshot's limit, a filter's sentences searched exactly in memory, at most (as the snapshot's limit)."""
+
+
+class Run(NamedTuple):
+    """Consecutive sentences of one document, all at one revision: what a window is built from."""
+
+    rev: str
+    head: Document
+    """The document's head record: its metadata is what every record of the document carries."""
+    sentences: Sequence[LocalSentence]
 
 
 class Reads:
@@ -59,7 +67,7 @@ class Reads:
         self.store = store
         self.marked = None if current is None else current.heads
         self.columns = None if current is None else current.columns
-        """What the query holds of its sentences in arrays (:mod:`.columns`): the snapshot's, else growth's figures."""
+        """What the query holds of its sentences in arrays (:mod:`.columns`), each document at its head's revision."""
         self.whole = current is not None and current.whole
         """The columns hold every committed document, with its text (the snapshot): none is read from elsewhere."""
         if self.whole:  # it holds every record the cache and the copies could
@@ -87,7 +95,7 @@ class Reads:
     def heads(self, doc_ids: Iterable[str]) -> None:
         """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
 
-        From the heads read at this query's change mark (``marked``: the snapshot's are every
+        From the heads read at this query's change mark (``marked``: a build's are every
         one), else from the store (and kept there for the next query at the mark).
         """
         doc_ids = [d for d in dict.fromkeys(doc_ids) if unit_id(d, 0) not in self._read]
@@ -177,16 +185,13 @@ class Reads:
             document = self.document(doc_id)
             return None if document is None else document[1]
 
-        return columns.lookup(scores, self._key, revision, self._head_vector, self._row_tokens)
-
-    def _head_vector(self, doc_id: str) -> Vector | None:
-        return self._read.get(unit_id(doc_id, 0), (None, None))[1]
+        return columns.lookup(scores, self._key, revision, self._row_tokens)
 
     def nearest(self, vector: Sequence[float], k: int) -> list[tuple[Position, float]] | None:
         """The ``k`` sentences nearest ``vector``, exactly, from memory; None where the store searches.
 
         From the snapshot (a filter's :attr:`documents` alone); past its limit, a filter's documents
-        from growth's figures, each whole at its head's revision, at most ``EXACT_ROWS`` sentences.
+        from the columns, each whole at its head's revision, at most ``EXACT_ROWS`` sentences.
         """
         scores, columns, space = self._scores_for(vector), self.columns, self.store.space
         if scores is None or columns is None or space is None or not scores.usable:
@@ -194,7 +199,6 @@ class Reads:
         rows = None if self.documents is None else self._rows_of(self.documents, columns)
         if self.documents is not None and rows is None:
             return None  # a filter's documents not all held whole: the store searches
-        scored: tuple[np.ndarray, np.ndarray, np.ndarray] | None
         if self.whole:
             dots, cosines = scores.every()
             squares = columns.squares
@@ -202,8 +206,8 @@ class Reads:
         elif rows is None:
             return None  # past the limit, unfiltered: the store searches
         else:
-            scored = columns.among(rows, scores.query, self._head_vector)
-        return None if scored is None else nearest(columns, rows, scored, scores.query, k, space, self.store.relevance)
+            scored = columns.among(rows, scores.query)
+        return nearest(columns, rows, scored, scores.query, k, space, self.store.relevance)
 
     def _rows_of(self, doc_ids: frozenset[str], columns: Columns) -> np.ndarray | None:
         """The rows of ``doc_ids``' sentences, each document whole at its head's revision; else None."""
@@ -214,7 +218,7 @@ class Reads:
             if committed is None:
                 continue  # no head: none of it is found, as by the store's search
             if columns.document(doc_id) != (committed[1], committed[0].metadata.get(STORED_COUNT)):
-                return None  # written since the figures were built: the store searches
+                return None  # written since the columns were built: the store searches
             rows += columns.rows(doc_id)
             if len(rows) > EXACT_ROWS and not self.whole:
                 return None
@@ -227,7 +231,7 @@ class Reads:
         return None if self._scores is None else self._scores[1]
 
     def tokens(self, docs: Sequence[Document]) -> list[int]:
-        """Each record's token count: from its copy or the figures where this query's counter made it, else counted."""
+        """Each record's token count: from its copy or the columns where this query's counter made it, else counted."""
         positions = [_position(d) for d in docs]
         for doc, position in zip(docs, positions, strict=True):
             copied = self._rows.get(position)

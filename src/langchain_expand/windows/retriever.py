@@ -306,10 +306,24 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         bm25 = None if lexical is None else ranked if ranked is not None else lexical
         return Ranking(dense, reads, bm25, self._views.beside, ids_first=guided), reads, dense
 
+    def warm(self) -> None:
+        """Build what queries hold in memory at the store's current change mark, now, in this thread.
+
+        Otherwise the first query after a write starts that build beside the queries, which
+        search the store and the lexical index until it is done. Call this where a process
+        should answer its first queries from memory (a service before it takes traffic). It
+        changes speed, never an answer. Nothing is built without a lexical index, with
+        ``performance.in_memory`` False, or on a store that keeps no change mark.
+        """
+        settings = self.performance
+        if self.lexical is not None and settings.limit is not None:
+            self._views.warm(self._vectors, self.lexical, settings.limit, settings.cache_size)
+
     def clear_cache(self) -> None:
         """Forget the sentences and heads kept between queries (``cache_size``); never needed for correctness.
 
-        The snapshot (``performance.snapshot_limit``) stays: like the store's own index, it is what queries search.
+        What is built in memory at the store's mark (:meth:`warm`) stays: like the store's own index, it is what
+        queries search.
         """
         self._cache.clear()
         self._views.forget_heads()

@@ -1,6 +1,6 @@
-"""A sentence's cosine similarity to the query: one formula for the snapshot, growth's figures and every read.
+"""A sentence's cosine similarity to the query: one formula for the columns in memory and every read.
 
-A sentence may be scored by the snapshot (every row at once), by growth's figures (a block of
+A sentence may be scored in the columns (every row at once, in the snapshot; else a block of
 rows) or from a read. Each computes it here, in float32 row by row (``einsum``), so a row's
 similarity depends on nothing read with it (BLAS rounds a row by where it falls in its blocks).
 """
@@ -35,7 +35,7 @@ def similarities(matrix: np.ndarray, norms: np.ndarray, query: np.ndarray, norm:
 
 
 def cosines(vectors: Sequence[Vector], query: Sequence[float] | np.ndarray) -> list[float]:
-    """Each vector's cosine similarity to ``query``, as the snapshot and growth's figures compute it.
+    """Each vector's cosine similarity to ``query``, as the columns compute it.
 
     Row by row, so that a sentence's similarity depends neither on which other sentences were
     read with it nor on which path scored it.

@@ -1,13 +1,18 @@
-"""What queries keep of the store between calls, each valid at one change mark of the store.
+"""What queries hold in memory between calls, built at each change mark of the store.
 
-Up to ``snapshot_limit`` sentences, the snapshot (:mod:`langchain_expand.windows.snapshot`),
-rebuilt from the previous one when the store's mark moves. Past it, BM25 in memory
-(:class:`~langchain_expand.windows.bm25.LexicalRanking`), growth's figures built with it and the
-heads read at the mark (:class:`~langchain_expand.windows.cache.HeadsAtMark`).
+Once a writer has finished, the store's change mark moves (:meth:`StoreAdapter.marked`). The first
+query at a new mark starts one build beside the queries (:func:`build`): the lexical index's
+local copies as columns (vectors, token counts, cues; their texts up to ``snapshot_limit``),
+BM25 over them, and every document's head. Until it is done, queries search the store and the
+lexical index, and read what the last build holds only at each document's revision: no query
+waits for a build, and none is answered from text older than its mark. Built whole (every head's
+document held at its revision, with texts), the columns are the **snapshot**: searched exactly,
+and read without a store call.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -17,13 +22,14 @@ from typing import NamedTuple, ParamSpec, TypeVar
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.store.search import VectorSearch
-from langchain_expand.windows import snapshot
-from langchain_expand.windows.bm25 import Bm25Search, LexicalRanking
+from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
+from langchain_expand.windows.bm25 import Bm25, Bm25Search, Listed
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.columns import Columns
-from langchain_expand.windows.snapshot import Snapshot
 
-__all__ = ["Beside", "Current", "StoreViews"]
+__all__ = ["Beside", "Current", "Held", "StoreViews", "build"]
+
+logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -33,9 +39,9 @@ class Current(NamedTuple):
     """What a query finds held at the store's current mark (narrowed to a filter's documents, where it has one)."""
 
     columns: Columns | None
-    """Sentences in arrays: the snapshot's (with their texts), else growth's figures, the last built (without)."""
+    """The local copies in arrays, the last built (at this mark, or each document served at its head's revision)."""
     heads: HeadsAtMark | None
-    """The heads read at the mark: the snapshot's are every one."""
+    """The heads read at the mark: every one, where built at it."""
     bm25: Bm25Search | None = None
     """BM25 in memory, where it is current."""
     whole: bool = False
@@ -45,7 +51,7 @@ class Current(NamedTuple):
 
 
 class Beside:
-    """Runs work beside a query's thread: the lexical search, the store's change mark, a BM25 build.
+    """Runs work beside a query's thread: the lexical search, the store's change mark, a build.
 
     A thread pool made at the first task, and again in a forked child (a server's worker),
     where a pool inherited from the parent would never run a task.
@@ -64,27 +70,72 @@ class Beside:
         return pool.submit(fn, *args, **kwargs)
 
 
-class StoreViews:
-    """The snapshot, BM25 in memory and the heads read, each kept for the store's change mark it was read at."""
+class Held(NamedTuple):
+    """What one build holds in memory, read at one change mark of the store."""
 
-    def __init__(self, ranking: LexicalRanking | None = None) -> None:
-        """Empty views; ``ranking`` builds BM25 past the limit (beside the queries by default)."""
-        self._snapshot: tuple[str, Snapshot | None] | None = None
+    mark: str
+    limit: int
+    lexical: BaseLexicalIndex
+    columns: Columns | None
+    """Every local copy: texts too where they number at most ``limit``."""
+    bm25: Bm25 | None
+    heads: HeadsAtMark | None
+    """Every head at the mark, where all fit (with texts, or within the heads' room); else None."""
+    whole: bool
+    """The columns hold every committed document at its head's revision, with texts: the snapshot."""
+
+
+def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Held:
+    """What queries hold at ``mark``: ``lexical``'s copies as columns, BM25 over them, the heads.
+
+    The caller reads ``mark`` before this, so a writer finishing meanwhile makes what is read
+    newer than the mark: the heads are kept only if the mark has not moved, and a document's
+    copies serve a query only at the revision of the head it reads. A head's copy, written
+    before its record, takes the vector the store lists for it. Heads number at most ``room``
+    unless texts are held (under the limit every head is kept). An error is logged: the
+    store and the lexical index answer, as before a build.
+    """
+    try:
+        texts = lexical.count() <= limit
+        listed = store.where({STORED_INDEX: 0}) or []  # every head: a writer's without the lexical index too
+        heads = {str(d.metadata[STORED_DOC]): (d, v) for d, v in listed if v is not None and STORED_DOC in d.metadata}
+        vectors = {(d, str(doc.metadata.get(STORED_REV))): v for d, (doc, v) in heads.items()}
+        taken = Listed()
+        columns = Columns(taken.take(lexical.copies()), texts=texts, heads=vectors)
+        kept = len(heads) == len(listed) and (texts or len(heads) <= room) and store.marked() == mark
+        every = HeadsAtMark.every(mark, heads.values()) if kept else None
+        whole = (
+            every is not None
+            and texts
+            and store.space is not None
+            and all(
+                columns.whole(d, str(doc.metadata.get(STORED_REV)), int(doc.metadata[STORED_COUNT]))
+                for d, (doc, _) in heads.items()
+            )
+        )
+        return Held(mark, limit, lexical, columns, taken.bm25(), every, whole)
+    except Exception:
+        logger.warning("Nothing could be built in memory from %r; it and the store answer", lexical, exc_info=True)
+        return Held(mark, limit, lexical, None, None, None, whole=False)
+
+
+class StoreViews:
+    """What queries hold in memory (:class:`Held`), and the heads read at the store's change mark."""
+
+    def __init__(self, submit: Callable[[Callable[[], None]], object] | None = None) -> None:
+        """Nothing held yet; builds run through ``submit`` (beside the queries by default)."""
         self._lock = threading.Lock()
         self.beside = Beside()
-        """Runs the store's mark read and the lexical index's search beside the query, and BM25's builds."""
-        self._ranking = ranking or LexicalRanking(self.beside)
+        """Runs the store's mark read and the lexical index's search beside the query, and the builds."""
+        self._submit = submit or self.beside
+        self._held: Held | None = None
+        self._building: int | None = None  # the process a build runs in (a fork's parent's ends there)
         self._heads: HeadsAtMark | None = None
 
     @property
-    def ranking(self) -> LexicalRanking:
-        """BM25 in memory past the snapshot limit."""
-        return self._ranking
-
-    @property
-    def snapshot(self) -> tuple[str, Snapshot | None] | None:
-        """The last snapshot and the mark it was built at; None before the first query, no snapshot past the limit."""
-        return self._snapshot
+    def held(self) -> Held | None:
+        """The last build; None before the first."""
+        return self._held
 
     def current(
         self,
@@ -92,56 +143,69 @@ class StoreViews:
         lexical: BaseLexicalIndex | None,
         dense: VectorSearch,
         limit: int | None,
-        cache_size: int,
+        room: int,
     ) -> Current | None:
-        """The views at the store's current mark (the snapshot built when the mark has moved).
+        """What a query holds at the store's current mark, read beside the query's embedding.
 
-        The mark is read beside the query's embedding. Past ``limit`` sentences (or with ``limit``
-        0): no snapshot, BM25 in memory where it is current for the mark (else the lexical index
-        ranks), growth's figures (the last built) and the heads read at the mark. With ``limit``
-        None (nothing held in memory), or without ``lexical``, the heads read at the mark alone, up
-        to ``cache_size``. None where the store keeps no mark, or where nothing would be kept.
+        Built at the mark: the columns (whole, the snapshot), BM25 and the heads. Else (a build
+        starts): the last build's columns, each document served at its head's revision, and the
+        heads read at the mark, up to ``room``. With ``limit`` None (nothing held in memory), or
+        without ``lexical``, those heads alone. None where the store keeps no mark, or where
+        nothing would be kept.
         """
         in_memory = limit is not None and lexical is not None
-        if not vectors.keeps_marks or not (in_memory or cache_size):
+        if not vectors.keeps_marks or not (in_memory or room):
             return None
         reading = self.beside(vectors.marked)
         vector = dense.vector()
         mark = reading.result()
         if mark is None or vector is None:
             return None
-        if limit is None or lexical is None:  # nothing held in memory but the heads
-            return Current(None, self._heads_at(mark, cache_size))
-        held = self._snapshot_at(vectors, lexical, mark, limit) if limit else None
-        if held is None:
-            return self._past_limit(vectors, lexical, mark, cache_size)
-        return Current(held.columns, held.heads, Bm25Search(held.bm25), whole=True)
+        held = self._at(vectors, lexical, mark, limit, room) if limit is not None and lexical is not None else None
+        if held is None or held.mark != mark:
+            return Current(None if held is None else held.columns, self._heads_at(mark, room))
+        heads = held.heads or self._heads_at(mark, room)
+        return Current(held.columns, heads, None if held.bm25 is None else Bm25Search(held.bm25), held.whole)
 
-    def _snapshot_at(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int) -> Snapshot | None:
-        """The snapshot at ``mark``, built on the last where the mark has moved; None past ``limit``."""
+    def _at(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Held | None:
+        """The last build of ``lexical`` (at ``mark``, if done); a build starts where it is not at ``mark``."""
         with self._lock:
-            if self._snapshot is None or self._snapshot[0] != mark:
-                previous = None if self._snapshot is None else self._snapshot[1]
-                self._snapshot = (mark, snapshot.build(vectors, lexical, mark, limit, previous))
-            return self._snapshot[1]
+            held = self._last(lexical)
+            if held is not None and (held.mark, held.limit) == (mark, limit):
+                return held
+            start = self._building != os.getpid()
+            if start:
+                self._building = os.getpid()
+        if start:  # outside the lock, which the build takes when it is done; this query goes on without it
+            self._submit(lambda: self._build(vectors, lexical, mark, limit, room))
+        return held
 
-    def _past_limit(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, cache_size: int) -> Current:
-        """Past the snapshot's limit: BM25 in memory where current at ``mark``, growth's figures, the heads at it."""
-        ranking = self._ranking.current(mark, lexical)
-        heads = self._heads_at(mark, cache_size)
-        figures = self._ranking.figures(lexical)
-        if ranking is not None and heads.claim_fill():  # built at this mark: every head read ahead, once
-            self._ranking.submit(lambda: heads.fill(vectors, vectors.marked))
-        return Current(figures, heads, None if ranking is None else Bm25Search(ranking))
+    def _last(self, lexical: BaseLexicalIndex) -> Held | None:
+        """The last build of ``lexical``, at whatever mark."""
+        held = self._held
+        return held if held is not None and held.lexical is lexical else None
+
+    def _build(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> None:
+        held = build(vectors, lexical, mark, limit, room)
+        with self._lock:
+            self._held = held
+            self._building = None
+
+    def warm(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, limit: int, room: int) -> None:
+        """Build at the store's current mark now, in this thread, unless it is built already."""
+        mark = vectors.marked() if vectors.keeps_marks else None
+        held = self._last(lexical)
+        if mark is not None and (held is None or (held.mark, held.limit) != (mark, limit)):
+            self._build(vectors, lexical, mark, limit, room)
 
     def forget_heads(self) -> None:
         """Drop the heads read at the last mark; the next query reads them from the store again."""
         with self._lock:
             self._heads = None
 
-    def _heads_at(self, mark: str, size: int) -> HeadsAtMark:
-        """The heads read at ``mark``, at most ``size``: an empty holder once the mark has moved."""
+    def _heads_at(self, mark: str, room: int) -> HeadsAtMark:
+        """The heads read at ``mark``, at most ``room``: an empty holder once the mark has moved."""
         with self._lock:
             if self._heads is None or self._heads.mark != mark:
-                self._heads = HeadsAtMark(mark, size)
+                self._heads = HeadsAtMark(mark, room)
             return self._heads
