@@ -16,6 +16,7 @@ from langchain_expand import (
     chroma_store,
     default_embeddings,
 )
+from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import guided
@@ -231,3 +232,32 @@ def test_an_empty_store_with_a_lexical_index_answers_nothing(tmp_path: Path, min
     assert retriever.invoke("anything at all", max_tokens=300) == []
     assert retriever.invoke("anything at all", k=2, before=1, after=1) == []
     assert len(snapshot_of(retriever).columns) == 0
+
+
+def test_copies_whose_head_was_never_written_are_not_held(tmp_path: Path, minilm: Embeddings) -> None:
+    """A write killed after its copies, before its records and head: nothing of it is searched or served."""
+    store = chroma_store("orphans", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    retriever = SentenceWindowRetriever(vectorstore=store, lexical=lexical)
+    retriever.add_documents([Document("Rivers carry water to the sea. Fish swim in rivers.", id="rivers")])
+    sentences = ["Olympus Mons on Mars is the tallest volcano of any planet.", "It is three times as high as Everest."]
+    vectors = minilm.embed_documents(sentences)
+    lexical.replace(
+        [
+            (
+                "mars",
+                "r1",
+                [
+                    LocalSentence(i, s, 0, len(s), " ", vector=v)
+                    for i, (s, v) in enumerate(zip(sentences, vectors, strict=True))
+                ],
+            )
+        ]
+    )
+    held = snapshot_of(retriever)
+    assert held.columns is not None
+    assert held.columns.document("mars") is None
+    for call in ({"max_tokens": 200}, {"k": 3}):
+        found = retriever.invoke("which planet has the tallest volcano", **call)
+        assert found
+        assert {d.metadata["doc_id"] for d in found} == {"rivers"}

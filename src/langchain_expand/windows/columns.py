@@ -48,11 +48,12 @@ class Columns:
     def __init__(
         self, rows: Iterable[Row], *, texts: bool = False, heads: Mapping[tuple[str, str], Vector] | None = None
     ) -> None:
-        """Hold ``rows``, in order; a row without a vector of its own (a head's copy) takes ``heads``' at its revision.
+        """Hold ``rows``, in order; with ``heads``, only those of a committed document at its head's revision.
 
-        A document listed at more than one revision keeps the last listed. A row left without a
-        vector, or whose vector has another dimension than the first (a store written with two
-        models), is left out, and so read where asked.
+        ``heads``: each committed document's head's vector, by document and revision; a head's
+        copy, written without a vector, takes it. A document listed at more than one revision
+        keeps the last listed. A row left without a vector, or whose vector has another dimension
+        than the first (a store written with two models), is left out, and so read where asked.
         """
         self._names: list[str] = []  # each document's id once, by number
         self._numbers: dict[str, int] = {}
@@ -64,9 +65,10 @@ class Columns:
         self._texts: list[LocalSentence] | None = [] if texts else None
         vectors = bytearray()
         width = 0
-        heads = heads or {}
         for doc_id, rev, copy in rows:
-            blob = _blob(copy.vector if copy.vector is not None else heads.get((doc_id, rev)))
+            if heads is not None and (doc_id, rev) not in heads:
+                continue  # not committed at this revision
+            blob = _blob(copy.vector if copy.vector is not None or heads is None else heads[doc_id, rev])
             if blob is None or len(blob) != (width := width or len(blob)):
                 continue
             self._place(doc_id, rev, copy.i, len(self._tokens))

@@ -88,12 +88,13 @@ class Held(NamedTuple):
 def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Held:
     """What queries hold at ``mark``: ``lexical``'s copies as columns, BM25 over them, the heads.
 
-    The caller reads ``mark`` before this, so a writer finishing meanwhile makes what is read
-    newer than the mark: the heads are kept only if the mark has not moved, and a document's
-    copies serve a query only at the revision of the head it reads. A head's copy, written
-    before its record, takes the vector the store lists for it. Heads number at most ``room``
-    unless texts are held (under the limit every head is kept). An error is logged: the
-    store and the lexical index answer, as before a build.
+    The columns hold each committed document at its listed head's revision (a head's copy,
+    written before its record, takes the vector the store lists for it); BM25 ranks every copy,
+    as the lexical index does. The caller reads ``mark`` before this, so a writer finishing
+    meanwhile makes what is read newer than the mark: the heads are kept only if the mark has
+    not moved, and a document's copies serve a query only at the revision of the head it reads.
+    Heads are kept up to ``room``, or all where texts are held. An error is logged: the store
+    and the lexical index answer, as before a build.
     """
     try:
         texts = lexical.count() <= limit
@@ -164,7 +165,7 @@ class StoreViews:
         held = self._at(vectors, lexical, mark, limit, room) if limit is not None and lexical is not None else None
         if held is None or held.mark != mark:
             return Current(None if held is None else held.columns, self._heads_at(mark, room))
-        heads = held.heads or self._heads_at(mark, room)
+        heads = held.heads if held.heads is not None else self._heads_at(mark, room)
         return Current(held.columns, heads, None if held.bm25 is None else Bm25Search(held.bm25), held.whole)
 
     def _at(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Held | None:
