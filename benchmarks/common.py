@@ -167,18 +167,19 @@ def latency(fn: Callable[[str, str], object], raw: Callable[[str, str], object],
     }
 
 
-def ranked_in_memory(retriever: Any, warmup: Sequence[str], budget: int) -> float | None:
-    """Seconds to build what ``retriever`` holds in memory at its store's mark, after ``warmup``.
+def ranked_in_memory(retriever: Any, warmup: Sequence[str], budget: int) -> float:
+    """Seconds to build what ``retriever`` holds in memory at its store's mark; then ``warmup`` is asked.
 
-    ``retriever`` is a ``SentenceWindowRetriever``. The first query after a write starts the build
-    beside the queries (the store and the index answer until it is done); ``warm`` builds it now,
-    so timed queries after this measure the steady state.
+    ``retriever`` is a ``SentenceWindowRetriever``. The first query after a write would start the
+    build beside the queries (the store and the index answer until it is done); ``warm`` builds it
+    first, so the warm-up and the timed queries after it run in the steady state.
     """
-    for q in warmup:
-        retriever.invoke(q, max_tokens=budget)
     started = time.perf_counter()
     retriever.warm()
-    return round(time.perf_counter() - started, 1)
+    built = round(time.perf_counter() - started, 1)
+    for q in warmup:
+        retriever.invoke(q, max_tokens=budget)
+    return built
 
 
 def exact_search(retriever: Any) -> Any:

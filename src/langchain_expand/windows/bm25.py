@@ -15,7 +15,7 @@ import numpy as np
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence
 from langchain_expand.store.words import words
 
-__all__ = ["Bm25", "Bm25Search", "Listed", "ranked_bm25", "term_numbers"]
+__all__ = ["Bm25", "Bm25Search", "Listed", "Words", "ranked_bm25"]
 
 
 class Bm25:
@@ -33,12 +33,11 @@ class Bm25:
 
     def __init__(
         self,
-        words: Sequence[np.ndarray],
-        terms: dict[str, int],
+        words: Words,
         hit: Callable[[int, int], LexicalHit],
         documents: Callable[[Collection[str]], np.ndarray] | None = None,
     ) -> None:
-        """Index rows whose words are ``words[row]`` (numbers in ``terms``); ``hit(row, rank)`` names a row found.
+        """Index the rows ``words`` holds; ``hit(row, rank)`` names a row found.
 
         ``documents(doc_ids)``: the rows of those documents, as a mask (a filter's).
 
@@ -47,9 +46,8 @@ class Bm25:
         score, ``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * length / average))``: the rows
         are fixed here, so each term's idf is too, and a query only adds gains up.
         """
-        n = len(words)
-        lengths = np.fromiter((len(w) for w in words), dtype=np.int64, count=n)
-        flat = np.concatenate(words) if n else np.zeros(0, dtype=np.int64)
+        terms, flat, lengths = words.terms, words.flat(), words.lengths()
+        n = len(lengths)
         keys, counts = np.unique(flat * max(n, 1) + np.repeat(np.arange(n), lengths), return_counts=True)
         self._terms = terms
         self._rows = keys % max(n, 1)  # sorted: by term, then row
@@ -68,8 +66,10 @@ class Bm25:
     @classmethod
     def of(cls, texts: Sequence[str], hit: Callable[[int, int], LexicalHit]) -> Bm25:
         """BM25 over ``texts`` (row ``j`` is ``texts[j]``)."""
-        terms: dict[str, int] = {}
-        return cls([term_numbers(t, terms) for t in texts], terms, hit)
+        words = Words()
+        for text in texts:
+            words.add(text)
+        return cls(words, hit)
 
     def search(self, query: str, k: int, within: np.ndarray | None = None) -> list[LexicalHit]:
         """The ``k`` sentences that best match the query's words by BM25, best first; only ``within`` rows where given.
@@ -164,8 +164,7 @@ class Listed:
     def __init__(self) -> None:
         self._numbered: dict[str, int] = {}  # each document id and revision once
         self._docs, self._revs, self._indices = array("l"), array("l"), array("l")
-        self._terms: dict[str, int] = {}
-        self._words: list[np.ndarray] = []
+        self._words = Words()
 
     def take(self, copies: Iterable[tuple[str, str, LocalSentence]]) -> Iterator[tuple[str, str, LocalSentence]]:
         """``copies`` as listed, each sentence's words noted on the way."""
@@ -174,7 +173,7 @@ class Listed:
             self._docs.append(numbered.setdefault(doc_id, len(numbered)))
             self._revs.append(numbered.setdefault(rev, len(numbered)))
             self._indices.append(copy.i)
-            self._words.append(term_numbers(copy.text, self._terms))
+            self._words.add(copy.text)
             yield doc_id, rev, copy
 
     def bm25(self) -> Bm25:
@@ -190,7 +189,7 @@ class Listed:
             wanted = [numbered[d] for d in doc_ids if d in numbered]
             return np.isin(doc_of, wanted, kind="table") if wanted else np.zeros(len(doc_of), dtype=bool)
 
-        return Bm25(self._words, self._terms, hit, documents)
+        return Bm25(self._words, hit, documents)
 
 
 def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25:
@@ -201,9 +200,29 @@ def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25:
     return listed.bm25()
 
 
-def term_numbers(text: str, terms: dict[str, int]) -> np.ndarray:
-    """The text's words (:func:`~langchain_expand.store.words.words`) as numbers in ``terms``.
+class Words:
+    """Each row's words (:func:`~langchain_expand.store.words.words`) as numbers, in one flat array.
 
-    ``terms`` learns the words it has not seen.
+    Not an array a row: a million sentences would be a million Python objects at a build's peak.
     """
-    return np.asarray([terms.setdefault(w, len(terms)) for w in words(text)], dtype=np.int64)
+
+    def __init__(self) -> None:
+        self.terms: dict[str, int] = {}
+        """Each word's number."""
+        self._flat = array("q")
+        self._lengths = array("q")
+
+    def add(self, text: str) -> None:
+        """The next row: ``text``'s words."""
+        found = words(text)
+        terms = self.terms
+        self._flat.extend([terms.setdefault(w, len(terms)) for w in found])
+        self._lengths.append(len(found))
+
+    def flat(self) -> np.ndarray:
+        """Every row's word numbers, row after row."""
+        return np.frombuffer(self._flat, dtype=np.int64) if self._flat else np.zeros(0, dtype=np.int64)
+
+    def lengths(self) -> np.ndarray:
+        """Each row's number of words."""
+        return np.frombuffer(self._lengths, dtype=np.int64) if self._lengths else np.zeros(0, dtype=np.int64)
