@@ -6,6 +6,7 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import (
     LexicalIndex,
@@ -88,3 +89,15 @@ def test_a_filter_that_passes_every_document_answers_as_no_filter(tmp_path: Path
             assert found
             assert {d.metadata["season"] for d in found} == {season}
     assert differs  # the hybrid answer is not the dense one: the filters above kept BM25
+
+
+def test_warm_builds_nothing_on_a_store_without_a_change_mark_and_answers_alike(minilm: Embeddings) -> None:
+    """Only a store that keeps a change mark (Chroma) can say when a build is current: elsewhere nothing is held."""
+    retriever = SentenceWindowRetriever(vectorstore=InMemoryVectorStore(minilm), lexical=LexicalIndex())
+    retriever.add_documents(as_documents(load_docs("emanual")[:1]))
+    query = load_queries("emanual")[0]["query"]
+    before = retriever.invoke(query, max_tokens=500)
+    retriever.warm()
+    assert retriever._views.held is None
+    assert before
+    assert retriever.invoke(query, max_tokens=500) == before
