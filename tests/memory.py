@@ -18,6 +18,8 @@ from langchain_expand import (
 )
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import tie_ordered
+from langchain_expand.store.lexical import BaseLexicalIndex
+from langchain_expand.windows.bm25 import Bm25, Listed
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.reads import Reads
 from langchain_expand.windows.views import Current, Held, StoreViews
@@ -188,3 +190,11 @@ MODES: dict[str, dict[str, Any]] = {
 
 def spans(units: list[tuple[str, dict]]) -> list[tuple[str, list[int], list[int]]]:
     return [(m["doc_id"], m["span"], m["hits"]) for _, m in units]
+
+
+def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25:
+    """BM25 in memory over every local copy ``lexical`` holds, as a build at a change mark makes it."""
+    listed = Listed()
+    for _ in listed.take(lexical.copies()):
+        pass
+    return listed.bm25()

@@ -39,9 +39,10 @@ from langchain_expand.store.search import fuse
 from langchain_expand.store.words import fts_text, fts_words, words
 from langchain_expand.windows import bm25 as bm25_module
 from langchain_expand.windows import layout
-from langchain_expand.windows.bm25 import Bm25, ranked_bm25
+from langchain_expand.windows.bm25 import Bm25
 
 from .conftest import load_docs, load_queries, tracked_slots
+from .memory import ranked_bm25
 from .test_core import RecordingStore
 
 _ZIPF = ["the"] * 12 + ["of"] * 6 + ["price"] * 3 + ["cat", "mat", "sat", "contract", "2019", "x"]

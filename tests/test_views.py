@@ -18,12 +18,11 @@ from langchain_expand import (
 )
 from langchain_expand.store.records import unit_id
 from langchain_expand.windows import guided
-from langchain_expand.windows.bm25 import ranked_bm25
 from langchain_expand.windows.growth import Growth, grow
 from langchain_expand.windows.views import StoreViews, build
 
 from .conftest import Make, as_documents, load_docs, load_queries
-from .memory import Deferred, ReadLog, past_the_limit, shown, spied, unscored
+from .memory import Deferred, ReadLog, past_the_limit, ranked_bm25, shown, spied, unscored
 
 
 def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_does(

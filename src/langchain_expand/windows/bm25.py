@@ -12,10 +12,10 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence
+from langchain_expand.store.lexical import LexicalHit, LocalSentence
 from langchain_expand.store.words import words
 
-__all__ = ["Bm25", "Bm25Search", "Listed", "Words", "ranked_bm25"]
+__all__ = ["Bm25", "Bm25Search", "Listed", "Words"]
 
 
 class Bm25:
@@ -190,14 +190,6 @@ class Listed:
             return np.isin(doc_of, wanted, kind="table") if wanted else np.zeros(len(doc_of), dtype=bool)
 
         return Bm25(self._words, hit, documents)
-
-
-def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25:
-    """:class:`Bm25` over every local copy ``lexical`` holds, its hits named as its search names them."""
-    listed = Listed()
-    for _ in listed.take(lexical.copies()):
-        pass
-    return listed.bm25()
 
 
 class Words:

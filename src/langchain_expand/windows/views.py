@@ -84,6 +84,10 @@ class Held(NamedTuple):
     whole: bool
     """The columns hold every committed document at its head's revision, with texts: the snapshot."""
 
+    def at(self, mark: str, limit: int | None) -> bool:
+        """Built at ``mark`` for ``limit``: what a query at that mark holds."""
+        return (self.mark, self.limit) == (mark, limit)
+
 
 def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Held:
     """What queries hold at ``mark``: ``lexical``'s copies as columns, BM25 over them, the heads.
@@ -109,10 +113,7 @@ def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int,
             every is not None
             and texts
             and store.space is not None
-            and all(
-                columns.whole(d, str(doc.metadata.get(STORED_REV)), int(doc.metadata[STORED_COUNT]))
-                for d, (doc, _) in heads.items()
-            )
+            and all(columns.whole(*key, int(heads[key[0]][0].metadata[STORED_COUNT])) for key in vectors)
         )
         return Held(mark, limit, lexical, columns, taken.bm25(), every, whole)
     except Exception:
@@ -163,7 +164,7 @@ class StoreViews:
         if mark is None or vector is None:
             return None
         held = self._at(vectors, lexical, mark, limit, room) if limit is not None and lexical is not None else None
-        if held is None or held.mark != mark:
+        if held is None or not held.at(mark, limit):
             return Current(None if held is None else held.columns, self._heads_at(mark, room))
         heads = held.heads if held.heads is not None else self._heads_at(mark, room)
         return Current(held.columns, heads, None if held.bm25 is None else Bm25Search(held.bm25), held.whole)
@@ -172,7 +173,7 @@ class StoreViews:
         """The last build of ``lexical`` (at ``mark``, if done); a build starts where it is not at ``mark``."""
         with self._lock:
             held = self._last(lexical)
-            if held is not None and (held.mark, held.limit) == (mark, limit):
+            if held is not None and held.at(mark, limit):
                 return held
             start = self._building != os.getpid()
             if start:
@@ -196,7 +197,7 @@ class StoreViews:
         """Build at the store's current mark now, in this thread, unless it is built already."""
         mark = vectors.marked() if vectors.keeps_marks else None
         held = self._last(lexical)
-        if mark is not None and (held is None or (held.mark, held.limit) != (mark, limit)):
+        if mark is not None and (held is None or not held.at(mark, limit)):
             self._build(vectors, lexical, mark, limit, room)
 
     def forget_heads(self) -> None:
