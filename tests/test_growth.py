@@ -158,33 +158,6 @@ def test_growth_that_wants_nothing_is_the_growth_that_knows_every_sentence(
     assert growth == grow(seeds, every, target, k=max_units, max_radius=radius, unknown_tokens=15)
 
 
-@settings(max_examples=300, deadline=None)
-@given(layouts(), st.data())
-def test_growth_resumed_where_it_first_guessed_is_growth_from_the_seeds(
-    layout: tuple[list[Seed], dict[Position, Sentence], int, int | None, int], data: st.DataObject
-) -> None:
-    """Each fetch round goes on from where the last one first weighed a sentence it did not know.
-
-    Whatever was learned in between (what it wanted, and other sentences too), the growth is the
-    one that starts again from the seeds with the same knowledge.
-    """
-    seeds, partial, target, max_units, radius = layout
-    every = {
-        (seed.doc_id, i): partial.get((seed.doc_id, i), Sentence(1 + (7 * i) % 40, (i % 11) / 10 - 0.5, i % 3 > 0))
-        for seed in seeds
-        for i in range(seed.n)
-    }
-    known = {(s.doc_id, s.index): every[(s.doc_id, s.index)] for s in seeds}
-    options = {"k": max_units, "max_radius": radius, "unknown_tokens": 15}
-    growth = grow(seeds, known, target, **options)  # type: ignore[arg-type]
-    while growth.wanted:
-        extra = data.draw(st.lists(st.sampled_from(sorted(every)), max_size=5))
-        known.update((p, every[p]) for p in [*growth.wanted, *extra])
-        resumed = grow(seeds, known, target, resume=growth.paused, **options)  # type: ignore[arg-type]
-        assert resumed == grow(seeds, known, target, **options)  # type: ignore[arg-type]
-        growth = resumed
-
-
 def test_a_table_is_taken_whole_where_it_fits_and_row_by_row_where_it_does_not() -> None:
     """Rows are matched one at a time (``SentenceSplitter(table_rows=True)``) but sent as their table.
 

@@ -220,8 +220,8 @@ def test_past_the_snapshot_limit_growth_starts_knowing_each_seeds_neighbours(
     """The first round would otherwise guess from its first step: every seed's neighbours are fetched before it."""
     first_rounds: list[list[bool]] = []
 
-    def grown(seeds: list[Any], sentences: Any, *args: Any, resume: Any = None, **kwargs: Any) -> Growth:
-        if resume is None and not kwargs.get("taken"):
+    def grown(seeds: list[Any], sentences: Any, *args: Any, **kwargs: Any) -> Growth:
+        if not kwargs.get("taken"):  # every round knows what the first did
             first_rounds.append(
                 [
                     sentences.get((s.doc_id, j)) is not None
@@ -230,7 +230,7 @@ def test_past_the_snapshot_limit_growth_starts_knowing_each_seeds_neighbours(
                     if 0 <= j < s.n
                 ]
             )
-        return grow(seeds, sentences, *args, resume=resume, **kwargs)
+        return grow(seeds, sentences, *args, **kwargs)
 
     monkeypatch.setattr(guided, "grow", grown)
     retriever = past_the_limit(reader, Deferred())

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from langchain_expand.policy import BudgetPolicy
-from langchain_expand.windows.regions import Entry, Paused, Position, Region, Regions, Seed, Sentence, Sentences
+from langchain_expand.windows.regions import Entry, Position, Region, Regions, Seed, Sentence, Sentences
 
 __all__ = [
     "DECAY_SCALE",
@@ -62,9 +62,6 @@ class Growth:
     (-1: toward the document's start, 1: toward its end). None wanted: the growth full knowledge gives."""
     exhausted: bool = False
     """Every seed and neighbour was used up before the target was reached."""
-    paused: Paused | None = field(default=None, compare=False, repr=False)
-    """Where this growth first weighed a sentence it did not know: a growth that knows more
-    (``resume``) starts there. None when it knew all it needed, or guessed from its first step."""
 
 
 def decay_for(target: int) -> float:
@@ -85,7 +82,6 @@ def grow(
     taken: Mapping[int, tuple[int, int]] | None = None,
     spent: int = 0,
     full: float = BudgetPolicy.growth_full,
-    resume: Paused | None = None,
 ) -> Growth:
     """Grow regions from ``seeds`` until their sentences hold ``target`` tokens.
 
@@ -112,22 +108,16 @@ def grow(
         spent: Tokens the ``taken`` regions already hold, counted against ``target``.
         full: Below this share of ``target`` with nothing left to take, the growth is
             ``exhausted`` (:attr:`BudgetPolicy.growth_full`).
-        resume: The :attr:`Growth.paused` of an earlier growth with the same arguments whose
-            ``sentences`` knew less (and nothing different): this one starts there.
     """
-    if resume is None:
-        weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
-        decay = decay_for(target) if decay is None else decay
-        regions = Regions(seeds, sentences.get, k, max_radius, decay, weight, taken or {}, HEADING_STOPS)
-        heap, used = regions.heap(), spent
-    else:
-        regions, heap, used = resume.restart(sentences.get)
-    used, paused = _spend(regions, heap, used, target, sentences.get, unknown_tokens)
+    weight = SIMILARITY_WEIGHT if similarity_weight is None else similarity_weight
+    decay = decay_for(target) if decay is None else decay
+    regions = Regions(seeds, sentences.get, k, max_radius, decay, weight, taken or {}, HEADING_STOPS)
+    heap = regions.heap()
+    used = _spend(regions, heap, spent, target, sentences.get, unknown_tokens)
     return Growth(
         regions=[Region(seeds[n], regions.firsts[n], regions.lasts[n]) for n in sorted(regions.firsts)],
         wanted=regions.wanted,
         exhausted=not heap and used < full * target,
-        paused=paused,
     )
 
 
@@ -138,34 +128,26 @@ def _spend(
     target: int,
     known_get: Callable[[Position], Sentence | None],
     unknown_tokens: int,
-) -> tuple[int, Paused | None]:
-    """Take ``heap``'s best entries while ``used`` is under ``target``: the tokens used then, and where it paused.
+) -> int:
+    """Take ``heap``'s best entries while ``used`` is under ``target``: the tokens used then.
 
     An entry's sentence already owned is passed over, as is one whose piece does not fit the
-    room left. Growth pauses (:class:`Paused`) at the first step that weighs a sentence not known.
+    room left.
     """
     owner, docs = regions.owner, regions.docs
     push, pop = heapq.heappush, heapq.heappop
-    paused: Paused | None = None
-    all_known = not regions.wanted  # no step so far weighed a sentence not known
     while heap and used < target:
-        step = pop(heap)
-        _, _, number, index, distance, previous = step
+        _, _, number, index, distance, previous = pop(heap)
         position = (docs[number], index)
         if position in owner or (distance == 0 and regions.closed(distance)):
             continue
         known = known_get(position)
         first, last, cost = regions.extent(number, index, distance, known, target - used, unknown_tokens)
         if used + cost > target:
-            if all_known and known is None:  # passed over on a guessed size
-                paused, all_known = Paused(regions, heap, step, used), False
             continue
-        # weighed before the piece is taken, so a guess among them pauses here, before any change
         entries = regions.beside(number, first, last, previous)  # from a table's end row where rows were taken
-        if all_known and (known is None or regions.wanted):
-            paused, all_known = Paused(regions, heap, step, used), False
         regions.take(number, index, distance, first, last, known)
         used += cost
         for entry in entries:
             push(heap, entry)
-    return used, paused
+    return used

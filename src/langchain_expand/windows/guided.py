@@ -25,9 +25,8 @@ _RING = 4
 
 
 GROWTH_ROUNDS = 6
-"""Fetch-and-grow rounds at most per search; with everything in memory growth runs once. A round
-goes on from where the last one first guessed (:attr:`Growth.paused`), so the last rounds cost
-little, and end with the growth full knowledge gives."""
+"""Fetch-and-grow rounds at most per search; with everything in memory growth runs once. Each
+round grows from the seeds again, knowing more; the last ends with the growth full knowledge gives."""
 
 _SEED_RING = 1
 """The sentences this far on each side of every seed, fetched before the first round (else it
@@ -128,7 +127,6 @@ class Growing:
                 taken=taken,
                 spent=spent,
                 full=self.plan.policy.growth_full,
-                resume=None if growth is None else growth.paused,  # on from its first guess
             )
             if not growth.wanted or attempt == GROWTH_ROUNDS:
                 break  # what is still wanted comes with the units' text

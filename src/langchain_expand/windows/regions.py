@@ -2,20 +2,18 @@
 
 :func:`~langchain_expand.windows.growth.grow` decides which sentence to take next; a
 :class:`Regions` holds what it has taken and weighs the sentences beside a region (a table's
-rows together, a heading's stop). :class:`Paused` is a growth's state before its first guess,
-from which a later round goes on.
+rows together, a heading's stop).
 """
 
 from __future__ import annotations
 
-import copy
 import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-__all__ = ["Entry", "Paused", "Position", "Region", "Regions", "Seed", "Sentence", "Sentences"]
+__all__ = ["Entry", "Position", "Region", "Regions", "Seed", "Sentence", "Sentences"]
 
 Position = tuple[str, int]
 """A sentence: its document's id and its index in the document."""
@@ -181,12 +179,6 @@ class Regions:
         else:
             self.owner.update(((doc_id, i), number) for i in range(first, last))
 
-    def copy(self) -> Regions:
-        """A copy whose regions change apart from this one's (what growth has not taken is shared)."""
-        twin = copy.copy(self)
-        twin.owner, twin.firsts, twin.lasts, twin.wanted = dict(self.owner), dict(self.firsts), dict(self.lasts), {}
-        return twin
-
 
 def _table(
     known_get: Callable[[Position], Sentence | None],
@@ -226,27 +218,3 @@ def _table(
             cost += after.tokens + 1
             pulls = after.tied
     return first, last, cost
-
-
-class Paused:
-    """A growth's state just before its first step that weighed a sentence not known.
-
-    Every step before it used known figures only, so a growth of the same seeds toward the same
-    target that knows more (and nothing different) makes those same steps: it may start here.
-    Guided growth runs in fetch rounds; each round goes on from where the last one first had to
-    guess, instead of growing from the seeds again.
-    """
-
-    __slots__ = ("_heap", "_regions", "_used")
-
-    def __init__(self, regions: Regions, heap: list[Entry], entry: Entry, used: int) -> None:
-        self._regions = regions.copy()
-        self._heap = [*heap, entry]  # the step's own entry goes back: the step is made again
-        heapq.heapify(self._heap)
-        self._used = used
-
-    def restart(self, known_get: Callable[[Position], Sentence | None]) -> tuple[Regions, list[Entry], int]:
-        """A copy of the state, reading sentences through ``known_get`` (so it may restart again)."""
-        regions = self._regions.copy()
-        regions.known_get = known_get
-        return regions, list(self._heap), self._used
