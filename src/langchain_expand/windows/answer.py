@@ -16,12 +16,13 @@ from langchain_expand.budget import fit_counted
 from langchain_expand.store.adapters.base import matched
 from langchain_expand.store.search import VectorSearch, overfetch
 from langchain_expand.units import DOC_ID, HIT, SPAN
-from langchain_expand.windows.assembly import assemble, by_sections, needed_ids, record_runs, runs_of
+from langchain_expand.windows.assembly import assemble, by_sections, runs_of
 from langchain_expand.windows.growth import Growth, decay_for
 from langchain_expand.windows.guided import Growing
 from langchain_expand.windows.hits import Ranking
 from langchain_expand.windows.plan import Plan, Unit, absorb, covers, hits_for, seeds_of
 from langchain_expand.windows.reads import Reads
+from langchain_expand.windows.regions import Position
 
 __all__ = ["answer", "budgeted"]
 
@@ -59,8 +60,7 @@ def _fixed(ranking: Ranking, plan: Plan, reads: Reads, counter: Callable[[str], 
     if len(units) < plan.k and dropped:
         logger.warning(_SHORT, len(units), plan.k, dropped)
     units = units[: plan.k]
-    records = reads.records(needed_ids(units))  # the hits among them read once, by the ranking
-    return budgeted(assemble(units, record_runs(records), counter, plan.skipped), plan.max_tokens, counter)
+    return budgeted(assemble(units, runs_of(reads, units), counter, plan.skipped), plan.max_tokens, counter)
 
 
 def _fill(ranking: Ranking, plan: Plan, reads: Reads, counter: Callable[[str], int]) -> list[Document]:
@@ -69,27 +69,26 @@ def _fill(ranking: Ranking, plan: Plan, reads: Reads, counter: Callable[[str], i
     Hits are taken in rank order: the shortest prefix of the ranking whose windows reach
     the policy's ``fixed_target`` (by the sentences' own token counts). The search goes further while
     even all its hits fall short, until the relevance floor cuts the ranking (the evidence
-    ran out) or the store has no more. Records fetched in one round are reused in the
-    next; the caller fits the windows to the budget exactly.
+    ran out) or the store has no more. Sentences counted in one round are not read again in
+    the next; the caller fits the windows to the budget exactly.
     """
     budget = plan.max_tokens
     assert budget is not None
-    records: dict[str, Document] = {}
-    sizes: dict[str, int] = {}
+    sizes: dict[Position, int] = {}
+    asked: set[Position] = set()
     units: list[Unit] = []
     first = plan.first_fetch()
     for hits in overfetch(ranking, first, first):
         taken = plan.taken(hits)
-        wanted = needed_ids(plan.units(taken))
-        missing = [i for i in wanted if i not in records]
-        records.update((d.id, d) for d in reads.records(missing) if d.id is not None)
-        fresh = [i for i in wanted if i in records and i not in sizes]
-        sizes.update(zip(fresh, reads.tokens([records[i] for i in fresh]), strict=True))
+        spans = {(u.doc_id, i): None for u in plan.units(taken) for i in range(u.first, u.last)}  # windows may overlap
+        wanted = [p for p in spans if p not in asked]
+        asked.update(wanted)
+        sizes.update(reads.sizes(wanted))
         needed = hits_for(plan.policy.fixed_target(budget), taken, plan, sizes)
         units = plan.units(taken[:needed])
         if len(taken) < len(hits) or needed < len(taken):
             break
-    return assemble(units, record_runs(records.values()), counter, plan.skipped)
+    return assemble(units, runs_of(reads, units), counter, plan.skipped)
 
 
 def _grown(

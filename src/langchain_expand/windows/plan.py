@@ -16,12 +16,11 @@ from langchain_core.documents import Document
 from langchain_expand import calls
 from langchain_expand.policy import BudgetPolicy
 from langchain_expand.store.adapters.base import TIES
-from langchain_expand.store.records import unit_id
 from langchain_expand.text.ranges import largest_fitting, window_bounds
 from langchain_expand.units import DOC_ID, SPAN
 from langchain_expand.windows.growth import MAX_RADIUS
 from langchain_expand.windows.hits import Hit
-from langchain_expand.windows.regions import Seed
+from langchain_expand.windows.regions import Position, Seed
 
 __all__ = [
     "DEFAULT_K",
@@ -128,7 +127,7 @@ DEFAULT_K = 4
 """Windows returned when neither ``k`` nor a budget says how many."""
 
 
-def hits_for(budget: int, taken: list[Hit], plan: Plan, sizes: dict[str, int]) -> int:
+def hits_for(budget: int, taken: list[Hit], plan: Plan, sizes: dict[Position, int]) -> int:
     """How many of the ranked hits it takes for their windows to reach ``budget`` tokens.
 
     Sizes are the sentences' own token counts (the gaps between them are left out), so the
@@ -137,7 +136,7 @@ def hits_for(budget: int, taken: list[Hit], plan: Plan, sizes: dict[str, int]) -
     """
 
     def size(n: int) -> int:
-        return sum(sizes.get(unit_id(u.doc_id, i), 0) for u in plan.units(taken[:n]) for i in range(u.first, u.last))
+        return sum(sizes.get((u.doc_id, i), 0) for u in plan.units(taken[:n]) for i in range(u.first, u.last))
 
     counts = list(range(1, len(taken) + 1))
     last_needed = largest_fitting(counts, lambda n: size(n - 1) < budget)

@@ -248,6 +248,14 @@ class Reads:
         self._keep([d for d, _ in todo])  # with their counts now
         return [self._counts[p] for p in positions]
 
+    def sizes(self, positions: Sequence[Position]) -> dict[Position, int]:
+        """Each sentence's token count, as a window's run reads it: its copy, else its record (gone: left out)."""
+        self.read_copies(positions)
+        sizes = {p: self._row_tokens(p, row[1]) for p in positions if (row := self._rows.get(p)) is not None}
+        records = self.records([unit_id(*p) for p in positions if p not in sizes])
+        sizes.update(zip(map(_position, records), self.tokens(records), strict=True))
+        return sizes
+
     def local_run(self, doc_id: str, first: int, last: int) -> Run | None:
         """Sentences ``first`` to ``last - 1`` as copied, at the head's revision: held, else read; None if any is not.
 
