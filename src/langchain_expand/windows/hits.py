@@ -113,7 +113,6 @@ class Ranking:
         self.beside = beside
         self.ids_first = ids_first
         self._tokens: dict[Position, int] = {}
-        self._records: dict[Position, Document] = {}
 
     def __call__(self, k: int) -> list[Hit]:
         """Both rankings' best ``k``, fused: up to ``2k`` hits, best first."""
@@ -129,10 +128,10 @@ class Ranking:
         return Matches(fused, matched=max(len(fused), matched(dense)))
 
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
-        """The token count of each hit's sentence (of the last call): from what the query holds, else its record."""
-        read = [h for h in hits if (h.doc_id, h.index) not in self._tokens]
-        counted = iter(self.reads.tokens([self._records[h.doc_id, h.index] for h in read]))
-        return [self._tokens[p] if (p := (h.doc_id, h.index)) in self._tokens else next(counted) for h in hits]
+        """The token count of each hit's sentence (of the last call): from what the query holds, else read."""
+        positions = [(h.doc_id, h.index) for h in hits]
+        sizes = self.reads.sizes([p for p in positions if p not in self._tokens])
+        return [self._tokens[p] if p in self._tokens else sizes[p] for p in positions]
 
     def _lexical(self, k: int) -> Callable[[], list[LexicalHit]]:
         """BM25's ``k`` best, when asked: in memory then, else the lexical index's, searched beside now."""
@@ -160,7 +159,7 @@ class Ranking:
         if ids is None:
             records = self.dense(k)
             self.reads.saw(doc for doc, _ in records)
-            hits = [self._record_hit(doc, score) for doc, score in records]
+            hits = [to_hit(doc, score) for doc, score in records]
             dense = Matches([((h.doc_id, h.index), h.score) for h in hits], matched=matched(records))
             return dense, {(h.doc_id, h.index): h for h in hits}, lexical()
         self._read_hits([(i, score) for i, score in ids if unit_position(i) is None])  # to_hit names one
@@ -190,7 +189,7 @@ class Ranking:
             with_vectors = self.reads.with_vectors(ids)
             similar = cosines([v for _, v in with_vectors], vector)
             read = [(doc, relevance(c)) for (doc, _), c in zip(with_vectors, similar, strict=True)]
-        made.update(((h.doc_id, h.index), h) for h in (self._record_hit(doc, score) for doc, score in read))
+        made.update(((h.doc_id, h.index), h) for h in (to_hit(doc, score) for doc, score in read))
         return made
 
     def _held_hits(self, wanted: Sequence[tuple[Position, float | None]], held: Held | None) -> dict[Position, Hit]:
@@ -218,13 +217,7 @@ class Ranking:
         if not scored:
             return []
         records = {doc.id: doc for doc in self.reads.records([i for i, _ in scored])}
-        return [self._record_hit(records[i], score) for i, score in scored if i in records]
-
-    def _record_hit(self, doc: Document, score: float) -> Hit:
-        """The hit a record stands for, kept with it (for its count)."""
-        hit = to_hit(doc, score)
-        self._records[hit.doc_id, hit.index] = doc
-        return hit
+        return [to_hit(records[i], score) for i, score in scored if i in records]
 
 
 Held = Callable[[Position], Sentence | None]

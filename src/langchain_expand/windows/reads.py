@@ -107,13 +107,8 @@ class Reads:
         self._learn(read)
 
     def records(self, ids: Sequence[str]) -> list[Document]:
-        """The records ``ids`` name (unknown ids left out), each read from the store at most once.
-
-        Heads come from those read at the mark where it holds them (:meth:`heads`).
-        """
-        if self.marked is not None:
-            heads = [i for i in ids if i not in self._read and (p := unit_position(i)) is not None and p[1] == 0]
-            self._learn(self.marked.found(heads))
+        """The records ``ids`` name (unknown ids left out), each read at most once a query (heads by :meth:`heads`)."""
+        self.heads(p[0] for i in ids if (p := unit_position(i)) is not None and p[1] == 0)
         return [doc for doc, _ in self._found(ids, vectors=False)]
 
     def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
@@ -165,8 +160,8 @@ class Reads:
             cued = kept_cues[position]
             fetched.append((position, self._row_tokens(position, sentence), vector_of, cued))
         read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
-        counts = self.tokens([d for d, _ in read])
-        fetched += [(_position(d), n, v, record_cues(d)) for (d, v), n in zip(read, counts, strict=True)]
+        counts = self.sizes([_position(d) for d, _ in read])
+        fetched += [(p, counts[p], v, record_cues(d)) for d, v in read if (p := _position(d)) in counts]
         similarities = cosines([v for _, _, v, _ in fetched], vector)
         found += [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
         return found
@@ -230,31 +225,27 @@ class Reads:
             self._scores = (vector, self.columns.scores(vector))
         return None if self._scores is None else self._scores[1]
 
-    def tokens(self, docs: Sequence[Document]) -> list[int]:
-        """Each record's token count: from its copy or the columns where this query's counter made it, else counted."""
-        positions = [_position(d) for d in docs]
-        for doc, position in zip(docs, positions, strict=True):
-            copied = self._rows.get(position)
-            if copied is not None:
-                self._row_tokens(position, copied[1])
-            elif self.columns is not None and position not in self._counts:
-                row = self.columns.row(position, str(doc.metadata.get(STORED_REV)))
-                n = None if row is None else self.columns.tokens(row, self._key)
-                if n is not None:
-                    self._counts[position] = n
-        todo = [(d, p) for d, p in zip(docs, positions, strict=True) if p not in self._counts]
-        counted = count_many(self.counter, [d.page_content for d, _ in todo])
-        self._counts.update(zip([p for _, p in todo], counted, strict=True))
-        self._keep([d for d, _ in todo])  # with their counts now
-        return [self._counts[p] for p in positions]
-
     def sizes(self, positions: Sequence[Position]) -> dict[Position, int]:
-        """Each sentence's token count, as a window's run reads it: its copy, else its record (gone: left out)."""
+        """Each sentence's token count, once a query: its copy's, else its record's (gone: left out).
+
+        A copy's count, or the columns' at its record's revision, where this query's counter made it; else counted.
+        """
         self.read_copies(positions)
-        sizes = {p: self._row_tokens(p, row[1]) for p in positions if (row := self._rows.get(p)) is not None}
-        records = self.records([unit_id(*p) for p in positions if p not in sizes])
-        sizes.update(zip(map(_position, records), self.tokens(records), strict=True))
-        return sizes
+        for position in positions:
+            if position not in self._counts and (copied := self._rows.get(position)) is not None:
+                self._row_tokens(position, copied[1])
+        records = self.records([unit_id(*p) for p in positions if p not in self._counts])
+        columns = self.columns
+        for record in records:
+            row = None if columns is None else columns.row(_position(record), str(record.metadata.get(STORED_REV)))
+            n = None if row is None or columns is None else columns.tokens(row, self._key)
+            if n is not None:
+                self._counts[_position(record)] = n
+        todo = [r for r in records if _position(r) not in self._counts]
+        counted = count_many(self.counter, [r.page_content for r in todo])
+        self._counts.update(zip(map(_position, todo), counted, strict=True))
+        self._keep(todo)  # with their counts now
+        return {p: self._counts[p] for p in positions if p in self._counts}
 
     def local_run(self, doc_id: str, first: int, last: int) -> Run | None:
         """Sentences ``first`` to ``last - 1`` as copied, at the head's revision: held, else read; None if any is not.
@@ -344,8 +335,7 @@ class Reads:
 
     def _whole_at(self, doc_id: str, rev: str) -> bool:
         """The snapshot holds the document at ``rev``, with its text."""
-        held = self._in_snapshot(doc_id)
-        return held is not None and held[0] == rev
+        return (self._in_snapshot(doc_id) or (None,))[0] == rev
 
     def _in_snapshot(self, doc_id: str) -> tuple[str, int] | None:
         """The revision and number of sentences the snapshot holds the document at; None without it."""
