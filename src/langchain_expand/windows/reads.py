@@ -44,10 +44,8 @@ class Run(NamedTuple):
 class Reads:
     """One query's reads of sentence records: what it read already, a copy (kept, or the local one), else the store.
 
-    Revisions come from the store's records read this query: a copy is served at the revision of
-    its document's head (:meth:`heads`) or, without local copies, of a record the store returned
-    (:meth:`_revision`). With a snapshot, heads and copies come from it (each document at its last
-    finished write).
+    A copy is served at the revision of its document's head read this query (:meth:`heads`). With
+    a snapshot, heads and copies come from it (each document at its last finished write).
     """
 
     def __init__(
@@ -77,7 +75,6 @@ class Reads:
         self.counter = counter
         self.local = local
         self._read: dict[str, tuple[Document, Vector | None]] = {}
-        self._returned: dict[str, Document] = {}  # a record of each document the store returned, by document
         # The local copies read, by position (growth's key: no id is built or parsed per sentence):
         self._rows: dict[Position, tuple[Document, LocalSentence]] = {}  # each with its document's head
         self._firsts: dict[str, LocalSentence] = {}  # sentence 0's, by document: for runs alone
@@ -286,9 +283,8 @@ class Reads:
     def read_copies(self, positions: Sequence[Position]) -> None:
         """Read the copies at ``positions`` not read yet this query, each at its head's revision.
 
-        From the snapshot, else the cache, else the local copies; the heads are read first. Without
-        local copies, only the cache's are read, at the revision :meth:`_revision` finds (a head read
-        for them would be a store call of its own). A head's own copy is kept apart, for :meth:`local_run`.
+        From the snapshot, else the cache, else the local copies; the heads are read first (most are
+        held at the store's change mark). A head's own copy is kept apart, for :meth:`local_run`.
         """
         asked = self._asked
         positions = [p for p in positions if p not in asked]
@@ -298,12 +294,11 @@ class Reads:
         wanted: dict[str, list[int]] = {}
         for doc_id, i in positions:
             wanted.setdefault(doc_id, []).append(i)
-        if self.local is not None or self.whole:
-            self.heads(wanted)
+        self.heads(wanted)
         known: list[tuple[str, Document, str, list[tuple[LocalSentence, Cues]]]] = []
         missing: dict[tuple[str, str], list[int]] = {}
         for doc_id, indices in wanted.items():
-            committed = self._revision(doc_id)
+            committed = self.committed(doc_id)
             if committed is None:
                 continue  # not committed: the store answers for it
             head, rev = committed
@@ -347,19 +342,6 @@ class Reads:
         rev = None if head is None else head.metadata.get(STORED_REV)
         return (head, rev) if head is not None and isinstance(rev, str) else None
 
-    def _revision(self, doc_id: str) -> tuple[Document, str] | None:
-        """The revision a document's copies are served at: its head's read this query, with the head.
-
-        Without local copies (whose heads are read first), a record of it the store returned this
-        query stands in for the head: every record carries its document's metadata at its revision.
-        """
-        committed = self.committed(doc_id)
-        if committed is not None or self.local is not None or self.whole:
-            return committed
-        returned = self._returned.get(doc_id)
-        rev = None if returned is None else returned.metadata.get(STORED_REV)
-        return (returned, rev) if returned is not None and isinstance(rev, str) else None
-
     def document(self, doc_id: str) -> tuple[int, str] | None:
         """The document's number of sentences and revision: the snapshot's, else its head's read this query."""
         held = self._in_snapshot(doc_id)
@@ -382,7 +364,6 @@ class Reads:
         fresh = [(doc, vector) for doc, vector in read if STORED_DOC in doc.metadata and doc.id is not None]
         self._read.update((doc.id or "", (doc, vector)) for doc, vector in fresh)
         if keep:
-            self._returned.update((str(doc.metadata[STORED_DOC]), doc) for doc, _ in fresh)
             self._keep([doc for doc, _ in fresh])
 
     def _keep(self, docs: Sequence[Document]) -> None:
