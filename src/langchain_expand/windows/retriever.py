@@ -257,36 +257,14 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     # -- querying ---------------------------------------------------------------------
 
     def _get_relevant_documents(
-        self,
-        query: str,
-        *,
-        run_manager: CallbackManagerForRetrieverRun,
-        k: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
-        expand: bool | None = None,
-        merge: bool | None = None,
-        filter: dict[str, Any] | None = None,
-        max_tokens: int | None = None,
-        window: Literal["guided", "fixed"] | None = None,
-        score_threshold: float | None = None,
-        relative_score_threshold: float | None = None,
-        **unknown: Any,
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **given: Any
     ) -> list[Document]:
-        calls.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
+        """The call's windows; ``given``: what it sets of :data:`_CALL_ARGUMENTS` (None: the field's value)."""
+        calls.reject_unknown(f"{type(self).__name__}.invoke", given, _CALL_ARGUMENTS)
         check_query(query)
-        plan = self._plan(
-            k=k,
-            before=before,
-            after=after,
-            expand=expand,
-            merge=merge,
-            max_tokens=max_tokens,
-            window=window,
-            score_threshold=score_threshold,
-            relative_score_threshold=relative_score_threshold,
-        )
-        ranking, reads, dense = self._ranking(query, filter if filter is not None else self.filter, plan)
+        where = given.get("filter")
+        plan = self._plan(**{name: given.get(name) for name in _CALL_ARGUMENTS if name != "filter"})
+        ranking, reads, dense = self._ranking(query, where if where is not None else self.filter, plan)
         found = answer(plan, ranking, dense, reads, self.token_counter)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
