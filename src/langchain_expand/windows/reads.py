@@ -104,8 +104,7 @@ class Reads:
         self._learn(read)
 
     def records(self, ids: Sequence[str]) -> list[Document]:
-        """The records ``ids`` name (unknown ids left out), each read at most once a query (heads by :meth:`heads`)."""
-        self.heads(p[0] for i in ids if (p := unit_position(i)) is not None and p[1] == 0)
+        """The records ``ids`` name (unknown ids left out), each read at most once a query."""
         return [doc for doc, _ in self._found(ids, vectors=False)]
 
     def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
@@ -113,16 +112,15 @@ class Reads:
         return cast("list[tuple[Document, Vector]]", self._found(ids, vectors=True))  # each has its vector
 
     def _found(self, ids: Sequence[str], *, vectors: bool) -> list[tuple[Document, Vector | None]]:
-        """The records ``ids`` name (with their vectors where ``vectors``): read already, copied, else read."""
+        """The records ``ids`` name (with their vectors where ``vectors``): read already, copied, else read.
 
-        def read_already(wanted: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
-            found = {i: self._read[i] for i in wanted if i in self._read}
-            return {i: r for i, r in found.items() if r[1] is not None or not vectors}
-
-        known = read_already(ids)
+        Heads come through :meth:`heads` (those held at the store's change mark first).
+        """
+        self.heads(p[0] for i in ids if (p := unit_position(i)) is not None and p[1] == 0)
+        read_already = {i: self._read[i] for i in ids if i in self._read}
+        known = {i: r for i, r in read_already.items() if r[1] is not None or not vectors}
         copied = self._copied([i for i in ids if i not in known])
         known.update((i, found) for i, found in copied.items() if found[1] is not None or not vectors)
-        known.update(read_already([i for i in ids if i not in known]))  # the heads the copies were read with
         rest = [i for i in ids if i not in known]
         read = self.store.with_vectors(rest) if vectors else [(d, None) for d in self.store.get_by_ids(rest)]
         self._learn(read)
