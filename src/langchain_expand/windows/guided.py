@@ -105,17 +105,15 @@ class Growing:
         columns they are read before it, since the columns serve each document at its head's revision.
         """
         sizes = {s.doc_id: s.n for s in seeds}
-        head_positions = [(doc_id, 0) for doc_id in heads or ()]
+        ahead: list[Position] = []
         if not self.reads.whole and taken is None:  # nothing known beside the seeds yet
-            ring = [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)]
-            if self.reads.columns is not None:  # served at the heads' revisions: read those first
-                self.reads.heads(doc for doc, _ in head_positions)
-                head_positions, ring = [], [p for p in ring if self.known.get(p) is None]  # a document written since
-            if head_positions or ring:
-                self._fetch(head_positions + ring)
-            head_positions = []
+            if self.reads.columns is not None:
+                self.reads.heads(heads or ())
+            ahead = [(doc_id, 0) for doc_id in heads or ()]
+            ahead += [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)]
         growth: Growth | None = None
         for attempt in range(1, GROWTH_ROUNDS + 1):
+            self._fetch(ahead)
             growth = grow(
                 seeds,
                 self.known,
@@ -136,14 +134,14 @@ class Growing:
                 for j in range(i, i + way * _RING, way)
                 if 0 <= j < sizes[doc]
             ]
-            self._fetch(head_positions + ahead)
-            head_positions = []
         assert growth is not None  # GROWTH_ROUNDS >= 1
         return growth
 
     def _fetch(self, positions: list[Position]) -> None:
-        """Learn the sentences at ``positions`` not asked for yet: their counts, cues and similarity to the query."""
-        fresh = list(dict.fromkeys(p for p in positions if p not in self._asked))
+        """Learn the sentences at ``positions`` not known (held) or asked yet: counts, cues, similarity to the query."""
+        fresh = list(dict.fromkeys(p for p in positions if p not in self._asked and self.known.get(p) is None))
+        if not fresh:
+            return
         self._asked.update(fresh)
         for position, tokens, similarity, cue in self.reads.similar(fresh, self.vector):
             self.known.learn(position, _sentence(tokens, similarity, cue))

@@ -129,18 +129,11 @@ class Reads:
     def similar(
         self, positions: Sequence[Position], vector: Sequence[float]
     ) -> list[tuple[Position, int, float, Cues]]:
-        """Each sentence's position, token count, similarity to ``vector`` and cues: growth's figures.
+        """Each sentence's position, token count, similarity to ``vector`` and cues: growth's figures, read.
 
-        From what the query holds in memory (:meth:`held`), else its local copy at its head's
-        revision, else its record. Sentences of other writers are left out.
+        From its local copy at its head's revision, else its record (what memory holds, growth
+        looks up itself: :meth:`held`). Sentences of other writers are left out.
         """
-        found: list[tuple[Position, int, float, Cues]] = []
-        held = self.held(vector)
-        if held is not None:
-            known = [(p, s) for p in positions if (s := held(p)) is not None]
-            found = [(p, s.tokens, s.similarity, Cues(s.tied, s.heading)) for p, s in known]
-            taken = {p for p, _ in known}
-            positions = [p for p in positions if p not in taken]
         rows, kept_cues = self._rows, self._cues
         self.read_copies([p for p in positions if p not in rows])
         fetched: list[tuple[Position, int, Vector, Cues]] = []
@@ -158,8 +151,7 @@ class Reads:
         counts = self.sizes([_position(d) for d, _ in read])
         fetched += [(p, counts[p], v, record_cues(d)) for d, v in read if (p := _position(d)) in counts]
         similarities = cosines([v for _, _, v, _ in fetched], vector)
-        found += [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
-        return found
+        return [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
 
     def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
         """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
