@@ -143,7 +143,8 @@ def test_the_local_copies_change_no_answer_and_spare_the_store_its_reads(
         )
         log = ReadLog(copied._vectors)
         for query in queries:
-            for call in ({"max_tokens": 300}, {"max_tokens": 2000}, {"k": 3, "before": 1, "after": 2}):
+            fixed = ({"k": 3, "before": 1, "after": 2}, {"max_tokens": 800, "window": "fixed"})
+            for call in ({"max_tokens": 300}, {"max_tokens": 2000}, *fixed):
                 found = copied.invoke(query, **call)
                 assert shown(found) == shown(from_store.invoke(query, **call))
                 assert all(d.metadata["tokens"] == count(d.page_content) for d in found)
