@@ -134,24 +134,23 @@ class Reads:
         From its local copy at its head's revision, else its record (what memory holds, growth
         looks up itself: :meth:`held`). Sentences of other writers are left out.
         """
-        rows, kept_cues = self._rows, self._cues
-        self.read_copies([p for p in positions if p not in rows])
-        fetched: list[tuple[Position, int, Vector, Cues]] = []
-        rest: list[str] = []
-        for position in positions:
-            row = rows.get(position)
-            vector_of = None if row is None else row[1].vector
-            if row is None or vector_of is None:
-                rest.append(unit_id(*position))
-                continue
-            sentence = row[1]
-            cued = kept_cues[position]
-            fetched.append((position, self._row_tokens(position, sentence), vector_of, cued))
-        read = [(d, v) for d, v in self.with_vectors(rest) if STORED_DOC in d.metadata]
-        counts = self.sizes([_position(d) for d, _ in read])
-        fetched += [(p, counts[p], v, record_cues(d)) for d, v in read if (p := _position(d)) in counts]
-        similarities = cosines([v for _, _, v, _ in fetched], vector)
-        return [(p, n, c, t) for (p, n, _, t), c in zip(fetched, similarities, strict=True)]
+        self.read_copies(positions)
+        vectors: dict[Position, Vector] = {}
+        for p in positions:
+            if (row := self._rows.get(p)) is not None and row[1].vector is not None:
+                vectors[p] = row[1].vector
+        wanted = [unit_id(*p) for p in positions if p not in vectors]
+        read = [(d, v) for d, v in self.with_vectors(wanted) if STORED_DOC in d.metadata]
+        read_cues = {_position(d): record_cues(d) for d, _ in read}
+        vectors.update((_position(d), v) for d, v in read)
+        counts = self.sizes(list(vectors))
+        kept = [p for p in vectors if p in counts]
+        similarities = cosines([vectors[p] for p in kept], vector)
+        cues_of = self._cues
+        return [
+            (p, counts[p], c, cues_of[p] if p in cues_of else read_cues[p])
+            for p, c in zip(kept, similarities, strict=True)
+        ]
 
     def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
         """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
