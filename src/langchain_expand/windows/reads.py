@@ -77,7 +77,6 @@ class Reads:
         self._read: dict[str, tuple[Document, Vector | None]] = {}
         # The local copies read, by position (growth's key: no id is built or parsed per sentence):
         self._rows: dict[Position, tuple[Document, LocalSentence]] = {}  # each with its document's head
-        self._firsts: dict[str, LocalSentence] = {}  # sentence 0's, by document: for runs alone
         self._cues: dict[Position, Cues] = {}
         self._asked: set[Position] = set()  # positions asked of the local copy
         self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
@@ -249,13 +248,8 @@ class Reads:
             return Run(rev, head, held)
         sentences: list[LocalSentence] = []
         for i in range(first, last):
-            if i == 0:
-                found = self._firsts.get(doc_id)
-            else:
-                row_head, found = self._rows.get((doc_id, i), (None, None))
-                if row_head is None or row_head.metadata.get(STORED_REV) != rev:
-                    return None
-            if found is None:
+            row_head, found = self._rows.get((doc_id, i), (None, None))
+            if row_head is None or found is None or row_head.metadata.get(STORED_REV) != rev:
                 return None
             sentences.append(found)
         return Run(rev, head, sentences)
@@ -273,7 +267,7 @@ class Reads:
         """Read the copies at ``positions`` not read yet this query, each at its head's revision.
 
         From the snapshot, else the cache, else the local copies; the heads are read first (most are
-        held at the store's change mark). A head's own copy is kept apart, for :meth:`local_run`.
+        held at the store's change mark).
         """
         asked = self._asked
         positions = [p for p in positions if p not in asked]
@@ -302,9 +296,6 @@ class Reads:
             if self.size and read:
                 self.cache.keep_copies(doc_id, rev, read, self.size)
             for sentence, cued in [*held, *read]:
-                if sentence.i == 0:  # the head record comes from the store; its copy serves runs
-                    self._firsts[doc_id] = sentence
-                    continue
                 self._rows[(doc_id, sentence.i)] = (head, sentence)
                 self._cues[(doc_id, sentence.i)] = cued
 
