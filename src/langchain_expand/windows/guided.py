@@ -107,9 +107,10 @@ class Growing:
         sizes = {s.doc_id: s.n for s in seeds}
         ahead: list[Position] = []
         if not self.reads.whole and taken is None:  # nothing known beside the seeds yet
-            if self.reads.columns is not None:
+            if self.reads.columns is not None:  # read apart: the columns know a sentence at its head's revision
                 self.reads.heads(heads or ())
-            ahead = [(doc_id, 0) for doc_id in heads or ()]
+            else:
+                ahead = [(doc_id, 0) for doc_id in heads or ()]
             ahead += [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, _SEED_RING)]
         growth: Growth | None = None
         for attempt in range(1, GROWTH_ROUNDS + 1):
