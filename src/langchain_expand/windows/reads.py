@@ -310,7 +310,8 @@ class Reads:
 
     def _whole_at(self, doc_id: str, rev: str) -> bool:
         """The snapshot holds the document at ``rev``, with its text."""
-        return (self._in_snapshot(doc_id) or (None,))[0] == rev
+        held = self._in_snapshot(doc_id)
+        return held is not None and held[0] == rev
 
     def _in_snapshot(self, doc_id: str) -> tuple[str, int] | None:
         """The revision and number of sentences the snapshot holds the document at; None without it."""
