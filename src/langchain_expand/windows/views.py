@@ -113,7 +113,10 @@ def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int,
             every is not None
             and texts
             and store.space is not None
-            and all(columns.whole(*key, int(heads[key[0]][0].metadata[STORED_COUNT])) for key in vectors)
+            and all(
+                columns.whole(d, str(doc.metadata.get(STORED_REV)), int(doc.metadata[STORED_COUNT]))
+                for d, (doc, _) in heads.items()
+            )
         )
         return Held(mark, limit, lexical, columns, taken.bm25(), every, whole)
     except Exception:
