@@ -67,6 +67,13 @@ TIES = 6
 in the last bits of a float32 sum, and each path (the store's index, the snapshot's exact
 search) computes them its own way."""
 
+TIE_GROWTH = 4
+"""How many times more a search asks while its last result still ties the ``k``-th. A search
+costs Chroma about the same up to its ``ef_search`` (500 here) and twice as much at 992: at 1M
+sentences 4.4 / 4.5 / 5.2 / 6.1 / 10.2 ms p50 for 62 / 124 / 248 / 496 / 992 results, so
+asking four times as many reaches a large tie (a meeting's "Okay." repeated hundreds of
+times) in two searches where doubling took four (benchmarks/README.md, "Scale")."""
+
 F = TypeVar("F")
 
 
@@ -78,9 +85,9 @@ def nearest(
     A store's index hands results equal in distance (to ``TIES`` decimals) back in an order of
     its own, and where such a tie straddles the ``k``-th it keeps whichever it met first; an
     exact search cannot know either. So one more than ``k`` is asked (and ``spare`` more, where
-    a result costs the store little), and twice as many while the last still ties the ``k``-th,
-    and ties go by document id, then position (:func:`tie_key`): the snapshot's rule, so a
-    repeated sentence brings the same hit whichever path answers.
+    a result costs the store little), and ``TIE_GROWTH`` times as many while the last still
+    ties the ``k``-th, and ties go by document id, then position (:func:`tie_key`): the
+    snapshot's rule, so a repeated sentence brings the same hit whichever path answers.
     """
     asked = min(k + 1 + spare, MAX_SEARCH)
     while True:
@@ -91,7 +98,7 @@ def nearest(
             rounded.sort()
         if k < 1 or len(found) < asked or asked >= MAX_SEARCH or rounded[-1] > rounded[k - 1]:
             return found[:k]
-        asked = min(2 * asked, MAX_SEARCH)
+        asked = min(TIE_GROWTH * asked, MAX_SEARCH)
 
 
 def tie_ordered(found: Sequence[tuple[F, float]], id_of: Callable[[F], str | None]) -> list[tuple[F, float]]:
