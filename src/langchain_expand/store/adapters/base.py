@@ -68,11 +68,9 @@ in the last bits of a float32 sum, and each path (the store's index, the snapsho
 search) computes them its own way."""
 
 TIE_GROWTH = 8
-"""How many times more a search asks while its last result still ties the ``k``-th. A tie
-that outlasts the first search is a sentence repeated many times (a meeting's "Okay.", a log
-line), and a search costs Chroma little more for more results: at 1M sentences 4.7 ms p50 for
-110 results, 9.7 ms for 880, against four searches (62 to 992) when doubling
-(benchmarks/README.md, "Scale")."""
+"""How many times more a search asks while its last result still ties the ``k``-th: such a tie
+is a sentence repeated many times (a meeting's "Okay.", a log line), and more results cost
+Chroma little (benchmarks/README.md, "Scale": two searches where doubling took up to five)."""
 
 F = TypeVar("F")
 
