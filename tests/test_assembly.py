@@ -11,10 +11,12 @@ from langchain_expand.store.records import unit_id
 from langchain_expand.text.sentences import SentenceSplitter
 from langchain_expand.text.tokens import counter_key
 from langchain_expand.units import END, HIT, HITS, SCORE, SPAN, START, STORED_REV, TOKENS
-from langchain_expand.windows.assembly import assemble, by_sections, joined_text, record_runs, run_tokens
+from langchain_expand.windows.assembly import Runs, assemble, by_sections, joined_text, run_tokens
+from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.hits import Hit
 from langchain_expand.windows.layout import SentenceRecords, prepare
 from langchain_expand.windows.plan import Unit
+from langchain_expand.windows.reads import Reads
 
 COUNTER = TokenCounter("cl100k_base")
 TEXT = (
@@ -47,6 +49,30 @@ def stored(body: SentenceRecords) -> list[Document]:
         Document(r.page_content, metadata=r.metadata, id=unit_id(body.doc_id, i))
         for i, r in enumerate(body.record(i) for i in range(body.n))
     ]
+
+
+class Stored:
+    """Records as a store holds them, read by id: all a query's reads ask of a store to build windows."""
+
+    def __init__(self, records: list[Document]) -> None:
+        self.by_id = {r.id: r for r in records}
+
+    def get_by_ids(self, ids: list[str]) -> list[Document]:
+        return [self.by_id[i] for i in ids if i in self.by_id]
+
+    def with_vectors(self, ids: list[str]) -> list[tuple[Document, None]]:
+        return [(doc, None) for doc in self.get_by_ids(ids)]
+
+
+def record_runs(records: list[Document]) -> Runs:
+    """Runs of ``records`` as a query reads them from a store: the head first, then the run's sentences."""
+    reads = Reads(Stored(records), SentenceCache(), 0, COUNTER)  # type: ignore[arg-type]
+
+    def run(doc_id: str, first: int, last: int) -> Any:
+        reads.sentences([(doc_id, i) for i in (0, *range(first, last))])
+        return reads.local_run(doc_id, first, last)
+
+    return run
 
 
 def unit(body: SentenceRecords, first: int, last: int, hit: int, rev: str | None = None) -> Unit:

@@ -149,7 +149,7 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each hit's size, revision, cues, score and count, from the figures and the head read,
-    # equal what its record gives (the figures serving nothing); no record is made for one.
+    # equal what its sentence read gives (the figures serving nothing); none is read for one.
     queries = [q["query"] for q in load_queries("qmsum")]
     seeded: dict[str, list[tuple[list[Any], list[int]]]] = {}
     made: dict[str, int] = {}
@@ -168,14 +168,14 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
                 return seeded_by(self, hits, counts, budget)
 
             patch.setattr(guided.Growing, "seeded", spy)
-            to_hit = hits_module.to_hit
+            from_read = hits_module._hit
             made[mode] = 0
 
-            def counted(doc: Document, score: float, to_hit: Any = to_hit, mode: str = mode) -> Any:
+            def counted(position: Any, read: Any, score: float, from_read: Any = from_read, mode: str = mode) -> Any:
                 made[mode] += 1
-                return to_hit(doc, score)
+                return from_read(position, read, score)
 
-            patch.setattr(hits_module, "to_hit", counted)
+            patch.setattr(hits_module, "_hit", counted)
             for query in queries:
                 for budget in (300, 2000):
                     assert retriever.invoke(query, max_tokens=budget)
@@ -278,14 +278,14 @@ def test_past_the_snapshot_limit_no_sentences_vector_is_read_once_the_figures_ar
 ) -> None:
     # BM25's hits that the dense search did not find are scored by their similarity to the
     # query: read with their vectors before, from the figures now (the same similarity).
-    asked: list[str] = []
-    with_vectors = reads.Reads.with_vectors
+    asked: list[Any] = []
+    sentences = reads.Reads.sentences
 
-    def spy(self: reads.Reads, ids: Sequence[str]) -> Any:
-        asked.extend(ids)
-        return with_vectors(self, ids)
+    def spy(self: reads.Reads, positions: Sequence[Any], *, vectors: bool = False) -> Any:
+        asked.extend(positions if vectors else ())
+        return sentences(self, positions, vectors=vectors)
 
-    monkeypatch.setattr(reads.Reads, "with_vectors", spy)
+    monkeypatch.setattr(reads.Reads, "sentences", spy)
     queries = [q["query"] for q in load_queries("qmsum")]
     answers = {}
     for built in (False, True):

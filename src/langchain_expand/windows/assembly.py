@@ -8,14 +8,14 @@ document's head commits; a unit whose sentences are missing or of another versio
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
 
 from langchain_expand.shrink import trim
-from langchain_expand.store.lexical import LocalSentence, copy_of
-from langchain_expand.store.records import decode_metadata, unit_id
+from langchain_expand.store.lexical import LocalSentence
+from langchain_expand.store.records import decode_metadata
 from langchain_expand.text.cues import heading
 from langchain_expand.text.tokens import chained_count, count_many, counter_key
 from langchain_expand.units import (
@@ -29,21 +29,12 @@ from langchain_expand.units import (
     SENTENCES,
     SPAN,
     START,
-    STORED_REV,
     TOKENS,
 )
 from langchain_expand.windows.plan import Unit
 from langchain_expand.windows.reads import Reads, Run
 
-__all__ = [
-    "Runs",
-    "assemble",
-    "by_sections",
-    "joined_text",
-    "needed_ids",
-    "record_runs",
-    "runs_of",
-]
+__all__ = ["Runs", "assemble", "by_sections", "joined_text", "runs_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,16 +76,6 @@ def assemble(
     return out
 
 
-def needed_ids(units: list[Unit]) -> list[str]:
-    """Every id the units need, plus each document's head, for one batched fetch."""
-    ids: dict[str, None] = {}
-    for unit in units:
-        ids[unit_id(unit.doc_id, 0)] = None
-        for i in range(unit.first, unit.last):
-            ids[unit_id(unit.doc_id, i)] = None
-    return list(ids)
-
-
 def runs_of(reads: Reads, units: list[Unit]) -> Runs:
     """The units' sentences: held in memory, else the local copies, else the store's records.
 
@@ -108,29 +89,10 @@ def runs_of(reads: Reads, units: list[Unit]) -> Runs:
         reads.read_copies([(u.doc_id, i) for u in units for i in (0, *range(u.first, u.last))])
     runs = {(u.doc_id, u.first, u.last): reads.local_run(u.doc_id, u.first, u.last) for u in units}
     missing = [u for u in units if runs[(u.doc_id, u.first, u.last)] is None]
-    read = record_runs(reads.records(needed_ids(missing)) if missing else [])
-
-    def run(doc_id: str, first: int, last: int) -> Run | None:
-        found = runs.get((doc_id, first, last))
-        return found if found is not None else read(doc_id, first, last)
-
-    return run
-
-
-def record_runs(records: Iterable[Document]) -> Runs:
-    """Runs of the sentence records given; one with a record missing, or of another revision than its head, is None."""
-    by_id = {r.id: r for r in records if r.id is not None}
-
-    def run(doc_id: str, first: int, last: int) -> Run | None:
-        head = by_id.get(unit_id(doc_id, 0))
-        rev = None if head is None else head.metadata.get(STORED_REV)
-        parts = [by_id.get(unit_id(doc_id, i)) for i in range(first, last)]
-        present = [p for p in parts if p is not None and p.metadata.get(STORED_REV) == rev]
-        if head is None or not isinstance(rev, str) or len(present) != len(parts):
-            return None
-        return Run(rev, head, [copy_of(p) for p in present])
-
-    return run
+    if missing:
+        reads.sentences(list(dict.fromkeys((u.doc_id, i) for u in missing for i in (0, *range(u.first, u.last)))))
+        runs.update(((u.doc_id, u.first, u.last), reads.local_run(u.doc_id, u.first, u.last)) for u in missing)
+    return lambda doc_id, first, last: runs.get((doc_id, first, last))
 
 
 def run_tokens(counter: Callable[[str], int], key: str, sentences: Sequence[LocalSentence]) -> int | None:

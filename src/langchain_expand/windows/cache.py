@@ -3,10 +3,9 @@
 A guided query reads a few hundred sentences, and the next queries over the same documents
 read many of them again. :class:`SentenceCache` keeps them as local copies (with their vectors
 and token counts where read), and :class:`~langchain_expand.windows.reads.Reads` serves a copy
-only at the revision the query read from the store for its document (its head's; without a
-lexical index, that of a record its search returned): a revision hashes the document's text,
-splitter and metadata, so a copy of that revision is the record the store holds. Heads (the
-commit markers) are never served from it, so the final version check sees the store as it is.
+only at the revision of its document's head read this query: a revision hashes the document's
+text, splitter and metadata, so a copy of that revision is the record the store holds. Heads
+(the commit markers) are never served from it, so the final version check sees the store as it is.
 
 :class:`HeadsAtMark` keeps the heads read at one change mark of the store, shared by the
 queries that find that mark.
@@ -24,10 +23,9 @@ from langchain_core.documents import Document
 
 from langchain_expand.store import filters
 from langchain_expand.store.adapters import Vector
-from langchain_expand.store.lexical import LocalSentence, copy_of
-from langchain_expand.store.records import record_cues
+from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues_code
-from langchain_expand.units import STORED_DOC, STORED_INDEX, STORED_REV
+from langchain_expand.units import STORED_DOC
 
 __all__ = ["HeadsAtMark", "SentenceCache", "own_vector"]
 
@@ -84,28 +82,6 @@ class SentenceCache:
                 self._copies.move_to_end(key)
             while len(self._copies) > size:
                 self._copies.popitem(last=False)
-
-    def keep_records(
-        self, records: Iterable[tuple[Document, Vector | None, int | None]], counter: str | None, size: int
-    ) -> None:
-        """Hold sentence records read from the store as copies, each with its vector and its count by ``counter``.
-
-        A vector or a count not known is None (a count by a counter that has no key is not kept).
-        Heads are never held: a query reads them from the store, for the version check.
-        """
-        by_document: dict[tuple[str, str], list[tuple[LocalSentence, Cues]]] = {}
-        for record, vector, n in records:
-            meta = record.metadata
-            if int(meta[STORED_INDEX]) == 0:
-                continue
-            copy = copy_of(record)._replace(vector=None if vector is None else own_vector(vector))
-            if n is not None and counter is not None:
-                copy = copy._replace(tokens=n, counter=counter)
-            by_document.setdefault((str(meta[STORED_DOC]), str(meta.get(STORED_REV))), []).append(
-                (copy, record_cues(record))
-            )
-        for (doc_id, rev), copies in by_document.items():
-            self.keep_copies(doc_id, rev, copies, size)
 
 
 class HeadsAtMark:

@@ -3,7 +3,7 @@
 One ranking, whatever the query holds in memory (:class:`Ranking`): dense positions with the
 store's relevance (exact from the snapshot, else the store's), BM25's positions (in memory,
 else the lexical index's), fused by reciprocal rank, each hit made once from what the query
-holds of its sentence (:meth:`Reads.held`), else from its record read.
+holds of its sentence (:meth:`Reads.held`), else from the sentence read (:meth:`Reads.sentences`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
-from langchain_expand.store.records import record_cues, unit_id, unit_position
+from langchain_expand.store.records import record_cues, unit_position
 from langchain_expand.store.search import VectorSearch, fuse
 from langchain_expand.text.cues import NO_CUES, Cues
 from langchain_expand.units import (
@@ -33,7 +33,7 @@ from langchain_expand.units import (
     STORED_REV,
 )
 from langchain_expand.windows.bm25 import Bm25Search
-from langchain_expand.windows.reads import Reads
+from langchain_expand.windows.reads import Read, Reads
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 
@@ -162,7 +162,8 @@ class Ranking:
             hits = [to_hit(doc, score) for doc, score in records]
             dense = Matches([((h.doc_id, h.index), h.score) for h in hits], matched=matched(records))
             return dense, {(h.doc_id, h.index): h for h in hits}, lexical()
-        self._read_hits([(i, score) for i, score in ids if unit_position(i) is None])  # to_hit names one
+        for doc in self.reads.store.get_by_ids([i for i, _ in ids if unit_position(i) is None]):
+            to_hit(doc, 0.0)  # not a sentence record: the error names it
         dense = Matches([(p, score) for i, score in ids if (p := unit_position(i)) is not None], matched=len(ids))
         found = lexical()
         self.reads.heads([*(doc_id for (doc_id, _), _ in dense), *(hit.doc_id for hit in found)])
@@ -171,8 +172,9 @@ class Ranking:
     def _made(self, scored: list[tuple[Position, float]], held: Held | None) -> dict[Position, Hit]:
         """The hits at ``scored``'s positions and scores: from what the query holds, else read (gone: left out)."""
         made = self._held_hits(scored, held)
-        unheld = [(unit_id(*p), score) for p, score in scored if p not in made]
-        made.update(((h.doc_id, h.index), h) for h in self._read_hits(unheld))
+        unheld = [(p, score) for p, score in scored if p not in made]
+        found = self.reads.sentences([p for p, _ in unheld])
+        made.update((p, _hit(p, found[p], score)) for p, score in unheld if p in found)
         return made
 
     def _scored(
@@ -180,16 +182,10 @@ class Ranking:
     ) -> dict[Position, Hit]:
         """Hits BM25 alone found, each scored by its similarity to the query (``floor`` without a vector)."""
         made = self._held_hits([(p, None) for p in positions], held)
-        ids = [unit_id(*p) for p in positions if p not in made]
-        if not ids:
-            return made
-        if vector is None:
-            read = [(doc, floor) for doc in self.reads.records(ids)]
-        else:
-            with_vectors = self.reads.with_vectors(ids)
-            similar = cosines([v for _, v in with_vectors], vector)
-            read = [(doc, relevance(c)) for (doc, _), c in zip(with_vectors, similar, strict=True)]
-        made.update(((h.doc_id, h.index), h) for h in (to_hit(doc, score) for doc, score in read))
+        found = self.reads.sentences([p for p in positions if p not in made], vectors=vector is not None)
+        vectors = [v for read in found.values() if (v := read.copy.vector) is not None]  # every one, where asked
+        scores = [floor] * len(found) if vector is None else [relevance(c) for c in cosines(vectors, vector)]
+        made.update((p, _hit(p, read, score)) for (p, read), score in zip(found.items(), scores, strict=True))
         return made
 
     def _held_hits(self, wanted: Sequence[tuple[Position, float | None]], held: Held | None) -> dict[Position, Hit]:
@@ -212,12 +208,10 @@ class Ranking:
             made[position] = Hit(doc_id, position[1], document[0], document[1], relevant, {}, cue)
         return made
 
-    def _read_hits(self, scored: list[tuple[str, float]]) -> list[Hit]:
-        """The hits whose records ``scored`` names, read (a record gone is left out), in its order."""
-        if not scored:
-            return []
-        records = {doc.id: doc for doc in self.reads.records([i for i, _ in scored])}
-        return [to_hit(records[i], score) for i, score in scored if i in records]
+
+def _hit(position: Position, read: Read, score: float) -> Hit:
+    """The hit at ``position``, made from its sentence as the query read it."""
+    return Hit(position[0], position[1], read.n, read.rev, score, {}, read.cues)
 
 
 Held = Callable[[Position], Sentence | None]

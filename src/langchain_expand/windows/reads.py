@@ -1,32 +1,34 @@
 """One query's reads of sentences: held in memory, the cache, the local copies, else the store; each at its revision.
 
-The local copies (:class:`~langchain_expand.store.lexical.BaseLexicalIndex`) are read at the
-revision of the document's head read this query, and made into records only when asked for:
-most of what growth weighs is never sent, and a window is built from the copies themselves
-(:meth:`Reads.local_run`). The rule that keeps a cached read current: :mod:`.cache`.
+Wherever it comes from, a sentence is read as a copy (:class:`~langchain_expand.store.lexical.LocalSentence`)
+at a revision (:class:`Read`): a local copy (:class:`~langchain_expand.store.lexical.BaseLexicalIndex`)
+at the revision of its document's head read this query, a record of the store at its own, made
+into a copy where it is read. Hits and windows are made from what is read (:meth:`Reads.sentences`,
+:meth:`Reads.local_run`); heads stay records, for their metadata. The rule that keeps a cached
+read current: :mod:`.cache`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import NamedTuple, cast
+from typing import NamedTuple
 
 import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import StoreAdapter, Vector
-from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence, record_of
-from langchain_expand.store.records import record_cues, unit_id, unit_position
+from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence, copy_of
+from langchain_expand.store.records import record_cues, unit_id
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
-from langchain_expand.windows.cache import SentenceCache
+from langchain_expand.windows.cache import SentenceCache, own_vector
 from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.views import Current
 
-__all__ = ["EXACT_ROWS", "Reads", "Run"]
+__all__ = ["EXACT_ROWS", "Read", "Reads", "Run"]
 
 EXACT_ROWS = 50_000
 """Past the snapshot's limit, a filter's sentences searched exactly in memory, at most (as the snapshot's limit)."""
@@ -41,8 +43,17 @@ class Run(NamedTuple):
     sentences: Sequence[LocalSentence]
 
 
+class Read(NamedTuple):
+    """A sentence as this query read it: its copy, at revision ``rev`` of a document of ``n`` sentences."""
+
+    copy: LocalSentence
+    rev: str
+    n: int
+    cues: Cues
+
+
 class Reads:
-    """One query's reads of sentence records: what it read already, a copy (kept, or the local one), else the store.
+    """One query's reads of sentences: what it read already, a copy (kept, or the local one), else the store's record.
 
     A copy is served at the revision of its document's head read this query (:meth:`heads`). With
     a snapshot, heads and copies come from it (each document at its last finished write).
@@ -74,10 +85,9 @@ class Reads:
         self.size = size
         self.counter = counter
         self.local = local
-        self._read: dict[str, tuple[Document, Vector | None]] = {}
-        # The local copies read, by position (growth's key: no id is built or parsed per sentence):
-        self._rows: dict[Position, tuple[Document, LocalSentence]] = {}  # each with its document's head
-        self._cues: dict[Position, Cues] = {}
+        self._heads: dict[str, tuple[Document, Vector | None]] = {}  # by document, each with its vector where read
+        # Every sentence read, by position (growth's key: no id is built or parsed per sentence):
+        self._read: dict[Position, Read] = {}
         self._asked: set[Position] = set()  # positions asked of the local copy
         self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
         self._key = counter_key(counter)
@@ -86,7 +96,7 @@ class Reads:
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Keep the records the store's search just returned: this query reads them no more."""
-        self._learn((d, None) for d in docs if d.id not in self._read)
+        self._learn((d, None) for d in docs if (p := _position_of(d)) is None or p not in self._read)
 
     def heads(self, doc_ids: Iterable[str]) -> None:
         """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
@@ -94,36 +104,31 @@ class Reads:
         From the heads read at this query's change mark (``marked``: a build's are every
         one), else from the store (and kept there for the next query at the mark).
         """
-        doc_ids = [d for d in dict.fromkeys(doc_ids) if unit_id(d, 0) not in self._read]
+        doc_ids = [d for d in dict.fromkeys(doc_ids) if d not in self._heads]
         if self.marked is not None:
             self._learn(self.marked.found([unit_id(d, 0) for d in doc_ids]))
-        read = self.store.with_vectors([unit_id(d, 0) for d in doc_ids if unit_id(d, 0) not in self._read])
+        read = self.store.with_vectors([unit_id(d, 0) for d in doc_ids if d not in self._heads])
         if self.marked is not None:
             self.marked.keep(read)
         self._learn(read)
 
-    def records(self, ids: Sequence[str]) -> list[Document]:
-        """The records ``ids`` name (unknown ids left out), each read at most once a query."""
-        return [doc for doc, _ in self._found(ids, vectors=False)]
+    def sentences(self, positions: Sequence[Position], *, vectors: bool = False) -> dict[Position, Read]:
+        """The sentences at ``positions`` (with their vectors where ``vectors``): read already, copied, else read.
 
-    def with_vectors(self, ids: Sequence[str]) -> list[tuple[Document, Vector]]:
-        """The records ``ids`` name, each with its stored vector, each read from the store at most once."""
-        return cast("list[tuple[Document, Vector]]", self._found(ids, vectors=True))  # each has its vector
-
-    def _found(self, ids: Sequence[str], *, vectors: bool) -> list[tuple[Document, Vector | None]]:
-        """The records ``ids`` name (with their vectors where ``vectors``): read already, copied, else read.
-
-        Heads come through :meth:`heads` (those held at the store's change mark first).
+        A record the store no longer holds, or another writer's, is left out. Heads come through
+        :meth:`heads` (those held at the store's change mark first).
         """
-        self.heads(p[0] for i in ids if (p := unit_position(i)) is not None and p[1] == 0)
-        read_already = {i: self._read[i] for i in ids if i in self._read}
-        known = {i: r for i, r in read_already.items() if r[1] is not None or not vectors}
-        copied = self._copied([i for i in ids if i not in known])
-        known.update((i, found) for i, found in copied.items() if found[1] is not None or not vectors)
-        rest = [i for i in ids if i not in known]
-        read = self.store.with_vectors(rest) if vectors else [(d, None) for d in self.store.get_by_ids(rest)]
-        self._learn(read)
-        return [*known.values(), *read]
+        self.heads(doc_id for doc_id, i in positions if i == 0)
+        reads = self._read
+
+        def known(p: Position) -> bool:
+            return p in reads and (not vectors or reads[p].copy.vector is not None)
+
+        self.read_copies([p for p in positions if not known(p)])
+        ids = [unit_id(*p) for p in positions if not known(p)]
+        if ids:
+            self._learn(self.store.with_vectors(ids) if vectors else [(d, None) for d in self.store.get_by_ids(ids)])
+        return {p: reads[p] for p in positions if known(p)}
 
     def similar(
         self, positions: Sequence[Position], vector: Sequence[float]
@@ -134,22 +139,11 @@ class Reads:
         looks up itself: :meth:`held`). Sentences of other writers are left out.
         """
         self.read_copies(positions)
-        vectors: dict[Position, Vector] = {}
-        for p in positions:
-            if (row := self._rows.get(p)) is not None and row[1].vector is not None:
-                vectors[p] = row[1].vector
-        wanted = [unit_id(*p) for p in positions if p not in vectors]
-        read = [(d, v) for d, v in self.with_vectors(wanted) if STORED_DOC in d.metadata]
-        read_cues = {_position(d): record_cues(d) for d, _ in read}
-        vectors.update((_position(d), v) for d, v in read)
-        counts = self.sizes(list(vectors))
-        kept = [p for p in vectors if p in counts]
-        similarities = cosines([vectors[p] for p in kept], vector)
-        cues_of = self._cues
-        return [
-            (p, counts[p], c, cues_of[p] if p in cues_of else read_cues[p])
-            for p, c in zip(kept, similarities, strict=True)
-        ]
+        found = self.sentences(positions, vectors=True)
+        counts = self.sizes(list(found))
+        kept = [p for p in found if p in counts]
+        similarities = cosines([v for p in kept if (v := found[p].copy.vector) is not None], vector)
+        return [(p, counts[p], c, found[p].cues) for p, c in zip(kept, similarities, strict=True)]
 
     def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
         """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
@@ -211,24 +205,23 @@ class Reads:
         return None if self._scores is None else self._scores[1]
 
     def sizes(self, positions: Sequence[Position]) -> dict[Position, int]:
-        """Each sentence's token count, once a query: its copy's, else its record's (gone: left out).
+        """Each sentence's token count, once a query: its copy's, else the columns' at its revision, else counted.
 
-        A copy's count, or the columns' at its record's revision, where this query's counter made it; else counted.
+        A count kept is used where this query's counter made it; a sentence gone is left out.
         """
         self.read_copies(positions)
-        for position in positions:
-            if position not in self._counts and (copied := self._rows.get(position)) is not None:
-                self._row_tokens(position, copied[1])
-        records = self.records([unit_id(*p) for p in positions if p not in self._counts])
-        columns = self.columns
-        for record in records:
-            row = None if columns is None else columns.row(_position(record), str(record.metadata.get(STORED_REV)))
-            n = None if row is None or columns is None else columns.tokens(row, self._key)
-            if n is not None:
-                self._counts[_position(record)] = n
-        todo = [r for r in records if _position(r) not in self._counts]
-        counted = count_many(self.counter, [r.page_content for r in todo])
-        self._counts.update(zip(map(_position, todo), counted, strict=True))
+        found = self.sentences([p for p in positions if p not in self._counts])
+        columns, key, todo = self.columns, self._key, []
+        for position, read in found.items():
+            row = None if columns is None else columns.row(position, read.rev)
+            n = read.copy.tokens if key is not None and read.copy.counter == key else None
+            if n is None and row is not None and columns is not None:
+                n = columns.tokens(row, key)
+            if n is None:
+                todo.append(position)
+            else:
+                self._counts[position] = n
+        self._counts.update(zip(todo, count_many(self.counter, [found[p].copy.text for p in todo]), strict=True))
         self._keep(todo)  # with their counts now
         return {p: self._counts[p] for p in positions if p in self._counts}
 
@@ -248,20 +241,11 @@ class Reads:
             return Run(rev, head, held)
         sentences: list[LocalSentence] = []
         for i in range(first, last):
-            row_head, found = self._rows.get((doc_id, i), (None, None))
-            if row_head is None or found is None or row_head.metadata.get(STORED_REV) != rev:
+            read = self._read.get((doc_id, i))
+            if read is None or read.rev != rev:
                 return None
-            sentences.append(found)
+            sentences.append(read.copy)
         return Run(rev, head, sentences)
-
-    def _copied(self, ids: Sequence[str]) -> dict[str, tuple[Document, Vector | None]]:
-        """The local copies of the records ``ids`` name, made into records (at their heads' revisions)."""
-        positions = [p for p in map(unit_position, ids) if p is not None]
-        self.read_copies([p for p in positions if p not in self._rows])
-        rows = [self._rows[p] for p in positions if p in self._rows]
-        copied = [(record_of(head, sentence), sentence.vector) for head, sentence in rows]
-        self._learn(copied, keep=False)
-        return {doc.id or "": (doc, vector) for doc, vector in copied}
 
     def read_copies(self, positions: Sequence[Position]) -> None:
         """Read the copies at ``positions`` not read yet this query, each at its head's revision.
@@ -278,7 +262,7 @@ class Reads:
         for doc_id, i in positions:
             wanted.setdefault(doc_id, []).append(i)
         self.heads(wanted)
-        known: list[tuple[str, Document, str, list[tuple[LocalSentence, Cues]]]] = []
+        known: list[tuple[str, int, str, list[tuple[LocalSentence, Cues]]]] = []
         missing: dict[tuple[str, str], list[int]] = {}
         for doc_id, indices in wanted.items():
             committed = self.committed(doc_id)
@@ -286,18 +270,21 @@ class Reads:
                 continue  # not committed: the store answers for it
             head, rev = committed
             held = self._held_copies(doc_id, rev, indices)
-            known.append((doc_id, head, rev, held))
+            known.append((doc_id, int(head.metadata[STORED_COUNT]), rev, held))
             unheld = set(indices) - {s.i for s, _ in held}
             if unheld and self.local is not None:
                 missing[(doc_id, rev)] = sorted(unheld)
         fetched = self.local.sentences_of(missing) if self.local is not None and missing else {}
-        for doc_id, head, rev, held in known:
+        reads = self._read
+        for doc_id, n, rev, held in known:
             read = [(s, cues(s.text, s.gap)) for s in fetched.get((doc_id, rev), ())]
             if self.size and read:
                 self.cache.keep_copies(doc_id, rev, read, self.size)
             for sentence, cued in [*held, *read]:
-                self._rows[(doc_id, sentence.i)] = (head, sentence)
-                self._cues[(doc_id, sentence.i)] = cued
+                before = reads.get((doc_id, sentence.i))  # its record, read already: a head's copy has no vector
+                if sentence.vector is None and before is not None and before.rev == rev:
+                    sentence = sentence._replace(vector=before.copy.vector)
+                reads[(doc_id, sentence.i)] = Read(sentence, rev, n, cued)
 
     def _held_copies(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[tuple[LocalSentence, Cues]]:
         """The copies of sentences ``indices`` at ``rev`` held in the snapshot, else in the cache."""
@@ -319,7 +306,7 @@ class Reads:
 
     def committed(self, doc_id: str) -> tuple[Document, str] | None:
         """The document's head read this query and its revision; None where it has none (not committed)."""
-        head = self._read.get(unit_id(doc_id, 0), (None, None))[0]
+        head = self._heads.get(doc_id, (None, None))[0]
         rev = None if head is None else head.metadata.get(STORED_REV)
         return (head, rev) if head is not None and isinstance(rev, str) else None
 
@@ -340,19 +327,48 @@ class Reads:
             counted = self._counts[position] = kept if kept is not None else self.counter(sentence.text)
         return counted
 
-    def _learn(self, read: Iterable[tuple[Document, Vector | None]], *, keep: bool = True) -> None:
-        """Records just read: remembered for this query; with ``keep``, kept for the next ones (:meth:`_keep`)."""
-        fresh = [(doc, vector) for doc, vector in read if STORED_DOC in doc.metadata and doc.id is not None]
-        self._read.update((doc.id or "", (doc, vector)) for doc, vector in fresh)
-        if keep:
-            self._keep([doc for doc, _ in fresh])
+    def _learn(self, read: Iterable[tuple[Document, Vector | None]]) -> None:
+        """Records just read from the store: heads kept as records, every one as a row; kept for the next queries."""
+        learned: list[Position] = []
+        for doc, vector in read:
+            position = _position_of(doc)
+            if position is None:
+                continue  # another writer's record
+            if position[1] == 0:
+                self._heads[position[0]] = (doc, vector)
+            meta, rev = doc.metadata, str(doc.metadata.get(STORED_REV))
+            before = self._read.get(position)
+            if before is not None and before.rev == rev:  # its copy, read already (a head's is without its vector)
+                if vector is not None:
+                    self._read[position] = before._replace(copy=before.copy._replace(vector=vector))
+            else:
+                copy = copy_of(doc)._replace(vector=vector)
+                self._read[position] = Read(copy, rev, int(meta[STORED_COUNT]), record_cues(doc))
+            learned.append(position)
+        self._keep(learned)
 
-    def _keep(self, docs: Sequence[Document]) -> None:
-        """Keep records read from the store between queries, with their vectors and counts where read."""
-        if self.size:
-            found = [(d, self._read.get(d.id or "", (None, None))[1], self._counts.get(_position(d))) for d in docs]
-            self.cache.keep_records(found, self._key, self.size)
+    def _keep(self, positions: Iterable[Position]) -> None:
+        """Keep sentences read from the store between queries, with their vectors and counts where read.
+
+        Heads are never kept: a query reads them from the store, for the version check.
+        """
+        if not self.size:
+            return
+        by_document: dict[tuple[str, str], list[tuple[LocalSentence, Cues]]] = {}
+        for position in positions:
+            read = self._read[position]
+            if position[1] == 0:
+                continue
+            copy = read.copy._replace(vector=None if read.copy.vector is None else own_vector(read.copy.vector))
+            n = self._counts.get(position)
+            if n is not None and self._key is not None:
+                copy = copy._replace(tokens=n, counter=self._key)
+            by_document.setdefault((position[0], read.rev), []).append((copy, read.cues))
+        for (doc_id, rev), copies in by_document.items():
+            self.cache.keep_copies(doc_id, rev, copies, self.size)
 
 
-def _position(record: Document) -> Position:
-    return record.metadata[STORED_DOC], int(record.metadata[STORED_INDEX])
+def _position_of(record: Document) -> Position | None:
+    """Where a sentence record of this retriever stands; None for a record another writer made."""
+    meta = record.metadata
+    return (meta[STORED_DOC], int(meta[STORED_INDEX])) if STORED_DOC in meta and record.id is not None else None

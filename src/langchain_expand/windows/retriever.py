@@ -35,11 +35,7 @@ from langchain_expand.text.sentences import SentenceSplitter, Span
 from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.windows import scope
 from langchain_expand.windows.answer import answer, budgeted
-from langchain_expand.windows.assembly import (
-    assemble,
-    needed_ids,
-    record_runs,
-)
+from langchain_expand.windows.assembly import assemble, runs_of
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.growth import MAX_RADIUS
 from langchain_expand.windows.hits import Ranking, from_match
@@ -336,8 +332,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """
         plan = self._plan(k=len(hits) or 1, before=before, after=after, expand=True, merge=merge, max_tokens=max_tokens)
         units = plan.units([from_match(doc) for doc in hits])
-        records = self._vectors.get_by_ids(needed_ids(units))
-        return budgeted(assemble(units, record_runs(records), self.token_counter), plan.max_tokens, self.token_counter)
+        settings = self.performance
+        reads = Reads(self._vectors, self._cache, settings.cache_size, self.token_counter, self.lexical)
+        return budgeted(assemble(units, runs_of(reads, units), self.token_counter), plan.max_tokens, self.token_counter)
 
     def _plan(self, **given: Any) -> Plan:
         """This call's settings: what the call gives, else the instance's fields; checked."""
