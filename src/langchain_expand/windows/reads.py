@@ -113,18 +113,19 @@ class Reads:
         self._learn(read)
 
     def sentences(self, positions: Sequence[Position], *, vectors: bool = False) -> dict[Position, Read]:
-        """The sentences at ``positions`` (with their vectors where ``vectors``): read already, copied, else read.
+        """The sentences at ``positions`` (with their vectors where ``vectors``): copied, read already, else read.
 
-        A record the store no longer holds, or another writer's, is left out. Heads come through
-        :meth:`heads` (those held at the store's change mark first).
+        A copy comes first (:meth:`read_copies`: with its token count); a record the store no
+        longer holds, or another writer's, is left out. Heads come through :meth:`heads` (those
+        held at the store's change mark first).
         """
         self.heads(doc_id for doc_id, i in positions if i == 0)
+        self.read_copies(positions)
         reads = self._read
 
         def known(p: Position) -> bool:
             return p in reads and (not vectors or reads[p].copy.vector is not None)
 
-        self.read_copies([p for p in positions if not known(p)])
         ids = [unit_id(*p) for p in positions if not known(p)]
         if ids:
             self._learn(self.store.with_vectors(ids) if vectors else [(d, None) for d in self.store.get_by_ids(ids)])
@@ -138,7 +139,6 @@ class Reads:
         From its local copy at its head's revision, else its record (what memory holds, growth
         looks up itself: :meth:`held`). Sentences of other writers are left out.
         """
-        self.read_copies(positions)
         found = self.sentences(positions, vectors=True)
         counts = self.sizes(list(found))
         kept = [p for p in found if p in counts]
@@ -159,7 +159,7 @@ class Reads:
             document = self.document(doc_id)
             return None if document is None else document[1]
 
-        return columns.lookup(scores, self._key, revision, self._row_tokens)
+        return columns.lookup(scores, self._key, revision, self._copy_tokens)
 
     def nearest(self, vector: Sequence[float], k: int) -> list[tuple[Position, float]] | None:
         """The ``k`` sentences nearest ``vector``, exactly, from memory; None where the store searches.
@@ -209,7 +209,6 @@ class Reads:
 
         A count kept is used where this query's counter made it; a sentence gone is left out.
         """
-        self.read_copies(positions)
         found = self.sentences([p for p in positions if p not in self._counts])
         columns, key, todo = self.columns, self._key, []
         for position, read in found.items():
@@ -319,7 +318,7 @@ class Reads:
         n = None if committed is None else committed[0].metadata.get(STORED_COUNT)
         return (n, committed[1]) if committed is not None and isinstance(n, int) else None
 
-    def _row_tokens(self, position: Position, sentence: LocalSentence) -> int:
+    def _copy_tokens(self, position: Position, sentence: LocalSentence) -> int:
         """A local copy's token count: as kept, when this query's counter made it; else counted now."""
         counted = self._counts.get(position)
         if counted is None:
