@@ -6,11 +6,11 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand import TokenCounter
+from langchain_expand import LexicalIndex, TokenCounter
 from langchain_expand.store.records import unit_id
 from langchain_expand.text.sentences import SentenceSplitter
 from langchain_expand.text.tokens import counter_key
-from langchain_expand.units import END, HIT, HITS, SCORE, SPAN, START, STORED_REV, TOKENS
+from langchain_expand.units import END, HIT, HITS, SCORE, SPAN, START, STORED_INDEX, STORED_REV, TOKENS
 from langchain_expand.windows.assembly import Runs, assemble, by_sections, joined_text, run_tokens
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.hits import Hit
@@ -56,12 +56,14 @@ class Stored:
 
     def __init__(self, records: list[Document]) -> None:
         self.by_id = {r.id: r for r in records}
+        self.asked: list[str] = []
 
     def get_by_ids(self, ids: list[str]) -> list[Document]:
+        self.asked += ids
         return [self.by_id[i] for i in ids if i in self.by_id]
 
-    def with_vectors(self, ids: list[str]) -> list[tuple[Document, None]]:
-        return [(doc, None) for doc in self.get_by_ids(ids)]
+    def with_vectors(self, ids: list[str]) -> list[tuple[Document, list[float]]]:
+        return [(doc, [1.0, float(doc.metadata[STORED_INDEX])]) for doc in self.get_by_ids(ids)]
 
 
 def record_runs(records: list[Document]) -> Runs:
@@ -156,3 +158,28 @@ def test_assembling_reads_each_sentence_once_through_the_runs_given() -> None:
 
     assemble([unit(body, 0, 2, 0), unit(body, 3, 5, 4)], counted, COUNTER)
     assert asked == [(body.doc_id, 0, 2), (body.doc_id, 3, 5)]
+
+
+def test_a_sentence_is_read_once_as_its_copy_and_a_record_read_later_adds_only_its_vector() -> None:
+    # The local copies hold the texts and counts (the head's written without a vector); the
+    # store is read for what they lack. One copy a sentence, whatever it was read from.
+    body = records()
+    store = Stored(stored(body))
+    lexical = LexicalIndex()
+    lexical.replace([(body.doc_id, body.rev, body.local(lambda i: None, counter_key(COUNTER)))])
+    reads = Reads(store, SentenceCache(), 0, COUNTER, lexical)  # type: ignore[arg-type]
+    found = reads.sentences([(body.doc_id, i) for i in (1, 2)])
+    assert store.asked == [unit_id(body.doc_id, 0)]  # the head alone, for its revision
+    assert {p: (r.rev, r.copy.tokens) for p, r in found.items()} == {
+        (body.doc_id, i): (body.rev, COUNTER(body.record(i).page_content)) for i in (1, 2)
+    }
+    with_vectors = reads.sentences([(body.doc_id, i) for i in (0, 1)], vectors=True)
+    assert store.asked == [unit_id(body.doc_id, 0), unit_id(body.doc_id, 1)]  # the copies' vectors are None
+    assert with_vectors[(body.doc_id, 0)].copy.vector == [1.0, 0.0]  # the head's, read with it
+    assert with_vectors[(body.doc_id, 1)].copy.tokens == found[(body.doc_id, 1)].copy.tokens  # the copy kept
+    assert reads.sizes([(body.doc_id, i) for i in range(3)]) == {
+        (body.doc_id, i): COUNTER(body.record(i).page_content) for i in range(3)
+    }
+    run = reads.local_run(body.doc_id, 0, 3)
+    assert run is not None
+    assert joined_text(run.sentences) == TEXT[: run.sentences[-1].end]
