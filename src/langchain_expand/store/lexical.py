@@ -28,8 +28,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from langchain_core.documents import Document
 
-from langchain_expand.store.records import sentence_span, unit_id
-from langchain_expand.units import STORED_DOC, STORED_GAP, STORED_INDEX, STORED_START
+from langchain_expand.store.records import sentence_span
+from langchain_expand.units import STORED_GAP, STORED_INDEX
 
 __all__ = [
     "BaseLexicalIndex",
@@ -38,7 +38,6 @@ __all__ = [
     "Within",
     "copy_of",
     "copy_of_row",
-    "record_of",
 ]
 
 
@@ -182,9 +181,3 @@ def copy_of(record: Document) -> LocalSentence:
     m = record.metadata
     start, end = sentence_span(record)
     return LocalSentence(int(m[STORED_INDEX]), record.page_content, start, end, m[STORED_GAP])
-
-
-def record_of(head: Document, sentence: LocalSentence) -> Document:
-    """The store's record of a copied ``sentence``: its head's metadata (one revision, one document), its own place."""
-    metadata = {**head.metadata, STORED_INDEX: sentence.i, STORED_START: sentence.start, STORED_GAP: sentence.gap}
-    return Document(sentence.text, metadata=metadata, id=unit_id(head.metadata[STORED_DOC], sentence.i))

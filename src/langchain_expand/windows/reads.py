@@ -85,7 +85,7 @@ class Reads:
         self.size = size
         self.counter = counter
         self.local = local
-        self._heads: dict[str, tuple[Document, Vector | None]] = {}  # by document, each with its vector where read
+        self._heads: dict[str, Document] = {}  # each document's head record (its vector is in its sentence's read)
         # Every sentence read, by position (growth's key: no id is built or parsed per sentence):
         self._read: dict[Position, Read] = {}
         self._asked: set[Position] = set()  # positions asked of the local copy
@@ -96,7 +96,7 @@ class Reads:
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Keep the records the store's search just returned: this query reads them no more."""
-        self._learn((d, None) for d in docs if (p := _position_of(d)) is None or p not in self._read)
+        self._learn((d, None) for d in docs if _position_of(d) not in self._read)
 
     def heads(self, doc_ids: Iterable[str]) -> None:
         """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
@@ -305,7 +305,7 @@ class Reads:
 
     def committed(self, doc_id: str) -> tuple[Document, str] | None:
         """The document's head read this query and its revision; None where it has none (not committed)."""
-        head = self._heads.get(doc_id, (None, None))[0]
+        head = self._heads.get(doc_id)
         rev = None if head is None else head.metadata.get(STORED_REV)
         return (head, rev) if head is not None and isinstance(rev, str) else None
 
@@ -327,14 +327,14 @@ class Reads:
         return counted
 
     def _learn(self, read: Iterable[tuple[Document, Vector | None]]) -> None:
-        """Records just read from the store: heads kept as records, every one as a row; kept for the next queries."""
+        """Records just read from the store: each one's sentence read as a copy, heads kept as records too; kept."""
         learned: list[Position] = []
         for doc, vector in read:
             position = _position_of(doc)
             if position is None:
                 continue  # another writer's record
             if position[1] == 0:
-                self._heads[position[0]] = (doc, vector)
+                self._heads[position[0]] = doc
             meta, rev = doc.metadata, str(doc.metadata.get(STORED_REV))
             before = self._read.get(position)
             if before is not None and before.rev == rev:  # its copy, read already (a head's is without its vector)
@@ -355,9 +355,9 @@ class Reads:
             return
         by_document: dict[tuple[str, str], list[tuple[LocalSentence, Cues]]] = {}
         for position in positions:
-            read = self._read[position]
             if position[1] == 0:
                 continue
+            read = self._read[position]
             copy = read.copy._replace(vector=None if read.copy.vector is None else own_vector(read.copy.vector))
             n = self._counts.get(position)
             if n is not None and self._key is not None:
