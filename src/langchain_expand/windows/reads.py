@@ -68,7 +68,7 @@ class Reads:
         local: BaseLexicalIndex | None = None,
         current: Current | None = None,
     ) -> None:
-        """Reads from ``store`` through ``cache`` (at most ``size`` records) and ``local``; counts with ``counter``.
+        """Reads from ``store`` through ``cache`` (at most ``size`` copies) and ``local``; counts with ``counter``.
 
         ``current``: what the query found held at the store's change mark (:class:`Current`): the
         heads read at it, and sentences in arrays, each served at its head's revision (:meth:`held`).
@@ -89,7 +89,7 @@ class Reads:
         # Every sentence read, by position (growth's key: no id is built or parsed per sentence):
         self._read: dict[Position, Read] = {}
         self._asked: set[Position] = set()  # positions asked of the local copy
-        self._counts: dict[Position, int] = {}  # token counts, of copies and records alike
+        self._counts: dict[Position, int] = {}  # token counts, by position
         self._key = counter_key(counter)
         self._scores: tuple[Sequence[float], Scores] | None = None
         self.documents = None if current is None else current.documents
