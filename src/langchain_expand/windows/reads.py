@@ -212,9 +212,8 @@ class Reads:
         found = self.sentences([p for p in positions if p not in self._counts])
         columns, key, todo = self.columns, self._key, []
         for position, read in found.items():
-            row = None if columns is None else columns.row(position, read.rev)
             n = read.copy.tokens if key is not None and read.copy.counter == key else None
-            if n is None and row is not None and columns is not None:
+            if n is None and columns is not None and (row := columns.row(position, read.rev)) is not None:
                 n = columns.tokens(row, key)
             if n is None:
                 todo.append(position)
