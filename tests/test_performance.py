@@ -31,7 +31,8 @@ def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keep
     assert held.columns is not None  # BM25 and growth's figures
     assert held.bm25 is not None
     assert not held.whole  # no snapshot, even of a few sentences
-    assert held.columns.copy(0) is None  # no text
+    doc_id = held.columns.documents()[0]
+    assert held.columns.copies(doc_id, held.columns.document(doc_id)[0], range(4)) == []  # no text
     submit = Deferred()
     nothing = reader(lexical=True, performance=Performance(in_memory=False))
     nothing._views = StoreViews(submit)

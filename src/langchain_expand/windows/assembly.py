@@ -83,7 +83,7 @@ def runs_of(reads: Reads, units: list[Unit]) -> Runs:
     the heads' revisions serve a unit whole (their token counts with them), and the records are
     read only for a unit they do not.
     """
-    if reads.whole:  # sliced from the snapshot at their heads' revisions
+    if reads.snapshot is not None:  # sliced from the snapshot at their heads' revisions
         reads.heads(u.doc_id for u in units)
     else:
         reads.read_copies([(u.doc_id, i) for u in units for i in (0, *range(u.first, u.last))])

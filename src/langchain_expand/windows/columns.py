@@ -23,7 +23,7 @@ import numpy as np
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import LocalSentence
-from langchain_expand.text.cues import EVERY_CUES, cues, cues_code
+from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import norms_of, query_norm, similarities
 
@@ -146,17 +146,21 @@ class Columns:
             return None
         return self._tokens[row]
 
-    def copy(self, row: int) -> LocalSentence | None:
-        """The row's copy, without its vector; None where texts are not kept."""
-        return None if self._texts is None else self._texts[row]
+    def copies(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[tuple[LocalSentence, Cues]]:
+        """The copies of sentences ``indices`` held at revision ``rev``, with their cues (none where texts are not kept)."""
+        texts = self._texts
+        if texts is None:
+            return []
+        rows = [row for i in indices if (row := self.row((doc_id, i), rev)) is not None]
+        return [(texts[row], EVERY_CUES[self._codes[row]]) for row in rows]
 
-    def copies(self, doc_id: str, first: int, last: int) -> list[LocalSentence] | None:
-        """Copies of sentences ``first`` to ``last - 1`` of a document; None where one is not held (or no text is).
+    def run(self, doc_id: str, rev: str, first: int, last: int) -> list[LocalSentence] | None:
+        """Copies of sentences ``first`` to ``last - 1`` at revision ``rev``; None where one is not held (or no text is).
 
         A slice where their rows run on (as a snapshot, which lists each document's sentences in order, holds them).
         """
         held, texts = self._docs.get(doc_id), self._texts
-        if held is None or texts is None or not 0 <= first < last <= len(held[1]):
+        if held is None or held[0] != rev or texts is None or not 0 <= first < last <= len(held[1]):
             return None
         rows = held[1]
         if rows[first] >= 0 and rows[last - 1] - rows[first] == last - 1 - first:

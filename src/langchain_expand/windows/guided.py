@@ -106,7 +106,7 @@ class Growing:
         """
         sizes = {s.doc_id: s.n for s in seeds}
         ahead: list[Position] = []
-        if not self.reads.whole and taken is None:  # nothing known beside the seeds yet
+        if self.reads.snapshot is None and taken is None:  # nothing known beside the seeds yet
             if self.reads.columns is not None:  # read apart: the columns know a sentence at its head's revision
                 self.reads.heads(heads or ())
             else:

@@ -77,9 +77,9 @@ class Reads:
         self.marked = None if current is None else current.heads
         self.columns = None if current is None else current.columns
         """What the query holds of its sentences in arrays (:mod:`.columns`), each document at its head's revision."""
-        self.whole = current is not None and current.whole
-        """The columns hold every committed document, with its text (the snapshot): none is read from elsewhere."""
-        if self.whole:  # it holds every record the cache and the copies could
+        self.snapshot = self.columns if current is not None and current.whole else None
+        """The columns where they hold every committed document with its text: none is read from elsewhere."""
+        if self.snapshot is not None:  # it holds every record the cache and the copies could
             local, size = None, 0
         self.cache = cache
         self.size = size
@@ -173,7 +173,7 @@ class Reads:
         rows = None if self.documents is None else self._rows_of(self.documents, columns)
         if self.documents is not None and rows is None:
             return None  # a filter's documents not all held whole: the store searches
-        if self.whole:
+        if self.snapshot is not None:
             dots, cosines = scores.every()
             squares = columns.squares
             scored = (dots, cosines, squares) if rows is None else (dots[rows], cosines[rows], squares[rows])
@@ -194,7 +194,7 @@ class Reads:
             if columns.document(doc_id) != (committed[1], committed[0].metadata.get(STORED_COUNT)):
                 return None  # written since the columns were built: the store searches
             rows += columns.rows(doc_id)
-            if len(rows) > EXACT_ROWS and not self.whole:
+            if len(rows) > EXACT_ROWS and self.snapshot is None:
                 return None
         return None if min(rows, default=0) < 0 else np.asarray(rows, dtype=np.int64)
 
@@ -233,8 +233,7 @@ class Reads:
         if committed is None:
             return None
         head, rev = committed
-        columns = self.columns
-        held = columns.copies(doc_id, first, last) if columns is not None and self._whole_at(doc_id, rev) else None
+        held = None if self.snapshot is None else self.snapshot.run(doc_id, rev, first, last)
         if held is not None:
             return Run(rev, head, held)
         sentences: list[LocalSentence] = []
@@ -254,7 +253,7 @@ class Reads:
         asked = self._asked
         positions = [p for p in positions if p not in asked]
         asked.update(positions)
-        if not positions or not (self.local is not None or self.whole or self.size):
+        if not positions or not (self.local is not None or self.snapshot is not None or self.size):
             return
         wanted: dict[str, list[int]] = {}
         for doc_id, i in positions:
@@ -273,34 +272,18 @@ class Reads:
             if unheld and self.local is not None:
                 missing[(doc_id, rev)] = sorted(unheld)
         fetched = self.local.sentences_of(missing) if self.local is not None and missing else {}
-        reads = self._read
         for doc_id, n, rev, held in known:
             read = [(s, cues(s.text, s.gap)) for s in fetched.get((doc_id, rev), ())]
             if self.size and read:
                 self.cache.keep_copies(doc_id, rev, read, self.size)
             for sentence, cued in [*held, *read]:
-                before = reads.get((doc_id, sentence.i))  # its record, read already: a head's copy has no vector
-                if sentence.vector is None and before is not None and before.rev == rev:
-                    sentence = sentence._replace(vector=before.copy.vector)
-                reads[(doc_id, sentence.i)] = Read(sentence, rev, n, cued)
+                self._put((doc_id, sentence.i), Read(sentence, rev, n, cued))
 
     def _held_copies(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[tuple[LocalSentence, Cues]]:
         """The copies of sentences ``indices`` at ``rev`` held in the snapshot, else in the cache."""
-        if not self._whole_at(doc_id, rev):
-            return self.cache.copies(doc_id, rev, indices) if self.size else []
-        columns = self.columns
-        assert columns is not None
-        found = [columns.copy(row) for i in indices if (row := columns.row((doc_id, i), rev)) is not None]
-        return [(copy, cues(copy.text, copy.gap)) for copy in found if copy is not None]
-
-    def _whole_at(self, doc_id: str, rev: str) -> bool:
-        """The snapshot holds the document at ``rev``, with its text."""
-        held = self._in_snapshot(doc_id)
-        return held is not None and held[0] == rev
-
-    def _in_snapshot(self, doc_id: str) -> tuple[str, int] | None:
-        """The revision and number of sentences the snapshot holds the document at; None without it."""
-        return None if not self.whole or self.columns is None else self.columns.document(doc_id)
+        if self.snapshot is not None:
+            return self.snapshot.copies(doc_id, rev, indices)
+        return self.cache.copies(doc_id, rev, indices) if self.size else []
 
     def committed(self, doc_id: str) -> tuple[Document, str] | None:
         """The document's head read this query and its revision; None where it has none (not committed)."""
@@ -310,7 +293,7 @@ class Reads:
 
     def document(self, doc_id: str) -> tuple[int, str] | None:
         """The document's number of sentences and revision: the snapshot's, else its head's read this query."""
-        held = self._in_snapshot(doc_id)
+        held = None if self.snapshot is None else self.snapshot.document(doc_id)
         if held is not None:
             return held[1], held[0]
         committed = self.committed(doc_id)
@@ -334,16 +317,24 @@ class Reads:
                 continue  # another writer's record
             if position[1] == 0:
                 self._heads[position[0]] = doc
-            meta, rev = doc.metadata, str(doc.metadata.get(STORED_REV))
-            before = self._read.get(position)
-            if before is not None and before.rev == rev:  # its copy, read already (a head's is without its vector)
-                if vector is not None:
-                    self._read[position] = before._replace(copy=before.copy._replace(vector=vector))
-            else:
-                copy = copy_of(doc)._replace(vector=vector)
-                self._read[position] = Read(copy, rev, int(meta[STORED_COUNT]), record_cues(doc))
+            copy, meta = copy_of(doc)._replace(vector=vector), doc.metadata
+            self._put(position, Read(copy, str(meta.get(STORED_REV)), int(meta[STORED_COUNT]), record_cues(doc)))
             learned.append(position)
         self._keep(learned)
+
+    def _put(self, position: Position, read: Read) -> None:
+        """Hold ``read``; a read at the revision of one held already keeps what that one knew and it does not.
+
+        A sentence is one copy, wherever read: a head's local copy is written without its vector,
+        and a record made into a copy has no token count.
+        """
+        before = self._read.get(position)
+        if before is not None and before.rev == read.rev:
+            copy, old = read.copy, before.copy
+            if copy.tokens is None:
+                copy = copy._replace(tokens=old.tokens, counter=old.counter, joined=old.joined)
+            read = read._replace(copy=copy if copy.vector is not None else copy._replace(vector=old.vector))
+        self._read[position] = read
 
     def _keep(self, positions: Iterable[Position]) -> None:
         """Keep sentences read from the store between queries, with their vectors and counts where read.
