@@ -147,7 +147,7 @@ class Columns:
         return self._tokens[row]
 
     def copies(self, doc_id: str, rev: str, indices: Sequence[int]) -> list[tuple[LocalSentence, Cues]]:
-        """The copies of sentences ``indices`` held at revision ``rev``, with their cues (none where texts are not kept)."""
+        """The copies of sentences ``indices`` held at revision ``rev``, with their cues (none without texts)."""
         texts = self._texts
         if texts is None:
             return []
@@ -155,7 +155,7 @@ class Columns:
         return [(texts[row], EVERY_CUES[self._codes[row]]) for row in rows]
 
     def run(self, doc_id: str, rev: str, first: int, last: int) -> list[LocalSentence] | None:
-        """Copies of sentences ``first`` to ``last - 1`` at revision ``rev``; None where one is not held (or no text is).
+        """Copies of sentences ``first`` to ``last - 1`` at revision ``rev``; None where one (or any text) is not held.
 
         A slice where their rows run on (as a snapshot, which lists each document's sentences in order, holds them).
         """
