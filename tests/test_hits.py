@@ -95,3 +95,16 @@ def test_a_hit_bm25_alone_found_is_scored_by_its_vectors_cosine_similarity(
                 assert hit.score == pytest.approx(min(1.0, max(0.0, cosine)), abs=1e-5), (mode, query, hit)
                 checked += 1
     assert checked > 20
+
+
+@pytest.mark.parametrize("window", ["guided", "fixed"])
+def test_a_record_another_writer_put_in_the_collection_is_an_error_naming_it(
+    tmp_path: Path, minilm: Embeddings, window: str
+) -> None:
+    """On both dense paths (ids first, guided; the records, fixed) a record without sentence positions is named."""
+    store = chroma_store("shared", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    retriever = SentenceWindowRetriever(vectorstore=store)
+    retriever.add_documents(as_documents(load_docs("tatqa"))[:3])
+    store.add_texts(["Total revenue in 2019 was 4.2 billion dollars."], ids=["not-a-sentence"])
+    with pytest.raises(ValueError, match=r"without sentence positions \('not-a-sentence'\).*only it writes to"):
+        retriever.invoke("total revenue in 2019", max_tokens=500, window=window)

@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
-from langchain_expand.store.records import record_cues, unit_position
+from langchain_expand.store.records import unit_position
 from langchain_expand.store.search import VectorSearch, fuse
 from langchain_expand.text.cues import NO_CUES, Cues
 from langchain_expand.units import (
@@ -37,7 +37,7 @@ from langchain_expand.windows.reads import Read, Reads
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
 
-__all__ = ["Hit", "Lexical", "Ranking", "from_match", "to_hit"]
+__all__ = ["Hit", "Lexical", "Ranking", "from_match"]
 
 Lexical = BaseLexicalIndex | Within | Bm25Search
 """What ranks a query's sentences by BM25: in memory, or the lexical index (a filter's documents alone)."""
@@ -57,18 +57,19 @@ class Hit:
     """What its sentence says of the text beside it (a table row, a heading)."""
 
 
-def to_hit(doc: Document, score: float) -> Hit:
-    """The hit a search record stands for; a record without sentence positions is an error naming it."""
-    meta = doc.metadata
-    try:
-        doc_id, index, n, rev = meta[STORED_DOC], int(meta[STORED_INDEX]), int(meta[STORED_COUNT]), meta[STORED_REV]
-    except KeyError:
-        msg = (
-            f"The vector store returned a record without sentence positions ({doc.id!r}). "
-            "Give SentenceWindowRetriever a collection that only it writes to."
-        )
-        raise ValueError(msg) from None
-    return Hit(doc_id, index, n, rev, score, {}, record_cues(doc))
+def _sentence_of(record: Document) -> Position:
+    """Where a record the dense search returned stands; a record without sentence positions is an error naming it."""
+    meta = record.metadata
+    if not all(key in meta for key in (STORED_DOC, STORED_INDEX, STORED_COUNT, STORED_REV)):
+        raise _not_ours(record.id)
+    return meta[STORED_DOC], int(meta[STORED_INDEX])
+
+
+def _not_ours(record_id: str | None) -> ValueError:
+    return ValueError(
+        f"The vector store returned a record without sentence positions ({record_id!r}). "
+        "Give SentenceWindowRetriever a collection that only it writes to."
+    )
 
 
 def from_match(doc: Document) -> Hit:
@@ -118,9 +119,9 @@ class Ranking:
         """Both rankings' best ``k``, fused: up to ``2k`` hits, best first."""
         vector = self.dense.vector()  # before BM25 starts beside: the embedding keeps every core busy on its own
         lexical = self._lexical(k)
-        dense, made, found = self._dense(k, vector, lexical)
+        dense, found = self._dense(k, vector, lexical)
         held = None if vector is None else self.reads.held(vector)
-        made.update(self._made([(p, score) for p, score in dense if p not in made], held))
+        made = self._made(list(dense), held)
         floor = min((made[p].score for p, _ in dense if p in made), default=0.0)
         bm25 = [(hit.doc_id, hit.index) for hit in found]
         made.update(self._scored([p for p in bm25 if p not in made], held, vector, floor))
@@ -145,29 +146,29 @@ class Ranking:
 
     def _dense(
         self, k: int, vector: Sequence[float] | None, lexical: Callable[[], list[LexicalHit]]
-    ) -> tuple[Matches, dict[Position, Hit], list[LexicalHit]]:
-        """The dense ranking's best ``k`` (positions and scores), the hits made of records it returned; BM25's.
+    ) -> tuple[Matches, list[LexicalHit]]:
+        """The dense ranking's best ``k`` (positions and scores), and BM25's.
 
         In memory (a snapshot) the search is exact; from the store, ids where it gives them,
         and the heads of the documents either ranking found are read in one call; else the
-        store's records, made into hits here.
+        store's records, which the reads keep.
         """
         nearest = None if vector is None else self.reads.nearest(vector, k)
         if nearest is not None:  # every document held, with its size and revision: no head to read
-            return Matches(nearest), {}, lexical()
+            return Matches(nearest), lexical()
         ids = self.dense.ids(k) if self.ids_first else None
-        if ids is None:
+        if ids is None:  # the records, read: their hits are made from them
             records = self.dense(k)
+            dense = Matches([(_sentence_of(doc), score) for doc, score in records], matched=matched(records))
             self.reads.saw(doc for doc, _ in records)
-            hits = [to_hit(doc, score) for doc, score in records]
-            dense = Matches([((h.doc_id, h.index), h.score) for h in hits], matched=matched(records))
-            return dense, {(h.doc_id, h.index): h for h in hits}, lexical()
-        for doc in self.reads.store.get_by_ids([i for i, _ in ids if unit_position(i) is None]):
-            to_hit(doc, 0.0)  # not a sentence record: the error names it
+            return dense, lexical()
+        for record_id, _ in ids:
+            if unit_position(record_id) is None:
+                raise _not_ours(record_id)
         dense = Matches([(p, score) for i, score in ids if (p := unit_position(i)) is not None], matched=len(ids))
         found = lexical()
         self.reads.heads([*(doc_id for (doc_id, _), _ in dense), *(hit.doc_id for hit in found)])
-        return dense, {}, found
+        return dense, found
 
     def _made(self, scored: list[tuple[Position, float]], held: Held | None) -> dict[Position, Hit]:
         """The hits at ``scored``'s positions and scores: from what the query holds, else read (gone: left out)."""

@@ -316,9 +316,9 @@ class ChromaAdapter(StoreAdapter):
 
         near = nearest(fetch, min(k, MAX_SEARCH), lambda row: row[0])
         found = [
-            (Document(text, metadata=dict(meta), id=i), self.relevance(d))
+            (Document(text, metadata=dict(meta or {}), id=i), self.relevance(d))
             for (i, text, meta), d in near
-            if meta is not None and text is not None
+            if text is not None  # a record deleted has neither text nor metadata; one written without metadata has text
         ]
         return Matches(found, matched=len(near))
 
