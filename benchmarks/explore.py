@@ -348,7 +348,8 @@ def passages(name: str, which: str = "bench") -> None:
             spans, texts = [], []
             for doc_id in columns.documents():
                 rows = np.asarray(columns.rows(doc_id), dtype=np.int64)
-                sizes = [len(columns.copy(int(r)).text.split()) for r in rows]
+                copies = columns.run(doc_id, columns.document(doc_id)[0], 0, len(rows))
+                sizes = [len(c.text.split()) for c in copies]
                 start = 0
                 while start < len(rows):
                     end, held = start, 0
@@ -356,7 +357,7 @@ def passages(name: str, which: str = "bench") -> None:
                         held += sizes[end]
                         end += 1
                     spans.append(rows[start:end])
-                    texts.append(" ".join(columns.copy(int(r)).text for r in rows[start:end]))
+                    texts.append(" ".join(c.text for c in copies[start:end]))
                     start += max(1, (end - start) // 2)
             vectors = np.asarray(embeddings.embed_documents(texts), dtype=np.float32)
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
