@@ -21,7 +21,7 @@ MODES: dict[str, dict[str, Any]] = {
     "past the limit": {"performance": Performance(snapshot_limit=0)},
     "nothing in memory": {"performance": Performance(in_memory=False)},
 }
-"""The three places a hit's figures come from: the snapshot, growth's figures, the records read."""
+"""The three places a hit comes from: the snapshot, the columns past its limit, the records read."""
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,8 @@ def made(hits: list[Hit], ranking: Ranking) -> tuple[list[tuple[Any, ...]], list
 
 
 def test_every_memory_mode_makes_the_same_hits_with_the_same_counts(indexed: tuple[Any, Path]) -> None:
-    # One ranking, three sources of a hit's figures: the snapshot, growth's figures past its
-    # limit, the records read. With the dense search exact, the hits are the same to the last
+    # One ranking, three sources of a hit: the snapshot, the columns past its limit, the
+    # records read. With the dense search exact, the hits are the same to the last
     # count, in the order reciprocal rank fusion gives, guided (ids first) and fixed alike.
     store, path = indexed
     retrievers = {

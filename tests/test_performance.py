@@ -28,7 +28,7 @@ def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keep
     assert no_snapshot.invoke(query, max_tokens=1000) == first
     held = no_snapshot._views.held
     assert held is not None
-    assert held.columns is not None  # BM25 and growth's figures
+    assert held.columns is not None  # BM25 and growth's counts, cues and vectors
     assert held.bm25 is not None
     assert not held.whole  # no snapshot, even of a few sentences
     doc_id = held.columns.documents()[0]

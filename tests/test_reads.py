@@ -48,7 +48,7 @@ def test_a_repeated_query_reads_no_sentence_again(reader: Make, call: dict[str, 
 
 @pytest.mark.parametrize(
     "settings",
-    # a snapshot; past its limit (BM25 and figures built in the query); no snapshot; none of it (heads kept)
+    # a snapshot; past its limit (BM25 and the columns built in the query); no snapshot; none of it (heads kept)
     [
         {},
         {"performance": Performance(snapshot_limit=1)},

@@ -1,4 +1,4 @@
-"""The snapshot (``windows/snapshot.py``): every committed sentence in memory, searched exactly, at one change mark."""
+"""The snapshot (``windows/views.py``, built whole): every committed sentence in memory, searched exactly."""
 
 from __future__ import annotations
 
@@ -27,10 +27,10 @@ from .conftest import Make, load_docs, load_queries
 from .memory import Deferred, ReadLog, exact_search, nearest_of, shown, snapshot_of, unscored
 
 
-def test_on_a_snapshot_or_its_figures_growth_knows_every_sentence_it_weighs_and_runs_once_a_search(
+def test_on_a_snapshot_or_the_columns_growth_knows_every_sentence_it_weighs_and_runs_once_a_search(
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every sentence's similarity is in the snapshot's scores, or the figures': growth never waits on a fetch."""
+    """Every sentence's similarity is in the snapshot's scores, or the columns': growth never waits on a fetch."""
     runs: list[Growth] = []
 
     def counted(*args: Any, **kwargs: Any) -> Growth:
@@ -41,7 +41,7 @@ def test_on_a_snapshot_or_its_figures_growth_knows_every_sentence_it_weighs_and_
     queries = [q["query"] for q in load_queries("qmsum")[:4]]
     for settings, expected in (
         ({}, "once"),
-        ({"performance": Performance(snapshot_limit=0)}, "once"),  # past the limit: growth's figures
+        ({"performance": Performance(snapshot_limit=0)}, "once"),  # past the limit: the columns
         ({"performance": Performance(in_memory=False)}, "in rounds"),
     ):
         retriever = reader(lexical=True, **settings)

@@ -195,7 +195,7 @@ def test_heads_listed_by_a_build_are_kept_only_at_their_mark_and_while_there_is_
 def test_with_the_snapshot_off_heads_are_read_once_a_change_mark_where_the_cache_keeps_them(
     reader: Make, cache_size: int
 ) -> None:
-    # in_memory=False turns the snapshot, BM25 and growth's figures in memory off; the heads
+    # in_memory=False turns the snapshot, BM25 and the columns in memory off; the heads
     # read at the store's change mark stay, as the sentence cache does (a query over TAT-QA's
     # 60 documents read every head again: 2.4 ms).
     retriever = reader(lexical=True, performance=Performance(in_memory=False, cache_size=cache_size))
@@ -244,9 +244,9 @@ def test_past_the_snapshot_limit_a_filtered_query_is_searched_exactly_in_memory(
     tmp_path: Path, minilm: Embeddings
 ) -> None:
     # issue #49: at a million sentences Chroma's filtered search took 0.7 s a query, and listing
-    # the documents a filter passes 80 ms. With the heads at the mark all held and growth's
-    # figures holding the filter's documents, neither goes to the store; a document written
-    # since the figures were built is searched by the store, and answers with its new text.
+    # the documents a filter passes 80 ms. With the heads at the mark all held and the
+    # columns holding the filter's documents, neither goes to the store; a document written
+    # since the columns were built is searched by the store, and answers with its new text.
     store = chroma_store("tat", persist_directory=tmp_path / "chroma", embeddings=minilm, ef_search=4096)
     path = tmp_path / "lexical.sqlite"
     rows = load_docs("tatqa")[:8]
@@ -260,7 +260,7 @@ def test_past_the_snapshot_limit_a_filtered_query_is_searched_exactly_in_memory(
         vectorstore=store, lexical=LexicalIndex(path), performance=Performance(snapshot_limit=0)
     )
     past._views = StoreViews(submit)
-    for _ in range(2):  # the ranking and the figures built, then every head read ahead
+    for _ in range(2):  # the ranking and the columns built, then every head read ahead
         past.invoke(asked[0][0], max_tokens=500)
         submit.run()
     held = past._views.held
@@ -281,11 +281,11 @@ def test_past_the_snapshot_limit_a_filtered_query_is_searched_exactly_in_memory(
         found = unscored(past.invoke(query, **scoped))
         assert found == unscored(snapshot.invoke(query, **scoped)), query
         assert {m["doc_id"] for _, m in found} == {doc_id}
-    assert searched == []  # the filter evaluated on the heads held, the dense search exact in the figures
+    assert searched == []  # the filter evaluated on the heads held, the dense search exact in the columns
     doc_id = asked[0][1]
     writer.add_documents([Document("The remote has a new red button. It resets the counter.", id=doc_id)])
     scoped = {"filter": {"doc_id": doc_id}, "max_tokens": 1000}
-    found = past.invoke("red button", **scoped)  # the figures hold the old text: the store answers
+    found = past.invoke("red button", **scoped)  # the columns hold the old text: the store answers
     assert "red button" in found[0].page_content
     assert unscored(found) == unscored(snapshot.invoke("red button", **scoped))
     assert "search_ids" in searched or "search" in searched

@@ -1,7 +1,7 @@
 """What a window retriever holds in memory and how much it writes at once: speed, never the answer.
 
-These settings decide only where a query reads from (a snapshot in memory, BM25 and growth's
-figures in memory, the local copies, the store) and how many records go in one write. With an
+These settings decide only where a query reads from (a snapshot in memory, BM25 and the
+columns in memory, the local copies, the store) and how many records go in one write. With an
 exact dense search every setting gives the same windows (``tests/test_performance.py``); with
 the store's approximate search, the snapshot's exact search may find a sentence the store's
 missed (``make bench-latency`` counts how often). The retriever's old fields of the same names

@@ -134,7 +134,7 @@ class Reads:
     def similar(
         self, positions: Sequence[Position], vector: Sequence[float]
     ) -> list[tuple[Position, int, float, Cues]]:
-        """Each sentence's position, token count, similarity to ``vector`` and cues: growth's figures, read.
+        """Each sentence's position, token count, similarity to ``vector`` and cues: what growth weighs of it, read.
 
         From its local copy at its head's revision, else its record (what memory holds, growth
         looks up itself: :meth:`held`). Sentences of other writers are left out.

@@ -20,7 +20,7 @@ Position = tuple[str, int]
 
 
 class Sentences(Protocol):
-    """What growth reads each sentence's figures from: a ``dict`` will do."""
+    """What growth reads each sentence's count, similarity and cues from: a ``dict`` will do."""
 
     def get(self, position: Position, /) -> Sentence | None:
         """The sentence at ``position`` (document, index), or None if not known."""

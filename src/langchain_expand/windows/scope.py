@@ -46,7 +46,7 @@ def narrowed(
         return Scoped(current, None)
     if current is None:
         return Scoped(None, Within(lexical, doc_ids))
-    # Growth's figures serve a sentence whatever the filter, at its document's revision.
+    # The columns serve a sentence whatever the filter, at its document's revision.
     ranked = None if current.bm25 is None else current.bm25.bm25
     bm25 = None if ranked is None or ranked.documents is None else Bm25Search(ranked, ranked.documents(doc_ids))
     return Scoped(current._replace(bm25=bm25, documents=doc_ids), Within(lexical, doc_ids))

@@ -1,4 +1,4 @@
-"""Columns in memory (``windows/columns.py``), growth's figures past the snapshot's limit; one similarity everywhere."""
+"""Columns in memory (``windows/columns.py``), past the snapshot's limit (no texts); one similarity everywhere."""
 
 from __future__ import annotations
 
@@ -60,17 +60,17 @@ def test_a_sentences_similarity_does_not_depend_on_what_was_read_with_it() -> No
             assert cosines(batch, query)[place] == alone
 
 
-def test_growths_figures_are_the_local_copies_figures_at_their_revision(indexed: tuple[Any, Path]) -> None:
+def test_the_columns_hold_the_local_copies_counts_cues_and_vectors_at_their_revision(indexed: tuple[Any, Path]) -> None:
     lexical = LexicalIndex(indexed[1])
     copies: dict[str, tuple[str, list[Any]]] = {}
     for doc_id, rev, copy in lexical.copies():
         copies.setdefault(doc_id, (rev, []))[1].append(copy)
     assert len(Columns(lexical.copies())) == lexical.count() - len(copies)  # a head's copy has no vector: not held
     given = {(doc_id, rev): kept[1].vector for doc_id, (rev, kept) in copies.items()}  # as the store lists a head's
-    figures = Columns(lexical.copies(), heads=given)
-    assert len(figures) == lexical.count()
+    columns = Columns(lexical.copies(), heads=given)
+    assert len(columns) == lexical.count()
     query = np.random.default_rng(7).normal(size=384).tolist()
-    seen = Seen(figures, query)
+    seen = Seen(columns, query)
     checked = 0
     for doc_id, (rev, kept) in copies.items():
         with_vectors = [c for c in kept if c.vector is not None]
@@ -95,7 +95,7 @@ def test_growths_figures_are_the_local_copies_figures_at_their_revision(indexed:
     assert seen.sentence(("not indexed", 1), "r", "c") is None
 
 
-def test_a_sentence_has_one_similarity_whether_the_snapshot_its_figures_or_a_read_scores_it(
+def test_a_sentence_has_one_similarity_whether_the_snapshot_the_columns_or_a_read_scores_it(
     reader: Make, minilm: Embeddings
 ) -> None:
     # Growth weighs a sentence by it: the same sentence must weigh the same on every path,
@@ -104,11 +104,11 @@ def test_a_sentence_has_one_similarity_whether_the_snapshot_its_figures_or_a_rea
     lexical = retriever.lexical
     assert lexical is not None
     snapshot = snapshot_of(retriever)
-    figures = Columns(lexical.copies())
+    columns = Columns(lexical.copies())
     checked = 0
     for query in [q["query"] for q in load_queries("qmsum")[:3]]:
         vector = minilm.embed_query(query)
-        held, seen = Seen(snapshot.columns, vector), Seen(figures, vector)
+        held, seen = Seen(snapshot.columns, vector), Seen(columns, vector)
         held.scores.every()  # the snapshot scores every row at once
         copies = [(doc_id, rev, copy) for doc_id, rev, copy in lexical.copies() if copy.vector is not None]
         read = cosines([copy.vector for _, _, copy in copies], vector)  # type: ignore[misc]
@@ -122,7 +122,7 @@ def test_a_sentence_has_one_similarity_whether_the_snapshot_its_figures_or_a_rea
     assert checked > 1500
 
 
-def test_growths_figures_hold_no_python_object_per_sentence() -> None:
+def test_the_columns_hold_no_python_object_per_sentence_without_texts() -> None:
     # As BM25's postings past the limit: ten times the sentences leave what a full
     # garbage collection walks the same.
     def walked(copies: int) -> int:
@@ -136,25 +136,25 @@ def test_growths_figures_hold_no_python_object_per_sentence() -> None:
             )
             for j in range(5)
         )
-        figures = Columns(index.copies())
-        assert len(figures) == 5 * copies
+        columns = Columns(index.copies())
+        assert len(columns) == 5 * copies
         gc.collect()
-        return tracked_slots(figures)
+        return tracked_slots(columns)
 
     small, large = walked(200), walked(2000)
     assert large < small + 100, (small, large)
 
 
-def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_records(
+def test_past_the_snapshot_limit_hits_are_made_from_the_columns_as_from_their_records(
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Each hit's size, revision, cues, score and count, from the figures and the head read,
-    # equal what its sentence read gives (the figures serving nothing); none is read for one.
+    # Each hit's size, revision, cues, score and count, from the columns and the head read,
+    # equal what its sentence read gives (the columns serving nothing); none is read for one.
     queries = [q["query"] for q in load_queries("qmsum")]
     seeded: dict[str, list[tuple[list[Any], list[int]]]] = {}
     made: dict[str, int] = {}
     seeded_by = guided.Growing.seeded
-    for mode in ("figures", "records"):
+    for mode in ("columns", "records"):
         with monkeypatch.context() as patch:
             if mode == "records":
                 patch.setattr(Columns, "lookup", lambda self, *args: lambda position: None)
@@ -179,23 +179,23 @@ def test_past_the_snapshot_limit_hits_are_made_from_the_figures_as_from_their_re
             for query in queries:
                 for budget in (300, 2000):
                     assert retriever.invoke(query, max_tokens=budget)
-    assert seeded["figures"] == seeded["records"]
-    assert sum(len(hits) for hits, _ in seeded["figures"]) > 500
-    assert made == {"figures": 0, "records": made["records"]}
+    assert seeded["columns"] == seeded["records"]
+    assert sum(len(hits) for hits, _ in seeded["columns"]) > 500
+    assert made == {"columns": 0, "records": made["records"]}
     assert made["records"] > 500
 
 
-def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
+def test_past_the_snapshot_limit_the_hits_token_counts_are_the_columns(
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The hits' records were counted with tiktoken, about 55 a query; the figures hold each
+    # The hits' records were counted with tiktoken, about 55 a query; the columns hold each
     # copied sentence's count at its revision, and the hits made from them take it there, as do
-    # the local copies without the figures. With neither, every record is counted: what the spy sees.
+    # the local copies without the columns. With neither, every record is counted: what the spy sees.
     queries = [q["query"] for q in load_queries("qmsum")]
     answers: dict[str, list[list[Document]]] = {}
-    for held in ("figures", "copies", "records"):
+    for held in ("columns", "copies", "records"):
         with monkeypatch.context() as patch:
-            if held != "figures":
+            if held != "columns":
                 patch.setattr(Columns, "row", lambda self, position, rev: None)
                 patch.setattr(Columns, "lookup", lambda self, *args: lambda position: None)
             if held == "records":
@@ -213,18 +213,18 @@ def test_past_the_snapshot_limit_the_hits_token_counts_are_the_figures(
             patch.setattr(reads, "count_many", spy)
             answers[held] = [retriever.invoke(q, max_tokens=2000) for q in queries]
             assert bool(counted) == (held == "records")
-    assert answers["figures"] == answers["copies"]
+    assert answers["columns"] == answers["copies"]
     # the store's vectors and the copies' differ in the last bits: so may a score computed from them
-    assert [unscored(a) for a in answers["figures"]] == [unscored(a) for a in answers["records"]]
+    assert [unscored(a) for a in answers["columns"]] == [unscored(a) for a in answers["records"]]
 
 
 @pytest.mark.parametrize(("cache_size", "filtered"), [(20_000, False), (0, False), (20_000, True)])
-def test_past_the_snapshot_limit_growth_reads_nothing_once_its_figures_are_built(
+def test_past_the_snapshot_limit_growth_reads_nothing_once_the_columns_are_built(
     reader: Make, indexed: tuple[Any, Path], cache_size: int, filtered: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Growth knows each neighbour from the figures: the same answers, and only the windows' text is read.
+    """Growth knows each neighbour from the columns: the same answers, and only the windows' text is read.
 
-    Filtered too: the figures serve a sentence whatever the filter (a filtered query grew round by
+    Filtered too: the columns serve a sentence whatever the filter (a filtered query grew round by
     round from the copies before)."""
     during: dict[str, int] = {}  # copies read from SQLite while growth ran, by retriever
     rounds = guided.Growing.rounds
@@ -241,7 +241,7 @@ def test_past_the_snapshot_limit_growth_reads_nothing_once_its_figures_are_built
     monkeypatch.setattr(guided.Growing, "rounds", counted)
     submit = Deferred()
     lexical, other = PositionsRead(indexed[1]), PositionsRead(indexed[1])
-    lexical.name, other.name = "figures", "reads"
+    lexical.name, other.name = "columns", "reads"
     retriever = reader(performance=Performance(snapshot_limit=10, cache_size=cache_size)).model_copy(
         update={"lexical": lexical}
     )
@@ -266,18 +266,18 @@ def test_past_the_snapshot_limit_growth_reads_nothing_once_its_figures_are_built
             assert found
             alike = unscored if filtered else shown  # filtered: searched exactly, the scores' last bits differ
             assert alike(found) == alike(without.invoke(query, max_tokens=budget, **where))
-    assert during["figures"] == 0
+    assert during["columns"] == 0
     assert lexical.read  # the windows' own text
-    assert during["reads"] > 0  # without the figures, growth reads its neighbours
-    if not filtered:  # one meeting: its windows' text is most of what growth read without the figures
+    assert during["reads"] > 0  # without the columns, growth reads its neighbours
+    if not filtered:  # one meeting: its windows' text is most of what growth read without the columns
         assert len(lexical.read) < len(other.read), (len(lexical.read), len(other.read))
 
 
-def test_past_the_snapshot_limit_no_sentences_vector_is_read_once_the_figures_are_built(
+def test_past_the_snapshot_limit_no_sentences_vector_is_read_once_the_columns_are_built(
     reader: Make, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # BM25's hits that the dense search did not find are scored by their similarity to the
-    # query: read with their vectors before, from the figures now (the same similarity).
+    # query: read with their vectors before, from the columns now (the same similarity).
     asked: list[Any] = []
     sentences = reads.Reads.sentences
 
@@ -302,7 +302,7 @@ def test_past_the_snapshot_limit_no_sentences_vector_is_read_once_the_figures_ar
     assert answers[True] == answers[False]
 
 
-def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_what_it_rewrote(
+def test_past_the_snapshot_limit_columns_built_before_a_write_are_not_used_for_what_it_rewrote(
     tmp_path: Path, minilm: Embeddings
 ) -> None:
     store = chroma_store("refigured", persist_directory=tmp_path / "chroma", embeddings=minilm)
@@ -319,7 +319,7 @@ def test_past_the_snapshot_limit_figures_built_before_a_write_are_not_used_for_w
     writer.add_documents([Document(old, id="rooms"), Document("Unrelated text about rivers. Fish swim.", id="other")])
     query = "what colour is the desk"
     reader.invoke(query, max_tokens=120)
-    submit.run()  # the figures of the old text
+    submit.run()  # the columns of the old text
     assert any("red" in d.page_content for d in reader.invoke(query, max_tokens=120))
     writer.add_documents([Document(new, id="rooms")])
     assert reader._views.held is not None
