@@ -547,9 +547,7 @@ def table(name: str, data: dict, key: str = "results") -> str:
     missed = [f"{1 - ours[b]['touched']:.0%}" for b in BUDGETS]
     lines.append("| ours: contexts holding no gold | " + " | ".join(missed) + " |")
     lines.append(
-        "| ours: recall where it holds some | "
-        + " | ".join(f"{ours[b]['recall'] / max(ours[b]['touched'], 1e-9):.3f}" for b in BUDGETS)
-        + " |"
+        "| ours: recall where it holds some | " + " | ".join(_reached({BEST: ours}, b) for b in BUDGETS) + " |"
     )
     if PARENTS in data["results"] and others:
         ratios = [data["results"][PARENTS][b]["recall"] / best(others, b) for b in BUDGETS]
