@@ -9,7 +9,7 @@ embedded Chroma. Then the default query, ``invoke(q, max_tokens=2000)``, and a r
 
 - ``snapshot``: as shipped (the snapshot of the sentences in memory, up to ``performance.snapshot_limit``);
 - ``past the limit``: ``Performance(snapshot_limit=0)``, the path every query takes past the limit: BM25
-  and growth's figures in memory (timed once they are built), heads read once a change mark,
+  and the columns in memory without texts (timed once they are built), heads read once a change mark,
   the windows' sentences read from the lexical index's local copies;
 - ``store alone``: ``Performance(in_memory=False)``, nothing held in memory: the lexical index ranks every
   query, growth reads the neighbours it weighs in rounds; heads are read once a change mark and
