@@ -23,7 +23,7 @@ from langchain_expand.parents.migration import Migrated, migrate_stock_index
 from langchain_expand.store import commit
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.records import (
-    check_text,
+    checked_text,
     document_ids,
     encode_metadata,
     metadata_fingerprint,
@@ -188,10 +188,7 @@ class ParentIndexing:
 
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its parents and children, before anything is written."""
-        if not isinstance(doc.page_content, str) or not doc.page_content.strip():
-            msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
-            raise ValueError(msg)
-        check_text(doc.page_content, doc_id)
+        checked_text(doc.page_content, doc_id)
         if self.lexical is not None:
             self.lexical.check_text(doc.page_content, doc_id)
         served = SERVED_BY_PARENTS

@@ -264,6 +264,15 @@ def document_ids(documents: Sequence[Document], ids: Sequence[str | None] | None
     return out
 
 
+def checked_text(text: object, doc_id: str) -> str:
+    """A document's text to index: refused, naming the document, where it is empty or no store can write it."""
+    if not isinstance(text, str) or not text.strip():
+        msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
+        raise ValueError(msg)
+    check_text(text, doc_id)
+    return text
+
+
 def check_text(text: str, doc_id: str, what: str = "text") -> None:
     """Refuse text no store can write: a lone surrogate (half of a UTF-16 pair) has no UTF-8 form.
 

@@ -20,7 +20,7 @@ from langchain_expand.store import commit
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.indexing import DocumentIndexed
 from langchain_expand.store.lexical import copy_of
-from langchain_expand.store.records import decode_metadata, document_ids, unit_id
+from langchain_expand.store.records import checked_text, decode_metadata, document_ids, unit_id
 from langchain_expand.text.tokens import counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_START
 from langchain_expand.windows.assembly import joined_text
@@ -122,8 +122,9 @@ class SentenceIndexing(DocumentIndexed):
 
     def _prepare(self, doc: Document, doc_id: str) -> Prepared:
         """Validate one document and build its records, before anything is written."""
+        text = checked_text(doc.page_content, doc_id)
         if self.lexical is not None:
-            self.lexical.check_text(doc.page_content, doc_id)
+            self.lexical.check_text(text, doc_id)
         return prepare(
             doc,
             doc_id,

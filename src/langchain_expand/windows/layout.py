@@ -21,7 +21,7 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
 from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence
-from langchain_expand.store.records import UnitIds, check_text, encode_metadata, metadata_fingerprint, revision, unit_id
+from langchain_expand.store.records import UnitIds, encode_metadata, metadata_fingerprint, revision, unit_id
 from langchain_expand.text.prefixes import EmbeddingPrefix, checked_prefixes
 from langchain_expand.text.sentences import SentenceSplitter, Span
 from langchain_expand.text.tokens import count_spans
@@ -299,16 +299,13 @@ def prepare(
 ) -> Prepared:
     """Validate one document and build its sentence records, before anything is written.
 
-    With ``keep_counts`` (a lexical index that keeps local copies, and a counter it can name),
-    each sentence's token count and each one's joined with the next are counted here, so a
-    window's count is their sum at query time. ``check_metadata`` refuses what the store
-    would refuse, before anything of the batch is written.
+    Its text the caller has checked (:func:`~langchain_expand.store.records.checked_text`). With
+    ``keep_counts`` (a lexical index that keeps local copies, and a counter it can name), each
+    sentence's token count and each one's joined with the next are counted here, so a window's
+    count is their sum at query time. ``check_metadata`` refuses what the store would refuse,
+    before anything of the batch is written.
     """
     text = doc.page_content
-    if not isinstance(text, str) or not text.strip():
-        msg = f"Document {doc_id!r} has no text to index (empty or whitespace only). Remove it or give it text."
-        raise ValueError(msg)
-    check_text(text, doc_id)
     check_served_keys(doc.metadata, doc_id, SERVED_BY_WINDOWS, "SentenceWindowRetriever")
     split, known = _split(splitter, token_counter, text)
     spans = _checked_spans(split, len(text), doc_id)
