@@ -44,6 +44,16 @@ CONDITIONS: list[Any] = [
     {"$in": [True]},
     {"$nin": [1]},
     {"$nin": ["x", "y"]},
+    # a float against an int the record holds: Chroma cuts it toward zero first (1.5 equals 1)
+    1.5,
+    -0.5,
+    {"$ne": 1.5},
+    {"$lt": 1.5},
+    {"$gte": 0.5},
+    {"$lte": -0.5},
+    {"$in": [0.5, 2.0]},
+    {"$nin": [1.5]},
+    {"$gt": 1e20},
 ]
 FILTERS: list[dict[str, Any]] = [
     *({key: c} for key in ("a", "b", "lcx_doc") for c in CONDITIONS),
@@ -59,6 +69,9 @@ REFUSED: list[Any] = [
     {"a": {"$gt": "0"}},
     {"a": {"$eq": 1, "$ne": 2}},
     {"a": [1]},
+    {"a": float("nan")},  # a number that is not finite
+    {"a": {"$lt": float("inf")}},
+    {"a": {"$in": [1.0, float("-inf")]}},
 ]
 UNEVALUATED: list[Any] = [{"a": {"$contains": "x"}}, {"$not": {"a": 1}}]
 """What this module leaves to the store although the store may take it (it answers, or refuses, itself)."""

@@ -10,16 +10,19 @@ evaluated once on each document's head record.
 Chroma's syntax: ``{key: value}`` or ``{key: {op: value}}`` with one operator among ``$eq``,
 ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, and ``{"$and": [...]}`` /
 ``{"$or": [...]}`` of two or more. Its semantics, as measured on Chroma 1.5
-(``tests/test_filters.py`` checks each against it): an int and a float compare by value, a bool
-only equals a bool, ``$ne`` and ``$nin`` also match a record without the key, and ``$gt``-style
-operators compare numbers only. Anything else (another operator, a key a record sets for itself
-such as ``lcx_i``, a filter Chroma would refuse) is :class:`Unsupported`: the caller asks the
-store, whose answer (or error) stands.
+(``tests/test_filters.py`` checks each against it): numbers compare by value, but a float
+compared with an int that a record holds is first cut toward zero, as Chroma casts it (1.5
+equals 1, and ``$lt 1.5`` is ``$lt 1``); a bool only equals a bool, ``$ne`` and ``$nin`` also
+match a record without the key, and ``$gt``-style operators compare numbers only. Anything else
+(another operator, a key a record sets for itself such as ``lcx_i``, a number that is not
+finite, a filter Chroma would refuse) is :class:`Unsupported`: the caller asks the store, whose
+answer (or error) stands.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -37,6 +40,7 @@ _ORDER: dict[str, Callable[[float, float], bool]] = {
     "$lt": lambda a, b: a < b,
     "$lte": lambda a, b: a <= b,
 }
+_I64 = (-(2**63), 2**63 - 1)
 
 
 def said_once(message: str, *args: object) -> None:
@@ -89,17 +93,19 @@ def matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
         return found if op == "$in" else not found
     if not isinstance(held, int | float) or isinstance(held, bool):  # absent, or not a number
         return False
-    return _ORDER[op](held, operand)
+    return _ORDER[op](held, _as_compared(held, operand))
 
 
 def _operator(value: Any) -> tuple[str, Any]:
     """A key's condition as ``(operator, operand)``, checked as Chroma checks it."""
     if isinstance(value, _SCALARS):
-        return "$eq", value
+        return "$eq", _finite(value)
     if not isinstance(value, Mapping) or len(value) != 1:
         msg = f"a key's condition is a str, int, float, bool or one operator, got {value!r}"
         raise Unsupported(msg)
     ((op, operand),) = value.items()
+    for x in operand if isinstance(operand, list) else [operand]:
+        _finite(x)
     if op in ("$eq", "$ne") and isinstance(operand, _SCALARS):
         return op, operand
     if op in _ORDER and isinstance(operand, int | float) and not isinstance(operand, bool):
@@ -110,6 +116,14 @@ def _operator(value: Any) -> tuple[str, Any]:
     raise Unsupported(msg)
 
 
+def _finite(value: Any) -> Any:
+    """``value``, unless it is a float that is not finite (NaN, infinity): Chroma refuses those."""
+    if isinstance(value, float) and not math.isfinite(value):
+        msg = f"Chroma refuses a number that is not finite, got {value!r}"
+        raise Unsupported(msg)
+    return value
+
+
 def _one_kind(values: list[Any]) -> bool:
     """Whether a list operand is all str, all bool or all numbers (Chroma refuses a mix)."""
     kinds = {"bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else type(v) for v in values}
@@ -117,12 +131,19 @@ def _one_kind(values: list[Any]) -> bool:
 
 
 def _equal(held: Any, operand: Any) -> bool:
-    """Chroma's equality: an int and a float by value, a bool only to a bool, a str only to a str."""
+    """Chroma's equality: numbers by value (:func:`_as_compared`), a bool only to a bool, a str only to a str."""
     if isinstance(held, bool) or isinstance(operand, bool):
         return isinstance(held, bool) and isinstance(operand, bool) and held == operand
     if isinstance(held, str) or isinstance(operand, str):
         return isinstance(held, str) and isinstance(operand, str) and held == operand
-    return bool(held == operand)
+    return bool(held == _as_compared(held, operand))
+
+
+def _as_compared(held: Any, operand: Any) -> Any:
+    """``operand`` as Chroma compares it with ``held``: a float against an int, cut toward zero into an int64."""
+    if isinstance(held, int) and not isinstance(held, bool) and isinstance(operand, float):
+        return min(max(math.trunc(operand), _I64[0]), _I64[1])
+    return operand
 
 
 def _keys(where: Any) -> list[str]:
