@@ -52,6 +52,7 @@ CONDITIONS: list[Any] = [
     {"$gte": 0.5},
     {"$lte": -0.5},
     {"$in": [0.5, 2.0]},
+    {"$in": [1.0, 2.0]},
     {"$nin": [1.5]},
     {"$gt": 1e20},
 ]
@@ -66,6 +67,8 @@ REFUSED: list[Any] = [
     {"$and": [{"a": 2}]},  # one part
     {"a": {"$in": []}},
     {"a": {"$in": [1, "1"]}},  # mixed kinds
+    {"a": {"$in": [1, 2.0]}},  # an int and a float: two kinds to Chroma
+    {"a": {"$nin": [0.5, 1]}},
     {"a": {"$gt": "0"}},
     {"a": {"$eq": 1, "$ne": 2}},
     {"a": [1]},

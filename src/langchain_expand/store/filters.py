@@ -125,9 +125,9 @@ def _finite(value: Any) -> Any:
 
 
 def _one_kind(values: list[Any]) -> bool:
-    """Whether a list operand is all str, all bool or all numbers (Chroma refuses a mix)."""
-    kinds = {"bool" if isinstance(v, bool) else "number" if isinstance(v, int | float) else type(v) for v in values}
-    return len(kinds) == 1 and kinds <= {"bool", "number", str}
+    """Whether a list operand is all str, all bool, all int or all float (Chroma refuses a mix, ``[1, 2.0]`` too)."""
+    kinds = {type(v) for v in values}
+    return len(kinds) == 1 and kinds <= {bool, int, float, str}
 
 
 def _equal(held: Any, operand: Any) -> bool:
