@@ -26,7 +26,9 @@ _RING = 4
 
 GROWTH_ROUNDS = 6
 """Fetch-and-grow rounds at most per search; with everything in memory growth runs once. Each
-round grows from the seeds again, knowing more; the last ends with the growth full knowledge gives."""
+round grows from the seeds again, knowing more; before the last, every sentence within
+``max_radius`` of a seed is read (a long table grows four rows a round), so the last grows as
+full knowledge does: what memory holds changes no window."""
 
 _SEED_RING = 1
 """The sentences this far on each side of every seed, fetched before the first round (else it
@@ -128,7 +130,10 @@ class Growing:
                 full=self.plan.policy.growth_full,
             )
             if not growth.wanted or attempt == GROWTH_ROUNDS:
-                break  # what is still wanted comes with the units' text
+                break  # after the last fetch nothing growth can weigh is unknown
+            if attempt == GROWTH_ROUNDS - 1:  # all it can reach, so the last round knows everything
+                ahead = [(s.doc_id, j) for s in seeds for j in _around(s.index, s.n, self.plan.max_radius)]
+                continue
             ahead = [
                 (doc, j)
                 for (doc, i), way in growth.wanted.items()
