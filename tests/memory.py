@@ -15,6 +15,7 @@ from langchain_expand import (
     Performance,
     SentenceWindowRetriever,
     TokenCounter,
+    chroma_store,
 )
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import tie_ordered
@@ -198,3 +199,26 @@ def ranked_bm25(lexical: BaseLexicalIndex) -> Bm25:
     for _ in listed.take(lexical.copies()):
         pass
     return listed.bm25()
+
+
+def in_every_mode(root: Path, embeddings: Any, documents: list[Document]) -> dict[str, SentenceWindowRetriever]:
+    """``documents`` indexed under ``root`` (Chroma searched exactly); a warmed retriever over them in each mode."""
+    store = chroma_store("modes", persist_directory=root / "chroma", embeddings=embeddings, ef_search=4096)
+    path = root / "lexical.sqlite"
+    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path)).add_documents(documents)
+    retrievers = {
+        m: SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), **kw) for m, kw in MODES.items()
+    }
+    for retriever in retrievers.values():
+        retriever.warm()
+    return retrievers
+
+
+def answered_alike(
+    retrievers: Mapping[str, SentenceWindowRetriever], query: str, **call: Any
+) -> list[tuple[str, dict]]:
+    """The answer every mode gives to ``query`` (asserted one and the same), without scores."""
+    answers = {m: unscored(r.invoke(query, **call)) for m, r in retrievers.items()}
+    for mode, answer in answers.items():
+        assert answer == answers["in memory"], (mode, query, call, spans(answer), spans(answers["in memory"]))
+    return answers["in memory"]

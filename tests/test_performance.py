@@ -17,7 +17,7 @@ from langchain_expand import (
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, as_documents, load_docs, load_queries
-from .memory import MODES, Deferred, shown, spans, unscored
+from .memory import MODES, Deferred, answered_alike, in_every_mode, shown, spans, unscored
 
 
 def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keeps_nothing(reader: Make) -> None:
@@ -105,9 +105,7 @@ def test_tenants_filters_answer_alike_in_every_memory_mode_and_keep_to_their_doc
         Document(r["text"], id=r["doc_id"], metadata={"tenant": tenant[r["doc_id"]], "size": size[r["doc_id"]]})
         for r in rows
     ]
-    store = chroma_store("tenants", persist_directory=tmp_path / "chroma", embeddings=minilm, ef_search=4096)
-    path = tmp_path / "lexical.sqlite"
-    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path)).add_documents(documents)
+    retrievers = in_every_mode(tmp_path, minilm, documents)
     median = sorted(size.values())[len(size) // 2]
     first, second = rows[0]["doc_id"], rows[1]["doc_id"]
     wheres = {  # each filter, and the documents it passes (worked out here, not by the library)
@@ -120,19 +118,12 @@ def test_tenants_filters_answer_alike_in_every_memory_mode_and_keep_to_their_doc
         "$or": ({"$or": [{"doc_id": first}, {"tenant": "b"}]}, {first} | {d for d, t in tenant.items() if t == "b"}),
         "$nin": ({"doc_id": {"$nin": [first, second]}}, set(tenant) - {first, second}),
     }
-    retrievers = {
-        m: SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), **kw) for m, kw in MODES.items()
-    }
-    for retriever in retrievers.values():
-        retriever.warm()
     for q in load_queries("tatqa")[::20]:
         for name, (where, passed) in wheres.items():
             for call in ({"max_tokens": 1000}, {"k": 3}):
-                answers = {m: unscored(r.invoke(q["query"], filter=where, **call)) for m, r in retrievers.items()}
-                for mode, answer in answers.items():
-                    assert answer == answers["in memory"], (mode, name, call, q["query"])
-                assert answers["in memory"]
-                assert {meta["doc_id"] for _, meta in answers["in memory"]} <= passed, (name, q["query"])
+                answer = answered_alike(retrievers, q["query"], filter=where, **call)
+                assert answer
+                assert {meta["doc_id"] for _, meta in answer} <= passed, (name, q["query"])
 
 
 def test_a_long_table_grows_alike_in_every_memory_mode(tmp_path: Path, minilm: Embeddings) -> None:
@@ -145,20 +136,10 @@ def test_a_long_table_grows_alike_in_every_memory_mode(tmp_path: Path, minilm: E
         f"| {words[i * 7 % 10]} {words[i % 10]} | {i} |" for i in range(200)
     )
     prose = " ".join(f"Sentence {i} says {words[i % 10]} and {words[i * 3 % 10]}." for i in range(120))
-    store = chroma_store("table", persist_directory=tmp_path / "chroma", embeddings=minilm, ef_search=4096)
-    path = tmp_path / "lexical.sqlite"
-    documents = [Document(table, id="table"), Document(prose, id="prose")]
-    SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path)).add_documents(documents)
-    retrievers = {
-        m: SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), **kw) for m, kw in MODES.items()
-    }
-    for retriever in retrievers.values():
-        retriever.warm()
+    retrievers = in_every_mode(tmp_path, minilm, [Document(table, id="table"), Document(prose, id="prose")])
     for query in ("revenue 2019", "gamma delta", "income"):
         for call in ({"max_tokens": 400, "filter": {"doc_id": "table"}}, {"max_tokens": 600}):
-            answers = {m: unscored(r.invoke(query, **call)) for m, r in retrievers.items()}
-            for mode, answer in answers.items():
-                assert answer == answers["in memory"], (mode, query, call, spans(answer), spans(answers["in memory"]))
+            answered_alike(retrievers, query, **call)
     grown = retrievers["nothing kept"].invoke("revenue 2019", max_tokens=400, filter={"doc_id": "table"})
     assert max(d.metadata["span"][1] - d.metadata["span"][0] for d in grown) > 24  # rows past six rounds of four
 
