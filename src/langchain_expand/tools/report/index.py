@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
@@ -20,9 +19,6 @@ from langchain_expand.units import (
     STORED_REV,
     STORED_START,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["read_index", "read_once", "read_records"]
 
