@@ -27,7 +27,7 @@ from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues_code
 from langchain_expand.units import STORED_DOC
 
-__all__ = ["HeadsAtMark", "SentenceCache", "own_vector"]
+__all__ = ["HeadsAtMark", "SentenceCache", "completed", "own_vector"]
 
 
 class SentenceCache:
@@ -65,19 +65,13 @@ class SentenceCache:
         return found
 
     def keep_copies(self, doc_id: str, rev: str, copies: Iterable[tuple[LocalSentence, Cues]], size: int) -> None:
-        """Hold ``copies`` of ``doc_id`` at revision ``rev`` with their cues; keep at most ``size`` in all.
-
-        A copy held already keeps the vector and the count that the new one lacks.
-        """
+        """Hold ``copies`` of ``doc_id`` at ``rev`` with their cues (:func:`completed`); at most ``size`` in all."""
         with self._lock:
             for copy, found in copies:
                 key = (doc_id, rev, copy.i)
                 old = self._copies.get(key)
                 if old is not None and (copy.vector is None or copy.tokens is None):
-                    held = LocalSentence._make(old[:-1])
-                    copy = copy._replace(vector=held.vector) if copy.vector is None else copy
-                    if copy.tokens is None:  # its counts, by the counter that made them
-                        copy = copy._replace(tokens=held.tokens, counter=held.counter, joined=held.joined)
+                    copy = completed(copy, LocalSentence._make(old[:-1]))
                 self._copies[key] = (*copy, cues_code(found))  # a NamedTuple stays tracked
                 self._copies.move_to_end(key)
             while len(self._copies) > size:
@@ -128,6 +122,19 @@ class HeadsAtMark:
             for doc, vector in heads:
                 if doc.id is not None and len(self._heads) < self.size:
                     self._heads[doc.id] = (doc, own_vector(vector))
+
+
+def completed(copy: LocalSentence, old: LocalSentence) -> LocalSentence:
+    """``copy`` with what ``old``, the same sentence at its revision, knew and it does not.
+
+    A sentence is one copy, wherever read: a head's local copy is written without its vector,
+    a record made into a copy without counts.
+    """
+    if copy.vector is None:
+        copy = copy._replace(vector=old.vector)
+    if copy.tokens is None:
+        copy = copy._replace(tokens=old.tokens, counter=old.counter, joined=old.joined)
+    return copy
 
 
 def own_vector(vector: Vector) -> np.ndarray:

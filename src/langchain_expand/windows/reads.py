@@ -22,7 +22,7 @@ from langchain_expand.store.records import record_cues, unit_id
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
-from langchain_expand.windows.cache import SentenceCache, own_vector
+from langchain_expand.windows.cache import SentenceCache, completed, own_vector
 from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
 from langchain_expand.windows.similarity import cosines
@@ -323,17 +323,10 @@ class Reads:
         self._keep(learned)
 
     def _put(self, position: Position, read: Read) -> None:
-        """Hold ``read``; a read at the revision of one held already keeps what that one knew and it does not.
-
-        A sentence is one copy, wherever read: a head's local copy is written without its vector,
-        and a record made into a copy has no token count.
-        """
+        """Hold ``read``; a read at the revision of one held already keeps what that one knew (:func:`completed`)."""
         before = self._read.get(position)
         if before is not None and before.rev == read.rev:
-            copy, old = read.copy, before.copy
-            if copy.tokens is None:
-                copy = copy._replace(tokens=old.tokens, counter=old.counter, joined=old.joined)
-            read = read._replace(copy=copy if copy.vector is not None else copy._replace(vector=old.vector))
+            read = read._replace(copy=completed(read.copy, before.copy))
         self._read[position] = read
 
     def _keep(self, positions: Iterable[Position]) -> None:
