@@ -52,7 +52,7 @@ def made(hits: list[Hit], ranking: Ranking) -> tuple[list[tuple[Any, ...]], list
 def test_every_memory_mode_makes_the_same_hits_with_the_same_counts(indexed: tuple[Any, Path]) -> None:
     # One ranking, three sources of a hit: the snapshot, the columns past its limit, the
     # records read. With the dense search exact, the hits are the same to the last
-    # count, in the order reciprocal rank fusion gives, guided (ids first) and fixed alike.
+    # count, in the order fusion by both scores gives, guided (ids first) and fixed alike.
     store, path = indexed
     retrievers = {
         mode: SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), **kw) for mode, kw in MODES.items()

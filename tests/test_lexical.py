@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
-from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import (
@@ -34,8 +34,8 @@ from langchain_expand import (
     chroma_store,
 )
 from langchain_expand.store.adapters.chroma import ChromaAdapter
-from langchain_expand.store.lexical import LexicalHit, LocalSentence
-from langchain_expand.store.search import fuse
+from langchain_expand.store.lexical import LexicalHit, LocalSentence, Within
+from langchain_expand.store.search import fuse, fuse_scores
 from langchain_expand.store.words import fts_text, fts_words, words
 from langchain_expand.windows import bm25 as bm25_module
 from langchain_expand.windows import layout
@@ -69,7 +69,8 @@ def test_bm25_puts_the_sentence_with_the_rare_exact_term_first() -> None:
     index.replace([("report", "r1", ROWS)])
     found = index.search("what were the 1,452.4 sales", 3)
     assert (found[0].doc_id, found[0].index, found[0].rev) == ("report", 0, "r1")
-    assert [h.rank for h in found] == list(range(len(found)))
+    assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)
+    assert found[-1].score > 0
     assert index.search("zebra", 3) == []
 
 
@@ -158,6 +159,19 @@ def test_reciprocal_rank_fusion_rewards_agreement() -> None:
     assert fused[0] == ("d", 3)  # in both rankings
     assert set(fused) == {("d", 1), ("d", 2), ("d", 3), ("d", 9)}
     assert fused.index(("d", 1)) < fused.index(("d", 9))  # a tie goes to the first ranking
+
+
+def test_fusion_by_scores_weighs_where_each_candidate_lies_in_both_ranges() -> None:
+    # issue #50: the windows' candidates by 0.6 x dense + 0.4 x BM25, each min-max normalised
+    dense = [0.80, 0.79, 0.78, 0.40, 0.41]
+    bm25 = [0.0, 0.0, 9.0, 12.0, 0.0]
+    # 2: 0.6 x 0.95 + 0.4 x 0.75 leads; 0 and 1 on dense alone (0.6, 0.585) pass BM25's best,
+    # last in dense (0.4), as reciprocal rank fusion would not; 4 is weak in both
+    assert fuse_scores(dense, bm25) == [2, 0, 1, 3, 4]
+    assert fuse_scores(dense, bm25, weight=0.5) == [2, 0, 3, 1, 4]  # 3 ties 0 (0.5), and follows it
+    assert fuse_scores([0.5, 0.5], [0.0, 0.0]) == [0, 1]  # no range: ties keep the candidates' order
+    assert fuse_scores([0.2, 0.9], [3.0, 3.0]) == [1, 0]  # BM25 alike: dense decides
+    assert fuse_scores([], []) == []
 
 
 TEXT = "One sentence here. Two sentences now. Three of them. Four and more. Five at last."
@@ -420,7 +434,7 @@ def test_the_snapshots_bm25_ranks_every_query_as_fts5_does() -> None:
         texts += [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
     index = LexicalIndex()
     index.replace([("d", "r", copied(texts))])
-    bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    bm25 = Bm25.of(texts, lambda row, score: LexicalHit("d", row, "r", score))
     queries = [q["query"] for q in load_queries("emanual")[:10] + load_queries("friendsqa")[:10]]
     queries += ["cafe", "CAFÉ", "snake_case", "x ray", "1,452.4", "strasse", "orsted", "ok", "", "?!"]
     queries += ["cat", "the cat mat"]
@@ -442,7 +456,7 @@ def test_bm25_within_some_documents_ranks_as_fts5_does() -> None:
         sentences = [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
         index.replace([(doc["doc_id"], "r", sentences)])
         rows += [(doc["doc_id"], i, text) for i, text in enumerate(sentences)]
-    bm25 = Bm25.of([t for *_, t in rows], lambda row, rank: LexicalHit(rows[row][0], rows[row][1], "r", rank))
+    bm25 = Bm25.of([t for *_, t in rows], lambda row, score: LexicalHit(rows[row][0], rows[row][1], "r", score))
     queries = [q["query"] for q in load_queries("emanual")[:5] + load_queries("friendsqa")[:5]]
     queries += [q["query"] for q in load_queries("tatqa")[:5]] + ["the", "revenue 2019", ""]
     ids = [d["doc_id"] for d in docs]
@@ -471,7 +485,7 @@ def test_bm25_lists_only_what_can_be_among_the_best_and_ranks_as_fts5_does(
     # a common word's rows. FTS5 itself is the oracle.
     index = LexicalIndex()
     index.replace([("d", "r", texts)])
-    bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    bm25 = Bm25.of(texts, lambda row, score: LexicalHit("d", row, "r", score))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(bm25_module, "_SEEDS", seeds)
         assert bm25.search(query, k) == index.search(query, k)
@@ -604,7 +618,7 @@ def test_bm25_finds_the_words_of_every_script_alike_in_fts5_in_memory_and_past_t
     texts = [SCRIPTS[name][0] for name in names] + ["An English sentence about xray machines and cafés."] * 3
     index = LexicalIndex()
     index.replace([("d", "r", copied(texts))])
-    bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    bm25 = Bm25.of(texts, lambda row, score: LexicalHit("d", row, "r", score))
     listed = ranked_bm25(index)
     assert listed is not None
     for row, name in enumerate(names):
@@ -658,13 +672,14 @@ def test_an_index_written_before_its_rows_table_gets_it_on_open_and_deletes_by_i
     assert [hit.doc_id for hit in reopened.search("apples pears plums", 5)] == ["b"]
 
 
-def test_a_query_in_any_script_finds_its_document_alike_in_every_memory_mode(tmp_path: Path) -> None:
-    # Vectors that mean nothing: only BM25 finds each script's sentence. In memory, past the
-    # snapshot's limit and with nothing in memory (FTS5 ranks), every answer is the same and
-    # holds the query's own document.
-    store = chroma_store(
-        "scripts", persist_directory=tmp_path / "chroma", embeddings=DeterministicFakeEmbedding(size=16)
-    )
+def test_a_query_in_any_script_finds_its_document_alike_in_every_memory_mode(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    # MiniLM reads English: in most of these scripts only BM25 tells the sentences apart, and
+    # fusion by both scores must still put the query's own sentence among the 4 best. In
+    # memory, past the snapshot's limit and with nothing in memory (FTS5 ranks and scores),
+    # every answer is the same.
+    store = chroma_store("scripts", persist_directory=tmp_path / "chroma", embeddings=minilm)
     lexical_path = tmp_path / "lexical.sqlite"
     SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(lexical_path)).add_documents(
         [Document(text, id=name) for name, (text, _) in SCRIPTS.items()]
@@ -683,3 +698,25 @@ def test_a_query_in_any_script_finds_its_document_alike_in_every_memory_mode(tmp
 def copied(texts: list[str]) -> list[LocalSentence]:
     """``texts`` as one document's local copies: ranked, and listed for BM25 in memory."""
     return [LocalSentence(i, text, 0, len(text), " ") for i, text in enumerate(texts)]
+
+
+def test_a_named_sentences_bm25_score_is_the_one_search_gives_it_in_fts5_and_in_memory() -> None:
+    # issue #50: fusion weighs every candidate by its BM25 score, not only BM25's best, so the
+    # score of a sentence named by the dense ranking must be the one a search gives it, to
+    # the last bit, wherever BM25 is read; one without the query's words, at another
+    # revision or unknown, scores nothing
+    docs = load_docs("emanual")[:1] + load_docs("friendsqa")[:2]
+    index = LexicalIndex()
+    for doc in docs:
+        sentences = [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
+        index.replace([(doc["doc_id"], "r", copied(sentences))])
+    listed = ranked_bm25(index)
+    queries = [q["query"] for q in load_queries("emanual")[:5] + load_queries("friendsqa")[:5]] + ["the", ""]
+    for query in queries:
+        everything = {(h.doc_id, h.index, h.rev): h.score for h in index.search(query, 100_000)}
+        named = [*list(everything)[::7], (docs[0]["doc_id"], 0, "another"), ("unknown", 0, "r")]
+        named += [(d["doc_id"], i, "r") for d in docs for i in range(3)]  # some hold no word of the query
+        expected = {key: everything[key] for key in named if key in everything}
+        assert index.scores(query, named) == expected == listed.scores(query, named), query
+        assert Within(index, frozenset([docs[1]["doc_id"]])).scores(query, named) == expected
+    assert index.scores("the", []) == {} == listed.scores("", [(docs[0]["doc_id"], 0, "r")])

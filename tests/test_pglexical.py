@@ -56,7 +56,7 @@ def test_bm25_in_postgresql_ranks_every_query_as_fts5_and_the_snapshot_do(postgr
     index, fts5 = fresh(postgres_url), LexicalIndex()
     index.replace([("d", "r", texts)])
     fts5.replace([("d", "r", texts)])
-    bm25 = Bm25.of(texts, lambda row, rank: LexicalHit("d", row, "r", rank))
+    bm25 = Bm25.of(texts, lambda row, score: LexicalHit("d", row, "r", score))
     queries = [q["query"] for q in load_queries("emanual")[:10] + load_queries("friendsqa")[:10]]
     queries += ["cafe", "CAFÉ", "1,452.4", "ok", '"unbalanced', "price AND NOT sales", "pri*", "", "?!"]
     for query in queries:
@@ -286,3 +286,16 @@ def test_tables_written_before_words_kept_marks_are_recounted_once_on_open(postg
     reopened = PostgresLexicalIndex(postgres_url, table=index.table)
     assert [(h.index, h.rev) for h in reopened.search(SCRIPTS["devanagari"][1], 2)] == [(0, "r")]
     assert reopened.search("plain", 1)[0].index == 1
+
+
+def test_a_named_sentences_bm25_score_in_postgresql_is_fts5s(postgres_url: str) -> None:
+    # issue #50: fusion reads the BM25 score of each candidate; every index gives the same, to the last bit
+    docs = load_docs("emanual")[:1] + load_docs("friendsqa")[:2]
+    index, fts5 = fresh(postgres_url), LexicalIndex()
+    for doc in docs:
+        sentences = [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
+        index.replace([(doc["doc_id"], "r", sentences)])
+        fts5.replace([(doc["doc_id"], "r", sentences)])
+    for query in [q["query"] for q in load_queries("emanual")[:5] + load_queries("friendsqa")[:5]] + ["the", ""]:
+        named = [(d["doc_id"], i, "r") for d in docs for i in range(0, 400, 3)] + [("unknown", 0, "r")]
+        assert index.scores(query, named) == fts5.scores(query, named), query

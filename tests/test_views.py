@@ -64,10 +64,10 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
     ranking = held.bm25
     assert ranking is not None
     asked: list[str] = []
-    ranked = ranking.search
-    ranking.search = lambda query, k, within=None: asked.append(query) or ranked(query, k, within)  # type: ignore[method-assign]
+    scored = ranking.scored
+    ranking.scored = lambda query: asked.append(query) or scored(query)  # type: ignore[method-assign]
     retriever.invoke(queries[1], max_tokens=1000)
-    assert asked == [queries[1]]  # ranked once a query, in memory
+    assert asked == [queries[1]]  # scored once a query, in memory: its search and the candidates' scores
 
 
 def test_past_the_snapshot_limit_a_write_is_ranked_by_the_next_query(tmp_path: Path, minilm: Embeddings) -> None:

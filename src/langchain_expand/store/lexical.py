@@ -2,10 +2,10 @@
 
 Dense sentence vectors miss exact terms: numbers, names, codes, rare words. A lexical index
 ranks every indexed sentence by BM25; the window retriever fuses that ranking with the dense
-one (reciprocal rank fusion) before expansion. It is written by the retriever's own indexing
-protocol (a document's rows are replaced in one transaction, before its head is committed),
-so it never holds a sentence the vector store has not, and readers check versions exactly as
-they do for dense hits.
+one before expansion, each candidate by both scores (the parents retriever by reciprocal
+rank). It is written by the retriever's own indexing protocol (a document's rows are replaced
+in one transaction, before its head is committed), so it never holds a sentence the vector
+store has not, and readers check versions exactly as they do for dense hits.
 
 It keeps a local copy of each sentence record too: its position, the text between it and the
 next, its token count and its vector. A guided query reads a few hundred neighbours; from a
@@ -43,12 +43,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class LexicalHit:
-    """A sentence the lexical ranking found: its document, position, version and BM25 rank."""
+    """A sentence the lexical ranking found: its document, position, version and BM25 score."""
 
     doc_id: str
     index: int
     rev: str
-    rank: int
+    score: float
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,10 @@ class Within:
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """The ``k`` best of ``doc_ids``' sentences by BM25, best first."""
         return self.index.search(query, k, self.doc_ids)
+
+    def scores(self, query: str, sentences: Collection[tuple[str, int, str]]) -> dict[tuple[str, int, str], float]:
+        """See :meth:`BaseLexicalIndex.scores` (a score does not depend on the filter)."""
+        return self.index.scores(query, sentences)
 
 
 class LocalSentence(NamedTuple):
@@ -168,6 +172,14 @@ class BaseLexicalIndex(ABC):
         rare terms up. With ``within`` (document ids: a filtered query's), only their sentences
         are returned, scored as without it (the idf of the whole index), as a store's filter
         narrows its search.
+        """
+
+    @abstractmethod
+    def scores(self, query: str, sentences: Collection[tuple[str, int, str]]) -> dict[tuple[str, int, str], float]:
+        """The BM25 score of each ``(doc_id, index, rev)`` held that holds a query word, as :meth:`search` scores it.
+
+        Fusion weighs every candidate by both rankings' scores, not only those BM25 ranked
+        among its best; a sentence left out scores 0.
         """
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -260,22 +261,35 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         terms = sorted(set(words(query)))
         if not terms or k < 1:
             return []
+        where, narrowed = ("", {}) if within is None else ("WHERE h.doc_id = ANY(:within) ", {"within": list(within)})
+        rows = self._scored(terms, where, "ORDER BY score DESC, h.seq LIMIT :k", k=k, **narrowed)
+        return [LexicalHit(str(d), int(i), str(rev), float(score)) for d, i, rev, score in rows]
+
+    def scores(self, query: str, sentences: Collection[tuple[str, int, str]]) -> dict[tuple[str, int, str], float]:
+        """See :meth:`BaseLexicalIndex.scores`: the sums of the sentences' documents' rows."""
+        terms, wanted = sorted(set(words(query))), set(sentences)
+        if not terms or not wanted:
+            return {}
+        rows = self._scored(terms, "WHERE h.doc_id = ANY(:within) ", "", within=sorted({d for d, _, _ in wanted}))
+        found = {(str(d), int(i), str(rev)): float(score) for d, i, rev, score in rows}
+        return {key: score for key, score in found.items() if key in wanted}
+
+    def _scored(self, terms: list[str], where: str, order: str, **arguments: Any) -> list[Any]:
+        """Each row holding one of ``terms`` (``where`` narrows them), with its BM25 score, as FTS5 sums it."""
         t = self.table
         statement = sa.text(
             f"WITH stats AS (SELECT COUNT(*)::float8 AS n, COALESCE(AVG(length), 0)::float8 AS average FROM {t}), "
             f"hits AS (SELECT term, doc_id, i, rev, seq, length, tf FROM {t}_words WHERE term = ANY(:terms)), "
             "idf AS (SELECT term, LN((MIN(stats.n) - COUNT(*) + 0.5) / (COUNT(*) + 0.5)) AS w "
             "FROM hits CROSS JOIN stats GROUP BY term) "
-            "SELECT h.doc_id, h.i, h.rev FROM hits AS h JOIN idf ON idf.term = h.term CROSS JOIN stats "
-            + ("" if within is None else "WHERE h.doc_id = ANY(:within) ")
-            + "GROUP BY h.doc_id, h.i, h.rev, h.seq "
-            "ORDER BY SUM(CASE WHEN idf.w > 0 THEN idf.w ELSE 1e-6 END * h.tf * (:k1 + 1.0) / (h.tf + :k1 * "
-            "(1.0 - :b + :b * h.length / CASE WHEN stats.average > 0 THEN stats.average ELSE 1.0 END)) "
-            # summed in the query's word order, as FTS5 and the snapshot sum: ties stay exact ties
-            'ORDER BY h.term COLLATE "C") DESC, h.seq '
-            "LIMIT :k"
+            "SELECT h.doc_id, h.i, h.rev, "
+            "SUM(CASE WHEN idf.w > 0 THEN idf.w ELSE 1e-6 END * (h.tf * (:k1 + 1.0) / (h.tf + :k1 * "
+            "(1.0 - :b + :b * h.length / CASE WHEN stats.average > 0 THEN stats.average ELSE 1.0 END))) "
+            # each term's share as FTS5 takes it (idf times the rest), summed in the query's word
+            # order, as FTS5 and the snapshot sum: the same score to the last bit
+            'ORDER BY h.term COLLATE "C") AS score '
+            f"FROM hits AS h JOIN idf ON idf.term = h.term CROSS JOIN stats {where}"
+            f"GROUP BY h.doc_id, h.i, h.rev, h.seq {order}"
         )
         with self._engine.connect() as conn:
-            arguments = {"terms": terms, "k": k, "k1": self.K1, "b": self.B}
-            rows = conn.execute(statement, {**arguments, **({} if within is None else {"within": list(within)})}).all()
-        return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
+            return list(conn.execute(statement, {"terms": terms, "k1": self.K1, "b": self.B, **arguments}).all())

@@ -17,6 +17,7 @@ from langchain_expand.store.adapters import Scored, StoreAdapter
 from langchain_expand.store.adapters.base import matched
 
 __all__ = [
+    "DENSE_WEIGHT",
     "MAX_QUERY_CHARS",
     "OVERFETCH_LIMIT",
     "RRF_K",
@@ -24,6 +25,7 @@ __all__ = [
     "Scored",
     "VectorSearch",
     "fuse",
+    "fuse_scores",
     "overfetch",
 ]
 
@@ -134,6 +136,26 @@ def overfetch(search: Callable[[int], R], first: int, need: int) -> Iterator[R]:
 
 RRF_K = 60
 """The constant of reciprocal rank fusion (Cormack et al., 2009): 1 / (60 + rank)."""
+
+
+DENSE_WEIGHT = 0.6
+"""The dense score's weight in :func:`fuse_scores`, BM25's the rest (``benchmarks/README.md``)."""
+
+
+def fuse_scores(dense: Sequence[float], lexical: Sequence[float], weight: float = DENSE_WEIGHT) -> list[int]:
+    """Candidates' order by ``weight * dense + (1 - weight) * lexical``, each min-max normalised over them.
+
+    Every candidate (either ranking's) is scored by both: where it lies in each score's range
+    decides, so a sentence far ahead in one ranking and fair in the other leads, where reciprocal
+    rank fusion (:func:`fuse`) sees only ranks. Ties keep the candidates' order.
+    """
+
+    def normalised(scores: Sequence[float]) -> list[float]:
+        low, high = min(scores, default=0.0), max(scores, default=0.0)
+        return [(s - low) / (high - low) if high > low else 0.0 for s in scores]
+
+    blended = [weight * d + (1.0 - weight) * w for d, w in zip(normalised(dense), normalised(lexical), strict=True)]
+    return sorted(range(len(blended)), key=lambda j: -blended[j])
 
 
 def fuse(*rankings: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:

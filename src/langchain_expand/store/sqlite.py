@@ -307,11 +307,29 @@ class LexicalIndex(BaseLexicalIndex):
         arguments = (expression, k) if within is None else (expression, json.dumps(list(within)), k)
         with self._lock:
             rows = self._db.execute(
-                f"SELECT doc_id, i, rev FROM {self.table} WHERE {self.table} MATCH ?{scoped} "
+                f"SELECT doc_id, i, rev, -bm25({self.table}) FROM {self.table} WHERE {self.table} MATCH ?{scoped} "
                 f"ORDER BY bm25({self.table}), rowid LIMIT ?",  # ties in the order written, as in memory
                 arguments,
             ).fetchall()
-        return [LexicalHit(str(d), int(i), str(rev), rank) for rank, (d, i, rev) in enumerate(rows)]
+        return [LexicalHit(str(d), int(i), str(rev), float(score)) for d, i, rev, score in rows]
+
+    def scores(self, query: str, sentences: Collection[tuple[str, int, str]]) -> dict[tuple[str, int, str], float]:
+        """See :meth:`BaseLexicalIndex.scores`: the rows of the sentences' documents that match, by their map."""
+        terms, wanted = sorted(set(words(query))), set(sentences)
+        if not terms or not wanted:
+            return {}
+        expression = " OR ".join(f'"{fts_text([term])}"' for term in terms)
+        documents, rows = sorted({doc_id for doc_id, _, _ in wanted}), []
+        with self._lock:
+            for at in range(0, len(documents), _MAX_VARIABLES):
+                chunk = documents[at : at + _MAX_VARIABLES]
+                rows += self._db.execute(
+                    f"SELECT doc_id, i, rev, -bm25({self.table}) FROM {self.table} WHERE {self.table} MATCH ? "
+                    f"AND rowid IN (SELECT row FROM {self.table}_rows WHERE doc_id IN ({', '.join('?' * len(chunk))}))",
+                    [expression, *chunk],
+                ).fetchall()
+        found = {(str(d), int(i), str(rev)): float(score) for d, i, rev, score in rows}
+        return {key: score for key, score in found.items() if key in wanted}
 
 
 _ROWS = 4096

@@ -9,13 +9,21 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 from langchain_expand.store.lexical import LexicalHit, LocalSentence
 from langchain_expand.store.words import words
 
-__all__ = ["Bm25", "Bm25Search", "Listed", "Words"]
+__all__ = ["Bm25", "Bm25Scores", "Bm25Search", "Listed", "Words"]
+
+
+class Bm25Scores(NamedTuple):
+    """One query's BM25: every row's score, and the postings that were added up (their slices)."""
+
+    scores: np.ndarray
+    postings: list[tuple[int, int]]
 
 
 class Bm25:
@@ -34,12 +42,14 @@ class Bm25:
     def __init__(
         self,
         words: Words,
-        hit: Callable[[int, int], LexicalHit],
+        hit: Callable[[int, float], LexicalHit],
         documents: Callable[[Collection[str]], np.ndarray] | None = None,
+        row: Callable[[str, int, str], int | None] | None = None,
     ) -> None:
-        """Index the rows ``words`` holds; ``hit(row, rank)`` names a row found.
+        """Index the rows ``words`` holds; ``hit(row, score)`` names a row found.
 
-        ``documents(doc_ids)``: the rows of those documents, as a mask (a filter's).
+        ``documents(doc_ids)``: the rows of those documents, as a mask (a filter's);
+        ``row(doc_id, index, rev)``: the row of a sentence, None where it is not one (for :meth:`scores`).
 
         The postings are one array of rows and one of gains, sorted by term then row; a term's
         are the slice between its two offsets. A posting's gain is what it adds to its row's
@@ -60,27 +70,21 @@ class Bm25:
         self._gains = np.repeat(_idfs(n, held), held) * weights
         self._n = n
         self._hit = hit
+        self._row = row
         self.documents = documents
         """The rows of some documents, as a mask; None where this does not know them."""
 
     @classmethod
-    def of(cls, texts: Sequence[str], hit: Callable[[int, int], LexicalHit]) -> Bm25:
+    def of(cls, texts: Sequence[str], hit: Callable[[int, float], LexicalHit]) -> Bm25:
         """BM25 over ``texts`` (row ``j`` is ``texts[j]``)."""
         words = Words()
         for text in texts:
             words.add(text)
         return cls(words, hit)
 
-    def search(self, query: str, k: int, within: np.ndarray | None = None) -> list[LexicalHit]:
-        """The ``k`` sentences that best match the query's words by BM25, best first; only ``within`` rows where given.
-
-        A filter scores as the lexical index's SQL does (the idf of the whole index), then keeps
-        the rows it passes.
-        """
-        if k < 1:
-            return []
-        n = self._n
-        scores = np.zeros(n)
+    def scored(self, query: str) -> Bm25Scores:
+        """Every row's score for ``query`` (0 where it holds none of its words), and the postings added up."""
+        scores = np.zeros(self._n)
         postings: list[tuple[int, int]] = []
         for term in sorted(set(words(query))):  # in the order FTS5 adds them up: the same sums
             at = self._terms.get(term)
@@ -89,6 +93,19 @@ class Bm25:
             a, b = int(self._offsets[at]), int(self._offsets[at + 1])
             np.add.at(scores, self._rows[a:b], self._gains[a:b])  # a row once a term: as `+=`, in half the time
             postings.append((a, b))
+        return Bm25Scores(scores, postings)
+
+    def search(
+        self, query: str, k: int, within: np.ndarray | None = None, scored: Bm25Scores | None = None
+    ) -> list[LexicalHit]:
+        """The ``k`` sentences that best match the query's words by BM25, best first; only ``within`` rows where given.
+
+        A filter scores as the lexical index's SQL does (the idf of the whole index), then keeps
+        the rows it passes. ``scored``: the query's :meth:`scored`, where the caller holds it.
+        """
+        if k < 1:
+            return []
+        scores, postings = scored or self.scored(query)
         if within is None:
             rows = np.flatnonzero(scores >= self._floor(scores, postings, k))
         else:  # a filter's rows: the floor's rarest terms may lie outside them
@@ -98,7 +115,18 @@ class Bm25:
             kept = found >= -np.partition(-found, k - 1)[k - 1]
             rows, found = rows[kept], found[kept]
         best = rows[np.lexsort((rows, -found))][:k]
-        return [self._hit(int(row), rank) for rank, row in enumerate(best)]
+        return [self._hit(int(row), float(scores[row])) for row in best]
+
+    def scores(
+        self, query: str, sentences: Collection[tuple[str, int, str]], scored: Bm25Scores | None = None
+    ) -> dict[tuple[str, int, str], float]:
+        """As :meth:`~langchain_expand.store.lexical.BaseLexicalIndex.scores`, from the rows held."""
+        if self._row is None:
+            msg = "This BM25 was built without its rows' names: give it `row`."
+            raise TypeError(msg)
+        scores = (scored or self.scored(query)).scores
+        rows = {sentence: self._row(*sentence) for sentence in sentences}
+        return {sentence: float(scores[row]) for sentence, row in rows.items() if row is not None and scores[row] > 0}
 
     def _floor(self, scores: np.ndarray, postings: Sequence[tuple[int, int]], k: int) -> float:
         """A score the ``k``-th best reaches, above 0 (a row holding a query word scores more than 0).
@@ -139,18 +167,28 @@ _SEEDS = 4096
 
 
 class Bm25Search:
-    """One query's BM25 in memory: a filter's rows alone where given; the last search kept (hits refill)."""
+    """One query's BM25 in memory: a filter's rows alone where given; its scores and last search kept (hits refill)."""
 
     def __init__(self, bm25: Bm25, within: np.ndarray | None = None) -> None:
         self.bm25 = bm25
         self.within = within
+        self._scored: tuple[str, Bm25Scores] | None = None
         self._last: tuple[tuple[str, int], list[LexicalHit]] | None = None
 
     def search(self, query: str, k: int) -> list[LexicalHit]:
         """The ``k`` best by BM25 (of the filter's rows, where given)."""
         if self._last is None or self._last[0] != (query, k):
-            self._last = ((query, k), self.bm25.search(query, k, self.within))
+            self._last = ((query, k), self.bm25.search(query, k, self.within, self._of(query)))
         return self._last[1]
+
+    def scores(self, query: str, sentences: Collection[tuple[str, int, str]]) -> dict[tuple[str, int, str], float]:
+        """See :meth:`Bm25.scores`."""
+        return self.bm25.scores(query, sentences, self._of(query))
+
+    def _of(self, query: str) -> Bm25Scores:
+        if self._scored is None or self._scored[0] != query:
+            self._scored = (query, self.bm25.scored(query))
+        return self._scored[1]
 
 
 class Listed:
@@ -164,14 +202,20 @@ class Listed:
     def __init__(self) -> None:
         self._numbered: dict[str, int] = {}  # each document id and revision once
         self._docs, self._revs, self._indices = array("l"), array("l"), array("l")
+        self._rows_of: dict[tuple[int, int], array[int]] = {}  # each document's rows at a revision, by index (-1: none)
         self._words = Words()
 
     def take(self, copies: Iterable[tuple[str, str, LocalSentence]]) -> Iterator[tuple[str, str, LocalSentence]]:
         """``copies`` as listed, each sentence's words noted on the way."""
         numbered = self._numbered
         for doc_id, rev, copy in copies:
-            self._docs.append(numbered.setdefault(doc_id, len(numbered)))
-            self._revs.append(numbered.setdefault(rev, len(numbered)))
+            doc, version = numbered.setdefault(doc_id, len(numbered)), numbered.setdefault(rev, len(numbered))
+            rows = self._rows_of.setdefault((doc, version), array("l"))
+            if len(rows) <= copy.i:
+                rows.extend([-1] * (copy.i + 1 - len(rows)))
+            rows[copy.i] = len(self._docs)
+            self._docs.append(doc)
+            self._revs.append(version)
             self._indices.append(copy.i)
             self._words.add(copy.text)
             yield doc_id, rev, copy
@@ -182,14 +226,19 @@ class Listed:
         docs, revs, indices = self._docs, self._revs, self._indices
         doc_of = np.frombuffer(docs, dtype=f"i{docs.itemsize}") if docs else np.zeros(0, dtype=np.int64)
 
-        def hit(row: int, rank: int) -> LexicalHit:
-            return LexicalHit(names[docs[row]], indices[row], names[revs[row]], rank)
+        def hit(row: int, score: float) -> LexicalHit:
+            return LexicalHit(names[docs[row]], indices[row], names[revs[row]], score)
+
+        def row(doc_id: str, index: int, rev: str) -> int | None:
+            rows = self._rows_of.get((numbered.get(doc_id, -1), numbered.get(rev, -1)))
+            found = rows[index] if rows is not None and 0 <= index < len(rows) else -1
+            return None if found < 0 else found
 
         def documents(doc_ids: Collection[str]) -> np.ndarray:
             wanted = [numbered[d] for d in doc_ids if d in numbered]
             return np.isin(doc_of, wanted, kind="table") if wanted else np.zeros(len(doc_of), dtype=bool)
 
-        return Bm25(self._words, hit, documents)
+        return Bm25(self._words, hit, documents, row)
 
 
 class Words:

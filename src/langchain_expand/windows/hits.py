@@ -2,7 +2,7 @@
 
 One ranking, whatever the query holds in memory (:class:`Ranking`): dense positions with the
 store's relevance (exact from the snapshot, else the store's), BM25's positions (in memory,
-else the lexical index's), fused by reciprocal rank, each hit made once from what the query
+else the lexical index's), fused by both scores, each hit made once from what the query
 holds of its sentence (:meth:`Reads.held`), else from the sentence read (:meth:`Reads.sentences`).
 """
 
@@ -19,7 +19,7 @@ from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
 from langchain_expand.store.records import unit_position
-from langchain_expand.store.search import VectorSearch, fuse
+from langchain_expand.store.search import VectorSearch, fuse_scores
 from langchain_expand.text.cues import NO_CUES, Cues
 from langchain_expand.units import (
     CARRIED,
@@ -125,8 +125,41 @@ class Ranking:
         floor = min((made[p].score for p, _ in dense if p in made), default=0.0)
         bm25 = [(hit.doc_id, hit.index) for hit in found]
         made.update(self._scored([p for p in bm25 if p not in made], held, vector, floor))
-        fused = [made[p] for p in fuse([p for p, _ in dense], bm25) if p in made]
+        candidates = [made[p] for p in dict.fromkeys([*(p for p, _ in dense), *bm25]) if p in made]
+        if self.lexical is None:
+            return Matches(candidates, matched=max(len(candidates), matched(dense)))
+        similar = self._similar([p for p, _ in dense if p in made], held, vector)
+        fused = self._fused(candidates, found, similar)
         return Matches(fused, matched=max(len(fused), matched(dense)))
+
+    def _fused(self, candidates: list[Hit], found: list[LexicalHit], similar: dict[Position, float]) -> list[Hit]:
+        """``candidates`` by both their scores (:func:`fuse_scores`): ``similar``'s (else their own), and BM25's."""
+        assert self.lexical is not None
+        lexical = {(h.doc_id, h.index, h.rev): h.score for h in found}
+        keys = [(h.doc_id, h.index, h.rev or "") for h in candidates]  # a hit of the ranking is read at a revision
+        unscored = [key for key in keys if key not in lexical]
+        if unscored:
+            lexical.update(self.lexical.scores(self.dense.query, unscored))
+        dense = [similar.get((h.doc_id, h.index), h.score) for h in candidates]
+        return [candidates[j] for j in fuse_scores(dense, [lexical.get(key, 0.0) for key in keys])]
+
+    def _similar(
+        self, positions: list[Position], held: Held | None, vector: Sequence[float] | None
+    ) -> dict[Position, float]:
+        """Each sentence's relevance by its similarity to the query, as every mode computes it.
+
+        Fusion weighs the dense score's size, not only its rank, and a search's own score differs
+        by path in its last bits (Chroma's float32 distances, the snapshot's): the answer would
+        depend on the memory setting. A hit BM25 alone found is scored so already.
+        """
+        if vector is None:
+            return {}
+        similar = {p: relevance(s.similarity) for p in positions if held is not None and (s := held(p)) is not None}
+        found = self.reads.sentences([p for p in positions if p not in similar], vectors=True)
+        read = [(p, v) for p, r in found.items() if (v := r.copy.vector) is not None]
+        scores = cosines([v for _, v in read], vector)
+        similar.update((p, relevance(c)) for (p, _), c in zip(read, scores, strict=True))
+        return similar
 
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
         """The token count of each hit's sentence (of the last call): from what the query holds, else read."""

@@ -153,8 +153,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     from its edges around its hit. For a formatter or a whole-prompt budget, pipe the
     retriever into ``FitToBudget`` instead."""
     lexical: BaseLexicalIndex | None = None
-    """A BM25 ranking over the same sentences, fused with the dense one (reciprocal rank fusion)
-    before expansion: exact terms (numbers, names, codes) that dense vectors miss. A
+    """A BM25 ranking over the same sentences, fused with the dense one before expansion (each
+    candidate of either by both scores: :func:`~langchain_expand.store.search.fuse_scores`):
+    exact terms (numbers, names, codes) that dense vectors miss. A
     :class:`~langchain_expand.store.sqlite.LexicalIndex` (a SQLite file) on one machine, a
     :class:`~langchain_expand.store.pglexical.PostgresLexicalIndex` where several share a store. Written by
     ``add_documents`` under the same commit protocol; no extra embedding. Queries read neighbours
