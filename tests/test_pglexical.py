@@ -66,8 +66,9 @@ def test_bm25_in_postgresql_ranks_every_query_as_fts5_and_the_snapshot_do(postgr
     assert index.search("cafe", 0) == []
 
 
-def test_bm25_in_postgresql_within_some_documents_ranks_as_fts5_does(postgres_url: str) -> None:
-    # issue #49: a filtered query's BM25, scored with the whole index's idf
+def test_bm25_in_postgresql_within_some_documents_ranks_and_scores_as_fts5_does(postgres_url: str) -> None:
+    # issue #49: a filtered query's BM25, scored with the whole index's idf; issue #50: fusion
+    # reads the BM25 score of each candidate, the same in every index to the last bit
     docs = load_docs("emanual")[:1] + load_docs("friendsqa")[:2]
     index, fts5 = fresh(postgres_url), LexicalIndex()
     for doc in docs:
@@ -81,6 +82,9 @@ def test_bm25_in_postgresql_within_some_documents_ranks_as_fts5_does(postgres_ur
             found = index.search(query, 30, within)
             assert found == fts5.search(query, 30, within), (within, query)
             assert {hit.doc_id for hit in found} <= set(within)
+    named = [(d["doc_id"], i, "r") for d in docs for i in range(0, 400, 3)] + [("unknown", 0, "r")]
+    for query in queries:
+        assert index.scores(query, named) == fts5.scores(query, named), query
 
 
 def test_rows_and_local_copies_are_replaced_whole_served_at_their_revision_and_deleted(postgres_url: str) -> None:
@@ -286,16 +290,3 @@ def test_tables_written_before_words_kept_marks_are_recounted_once_on_open(postg
     reopened = PostgresLexicalIndex(postgres_url, table=index.table)
     assert [(h.index, h.rev) for h in reopened.search(SCRIPTS["devanagari"][1], 2)] == [(0, "r")]
     assert reopened.search("plain", 1)[0].index == 1
-
-
-def test_a_named_sentences_bm25_score_in_postgresql_is_fts5s(postgres_url: str) -> None:
-    # issue #50: fusion reads the BM25 score of each candidate; every index gives the same, to the last bit
-    docs = load_docs("emanual")[:1] + load_docs("friendsqa")[:2]
-    index, fts5 = fresh(postgres_url), LexicalIndex()
-    for doc in docs:
-        sentences = [doc["text"][s:e] for s, e in SentenceSplitter()(doc["text"])]
-        index.replace([(doc["doc_id"], "r", sentences)])
-        fts5.replace([(doc["doc_id"], "r", sentences)])
-    for query in [q["query"] for q in load_queries("emanual")[:5] + load_queries("friendsqa")[:5]] + ["the", ""]:
-        named = [(d["doc_id"], i, "r") for d in docs for i in range(0, 400, 3)] + [("unknown", 0, "r")]
-        assert index.scores(query, named) == fts5.scores(query, named), query
