@@ -124,12 +124,11 @@ class Ranking:
         made = self._made(list(dense), held)
         floor = min((made[p].score for p, _ in dense if p in made), default=0.0)
         bm25 = [(hit.doc_id, hit.index) for hit in found]
-        made.update(self._scored([p for p in bm25 if p not in made], held, vector, floor))
+        alone = [p for p in bm25 if p not in made]
+        similar = {} if self.lexical is None else self._similar([*made, *alone], held, vector)
+        made.update(self._made([(p, similar.get(p, floor)) for p in alone], held))  # scored by their similarity
         candidates = [made[p] for p in dict.fromkeys([*(p for p, _ in dense), *bm25]) if p in made]
-        if self.lexical is None:
-            return Matches(candidates, matched=max(len(candidates), matched(dense)))
-        similar = self._similar([p for p, _ in dense if p in made], held, vector)
-        fused = self._fused(candidates, found, similar)
+        fused = candidates if self.lexical is None else self._fused(candidates, found, similar)
         return Matches(fused, matched=max(len(fused), matched(dense)))
 
     def _fused(self, candidates: list[Hit], found: list[LexicalHit], similar: dict[Position, float]) -> list[Hit]:
@@ -150,7 +149,7 @@ class Ranking:
 
         Fusion weighs the dense score's size, not only its rank, and a search's own score differs
         by path in its last bits (Chroma's float32 distances, the snapshot's): the answer would
-        depend on the memory setting. A hit BM25 alone found is scored so already.
+        depend on the memory setting. A hit BM25 alone found keeps this as its relevance.
         """
         if vector is None:
             return {}
@@ -209,17 +208,6 @@ class Ranking:
         unheld = [(p, score) for p, score in scored if p not in made]
         found = self.reads.sentences([p for p, _ in unheld])
         made.update((p, _hit(p, found[p], score)) for p, score in unheld if p in found)
-        return made
-
-    def _scored(
-        self, positions: list[Position], held: Held | None, vector: Sequence[float] | None, floor: float
-    ) -> dict[Position, Hit]:
-        """Hits BM25 alone found, each scored by its similarity to the query (``floor`` without a vector)."""
-        made = self._held_hits([(p, None) for p in positions], held)
-        found = self.reads.sentences([p for p in positions if p not in made], vectors=vector is not None)
-        vectors = [v for read in found.values() if (v := read.copy.vector) is not None]  # every one, where asked
-        scores = [floor] * len(found) if vector is None else [relevance(c) for c in cosines(vectors, vector)]
-        made.update((p, _hit(p, read, score)) for (p, read), score in zip(found.items(), scores, strict=True))
         return made
 
     def _held_hits(self, wanted: Sequence[tuple[Position, float | None]], held: Held | None) -> dict[Position, Hit]:
