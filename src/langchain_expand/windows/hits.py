@@ -210,8 +210,8 @@ class Ranking:
         made.update((p, _hit(p, found[p], score)) for p, score in unheld if p in found)
         return made
 
-    def _held_hits(self, wanted: Sequence[tuple[Position, float | None]], held: Held | None) -> dict[Position, Hit]:
-        """The hits at ``wanted``'s positions that the query holds, with its heads read; score None: by similarity."""
+    def _held_hits(self, wanted: Sequence[tuple[Position, float]], held: Held | None) -> dict[Position, Hit]:
+        """The hits at ``wanted``'s positions and scores that the query holds, with its heads read."""
         made: dict[Position, Hit] = {}
         if held is None:
             return made
@@ -225,9 +225,8 @@ class Ranking:
             if sentence is None or document is None:
                 continue
             self._tokens[position] = sentence.tokens
-            relevant = relevance(sentence.similarity) if score is None else score
             cue = Cues(sentence.tied, sentence.heading)
-            made[position] = Hit(doc_id, position[1], document[0], document[1], relevant, {}, cue)
+            made[position] = Hit(doc_id, position[1], document[0], document[1], score, {}, cue)
         return made
 
 
