@@ -35,7 +35,7 @@ from langchain_expand import (
 )
 from langchain_expand.store.adapters.chroma import ChromaAdapter
 from langchain_expand.store.lexical import LexicalHit, LocalSentence, Within
-from langchain_expand.store.search import fuse, fuse_scores
+from langchain_expand.store.search import fuse_scores
 from langchain_expand.store.words import fts_text, fts_words, words
 from langchain_expand.windows import bm25 as bm25_module
 from langchain_expand.windows import layout
@@ -152,17 +152,8 @@ def test_a_file_index_survives_a_reopen(tmp_path: Path) -> None:
         LexicalIndex(path, table="x; DROP TABLE sentences")
 
 
-def test_reciprocal_rank_fusion_rewards_agreement() -> None:
-    dense = [("d", 1), ("d", 2), ("d", 3)]
-    lexical = [("d", 9), ("d", 3)]
-    fused = fuse(dense, lexical)
-    assert fused[0] == ("d", 3)  # in both rankings
-    assert set(fused) == {("d", 1), ("d", 2), ("d", 3), ("d", 9)}
-    assert fused.index(("d", 1)) < fused.index(("d", 9))  # a tie goes to the first ranking
-
-
 def test_fusion_by_scores_weighs_where_each_candidate_lies_in_both_ranges() -> None:
-    # issue #50: the windows' candidates by 0.6 x dense + 0.4 x BM25, each min-max normalised
+    # issue #50: both retrievers' candidates by 0.6 x dense + 0.4 x BM25, each min-max normalised
     dense = [0.80, 0.79, 0.78, 0.40, 0.41]
     bm25 = [0.0, 0.0, 9.0, 12.0, 0.0]
     # 2: 0.6 x 0.95 + 0.4 x 0.75 leads; 0 and 1 on dense alone (0.6, 0.585) pass BM25's best,

@@ -30,6 +30,8 @@ from langchain_expand import (
     chroma_store,
 )
 from langchain_expand.parents.assembly import cap_parent
+from langchain_expand.store.search import fuse_scores
+from langchain_expand.units import STORED_INDEX, STORED_REV
 
 from .conftest import load_docs, load_queries
 
@@ -676,7 +678,7 @@ def test_a_stock_index_is_named_in_the_warning_and_migrated_in_place(
 # -- hybrid: BM25 over the children, fused with the dense ranking ----------------------------------
 
 
-def test_parents_ranked_with_the_lexical_index_hold_more_of_the_evidence(make_parents: Make, tmp_path: Path) -> None:
+def test_parents_fused_with_bm25_by_both_scores_hold_more_of_the_evidence(make_parents: Make, tmp_path: Path) -> None:
     # issue #52, finding 9: "What are the three ownership rules?" put the section that names
     # them 4th; the windows, which fuse BM25, put its sentence first
     from langchain_expand import LexicalIndex
@@ -709,6 +711,24 @@ def test_parents_ranked_with_the_lexical_index_hold_more_of_the_evidence(make_pa
 
     dense_recall, hybrid_recall = recall(dense), recall(hybrid)
     assert hybrid_recall > 1.1 * dense_recall, (dense_recall, hybrid_recall)
+
+    # issue #50: children are fused as the windows' sentences are, each candidate by both scores;
+    # a dense candidate's BM25 score is read too, where reciprocal rank fusion saw ranks alone
+    lexical = hybrid.lexical
+    assert lexical is not None
+    moved = 0
+    for q in queries:
+        fused = hybrid._search(q["query"], None)(8)
+        found = {(h.doc_id, h.index): h.score for h in lexical.search(q["query"], 8)}
+        meta = [c.metadata for c, _ in fused]
+        keys = [(m[hybrid.id_key], m[STORED_INDEX], m[STORED_REV]) for m in meta]
+        bm25 = lexical.scores(q["query"], keys)
+        assert all(bm25[key] == found[key[:2]] for key in keys if key[:2] in found)
+        scores = [bm25.get(key, 0.0) for key in keys]
+        assert fuse_scores([s for _, s in fused], scores) == list(range(len(fused)))  # in that order
+        assert {key[:2] for key in keys} >= set(found)  # BM25's own best are candidates
+        moved += any(key[:2] not in found and score > 0 for key, score in zip(keys, scores, strict=True))
+    assert moved, "no dense candidate held a query word: the test shows nothing"
 
 
 def test_a_filtered_parents_query_stays_hybrid(make_parents: Make, tmp_path: Path) -> None:

@@ -2,10 +2,11 @@
 
 A question that names what a section is about ("the three ownership rules", a part number, an
 error code) is matched word for word by BM25 where the dense ranking may put paraphrases
-first. :class:`HybridChildren` fuses the two rankings of the children (reciprocal rank fusion,
-as the window retriever fuses its sentences'), and parents then come in the fused order of
-their best child. A child only BM25 found keeps the relevance of its stored vector to the
-query, so a relevance floor treats it as it treats a dense hit.
+first. :class:`HybridChildren` fuses the two rankings of the children by both scores
+(:func:`~langchain_expand.store.search.fuse_scores`, as the window retriever fuses its
+sentences'), and parents then come in the fused order of their best child. A child only BM25
+found keeps the relevance of its stored vector to the query, so a relevance floor treats it as
+it treats a dense hit.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import Matches, matched, relevance
 from langchain_expand.store.lexical import BaseLexicalIndex, Within
 from langchain_expand.store.records import unit_id
-from langchain_expand.store.search import VectorSearch, fuse
-from langchain_expand.units import STORED_INDEX
+from langchain_expand.store.search import VectorSearch, fuse_scores
+from langchain_expand.units import STORED_INDEX, STORED_REV
 
 __all__ = ["HybridChildren", "within_filter"]
 
@@ -44,16 +45,21 @@ class HybridChildren:
         """Both rankings' best ``k``, fused: up to ``2k`` children, best first."""
         scored = self.dense(k)
         found = self.lexical.search(self.dense.query, k)
-        by_key = {(str(d.metadata[self.id_key]), int(d.metadata[STORED_INDEX])): (d, s) for d, s in scored}
+        by_key = {self._key(d): (d, s) for d, s in scored}
         extra = [unit_id(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
-        for child, score in self._scored(extra):
-            by_key[(str(child.metadata[self.id_key]), int(child.metadata[STORED_INDEX]))] = (child, score)
-        order = fuse(
-            [(str(d.metadata[self.id_key]), int(d.metadata[STORED_INDEX])) for d, _ in scored],
-            [(h.doc_id, h.index) for h in found],
-        )
-        fused = [by_key[key] for key in order if key in by_key]
+        by_key.update((self._key(child), (child, score)) for child, score in self._scored(extra))
+        candidates = list(by_key)  # the dense ranking's, then BM25's own
+        bm25 = {(h.doc_id, h.index): h.score for h in found}
+        unscored = [(*key, str(by_key[key][0].metadata.get(STORED_REV))) for key in candidates if key not in bm25]
+        if unscored:
+            bm25.update(((d, i), s) for (d, i, _), s in self.lexical.scores(self.dense.query, unscored).items())
+        order = fuse_scores([by_key[key][1] for key in candidates], [bm25.get(key, 0.0) for key in candidates])
+        fused = [by_key[candidates[j]] for j in order]
         return Matches(fused, matched=max(len(fused), matched(scored)))  # the store's count: over-fetch goes on
+
+    def _key(self, child: Document) -> tuple[str, int]:
+        """A child's parent and position: how the lexical index names its row."""
+        return str(child.metadata[self.id_key]), int(child.metadata[STORED_INDEX])
 
     def _scored(self, ids: list[str]) -> list[tuple[Document, float]]:
         """The children ``ids`` still stored, each with its vector's relevance to the query (a cosine)."""

@@ -156,7 +156,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     batch_size: int = 4096
     """Children embedded and written per call to the vector store."""
     lexical: BaseLexicalIndex | None = None
-    """A BM25 ranking over the same children, fused with the dense one (reciprocal rank fusion):
+    """A BM25 ranking over the same children, fused with the dense one (each candidate by both scores):
     a question that names what a section holds (a rule's name, a part number, an error code)
     finds it word for word where the dense ranking puts paraphrases first. Parents then come in
     the fused order of their best child (``aggregate`` orders them without it). A

@@ -20,11 +20,9 @@ __all__ = [
     "DENSE_WEIGHT",
     "MAX_QUERY_CHARS",
     "OVERFETCH_LIMIT",
-    "RRF_K",
     "Diversified",
     "Scored",
     "VectorSearch",
-    "fuse",
     "fuse_scores",
     "overfetch",
 ]
@@ -134,10 +132,6 @@ def overfetch(search: Callable[[int], R], first: int, need: int) -> Iterator[R]:
         asked *= 2
 
 
-RRF_K = 60
-"""The constant of reciprocal rank fusion (Cormack et al., 2009): 1 / (60 + rank)."""
-
-
 DENSE_WEIGHT = 0.6
 """The dense score's weight in :func:`fuse_scores`, BM25's the rest (``benchmarks/README.md``)."""
 
@@ -146,8 +140,8 @@ def fuse_scores(dense: Sequence[float], lexical: Sequence[float], weight: float 
     """Candidates' order by ``weight * dense + (1 - weight) * lexical``, each min-max normalised over them.
 
     Every candidate (either ranking's) is scored by both: where it lies in each score's range
-    decides, so a sentence far ahead in one ranking and fair in the other leads, where reciprocal
-    rank fusion (:func:`fuse`) sees only ranks. Ties keep the candidates' order.
+    decides, so a unit far ahead in one ranking and fair in the other leads, where reciprocal rank
+    fusion sees only ranks. Ties keep the candidates' order. Both retrievers fuse so.
     """
 
     def normalised(scores: Sequence[float]) -> list[float]:
@@ -156,15 +150,3 @@ def fuse_scores(dense: Sequence[float], lexical: Sequence[float], weight: float 
 
     blended = [weight * d + (1.0 - weight) * w for d, w in zip(normalised(dense), normalised(lexical), strict=True)]
     return sorted(range(len(blended)), key=lambda j: -blended[j])
-
-
-def fuse(*rankings: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
-    """Reciprocal rank fusion: items by ``sum(1 / (RRF_K + rank))`` over the rankings they are in.
-
-    Ties keep the order of first appearance (the dense ranking first, when it is given first).
-    """
-    scores: dict[tuple[str, int], float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (RRF_K + rank + 1)
-    return sorted(scores, key=lambda item: -scores[item])
