@@ -22,6 +22,10 @@
   floor with ``max_radius`` 128, our parents) on QMSum's benchmark meetings or 12 held out,
   whole collection and scoped, at 500 to 8,000 tokens.
 
+- ``python explore.py manuals bench|held``: the E-Manual's setting in README.md (our hybrid parents over
+  its Markdown sections, 200-char children) against the window default, at 250 to 8,000 tokens, on
+  the evidence benchmark's 60 queries (seed 7) or 120 others (seed 8), which no setting was tuned on.
+
 - ``python explore.py hits CORPUS``: where the ranking puts the gold, before any window grows:
   the share of queries whose best 1 / 5 / 10 hits (``expand=False``) touch a gold span, and the
   share of the best 10 that do, over the whole collection and scoped (QMSum: 5 meetings).
@@ -226,6 +230,26 @@ def meetings(which: str) -> None:
             print(which, len(queries), label, "scoped" if scoped else "whole", *cells, flush=True)
 
 
+def manuals(which: str) -> None:
+    """The E-Manual's section parents (``evidence.SECTION_PARENTS``) against the window default (see the module)."""
+    from evidence import SECTION_PARENTS, build_our_parents, corpus  # type: ignore[import-not-found]
+
+    docs, queries = corpus("emanual", None)
+    bench = random.Random(7).sample(queries, 60)
+    others = [q for q in queries if q not in bench]
+    queries = random.Random(8).sample(others, 120) if which == "held" else bench
+    windows = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
+    windows.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    windows.warm()  # what queries hold in memory, built before the first
+    sections = build_our_parents(docs)[SECTION_PARENTS]
+    for budget in (250, 500, 1000, 2000, 4000, 8000):
+        parents = sum(
+            evidence_recall(q["gold_spans"], [(u[1], u[2]) for u in sections(q["query"], budget, None)])
+            for q in queries
+        )
+        print(which, budget, "default", recall(windows, queries, budget), "sections", round(parents / len(queries), 3))
+
+
 def hits(name: str) -> None:
     """Where the ranking puts the gold (see the module), 60 queries (seed 7), whole and scoped."""
     docs, queries = sample(name, 5 if name == "qmsum" else None, 60)
@@ -390,6 +414,8 @@ def main() -> None:
         meetings(name)
     elif mode == "hits":
         hits(name)
+    elif mode == "manuals":
+        manuals(name)
     elif mode == "twosizes":
         two_sizes(name)
     elif mode == "passages":
