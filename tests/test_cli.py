@@ -102,6 +102,26 @@ def test_query_with_merge_and_budget_and_parent_mode(tmp_path: Path) -> None:
     assert all("children" in r["metadata"] for r in parents["results"])
 
 
+def test_parent_mode_fuses_bm25_over_the_children_and_fills_an_older_index_without_embedding(tmp_path: Path) -> None:
+    # issue #50: the README advises parents with a LexicalIndex for manuals and meetings; --lexical
+    # was window mode's alone. An index built without one gets its rows on the next run.
+    from langchain_expand import LexicalIndex
+
+    manual = str(Path(__file__).parent / "data" / "emanual" / "docs.jsonl")
+    first = cli(tmp_path, "index", "--mode", "parent", "--no-lexical", manual)
+    assert " 0 unchanged" in first
+    children = LexicalIndex(tmp_path / "lexical.sqlite", table="children")
+    assert children.documents() == set()
+    again = cli(tmp_path, "index", "--mode", "parent", manual)
+    assert re.search(r"\b0 embedded", again), again  # the children's BM25 rows, from the docstore's parents
+    assert children.documents()
+    assert LexicalIndex(tmp_path / "lexical.sqlite").documents() == set()  # the sentences' table: window mode's
+    question = "How do I reset my network settings?"
+    found = json.loads(cli(tmp_path, "query", question, "--mode", "parent", "--budget", "500", "--format", "json"))
+    assert found["results"][0]["page_content"].startswith("## Resetting Your Network")
+    assert found["context_tokens"] <= 500
+
+
 def test_the_models_loading_bar_shows_only_with_verbose(tmp_path: Path) -> None:
     """Issue #35, finding 5: every call printed 'Loading weights: 100%...'; now only index --verbose does."""
     corpus = tmp_path / "note.md"

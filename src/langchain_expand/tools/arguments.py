@@ -103,8 +103,9 @@ def _global_arguments(parser: argparse.ArgumentParser, *, defaults: bool) -> Non
         "--lexical",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="window mode: fuse a BM25 ranking with the dense one, in SQLite under --home for the embedded "
-        "store, in the --docstore database with --chroma-host when that is PostgreSQL (default: on)",
+        help="fuse a BM25 ranking of the sentences (window mode) or children (parent mode) with the dense one, "
+        "in SQLite under --home for the embedded store, in the --docstore database with --chroma-host when that "
+        "is PostgreSQL (default: on)",
     )
 
 

@@ -20,9 +20,19 @@ if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore
 
     from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
+    from langchain_expand.store.lexical import BaseLexicalIndex
     from langchain_expand.windows.retriever import SentenceWindowRetriever
 
-__all__ = ["counted", "embeddings_of", "indexed_ids", "parents_retriever", "root_of", "store_of", "windows_retriever"]
+__all__ = [
+    "counted",
+    "embeddings_of",
+    "indexed_ids",
+    "lexical_of",
+    "parents_retriever",
+    "root_of",
+    "store_of",
+    "windows_retriever",
+]
 
 
 def embeddings_of(args: argparse.Namespace) -> Embeddings:
@@ -52,27 +62,34 @@ def store_of(args: argparse.Namespace, collection: str, embeddings: Embeddings |
 def windows_retriever(
     args: argparse.Namespace, embeddings: Embeddings | None = None, write_batch: int = 4096
 ) -> SentenceWindowRetriever:
-    """The window retriever over ``--home``: its sentences, and BM25 where one can be kept (below)."""
-    from langchain_expand.store.lexical import BaseLexicalIndex
-    from langchain_expand.store.pglexical import PostgresLexicalIndex
-    from langchain_expand.store.sqlite import LexicalIndex
+    """The window retriever over ``--home``: its sentences, and BM25 over them (:func:`lexical_of`)."""
     from langchain_expand.windows.retriever import SentenceWindowRetriever
 
-    # A SQLite file is seen by one machine: with a shared Chroma server the lexical index lives in
-    # the --docstore database when that is PostgreSQL, and is off otherwise.
-    lexical: BaseLexicalIndex | None = None
-    if args.lexical and not args.chroma_host:
-        lexical = LexicalIndex(args.home / "lexical.sqlite")
-    elif args.lexical and (args.docstore or "").startswith("postgresql"):
-        lexical = PostgresLexicalIndex(args.docstore)
     store = store_of(args, "sentences", embeddings)
+    lexical = lexical_of(args, "sentences")
     return SentenceWindowRetriever(vectorstore=store, lexical=lexical, performance=Performance(batch_size=write_batch))
+
+
+def lexical_of(args: argparse.Namespace, units: str) -> BaseLexicalIndex | None:
+    """BM25 over a mode's ``units`` (``sentences``, ``children``), a table each; None with ``--no-lexical``.
+
+    A SQLite file under ``--home`` is seen by one machine: with a shared Chroma server the lexical
+    index lives in the ``--docstore`` database when that is PostgreSQL, and is off otherwise.
+    """
+    from langchain_expand.store.pglexical import PostgresLexicalIndex
+    from langchain_expand.store.sqlite import LexicalIndex
+
+    if args.lexical and not args.chroma_host:
+        return LexicalIndex(args.home / "lexical.sqlite", table=units)
+    if args.lexical and (args.docstore or "").startswith("postgresql"):
+        return PostgresLexicalIndex(args.docstore, table=f"langchain_expand_{units}")
+    return None
 
 
 def parents_retriever(
     args: argparse.Namespace, embeddings: Embeddings | None = None, write_batch: int = 4096
 ) -> BudgetedParentDocumentRetriever:
-    """The parent retriever over ``--home``: its children in Chroma, its parents in the SQL docstore."""
+    """The parent retriever over ``--home``: children in Chroma, parents in the SQL docstore, BM25 over the children."""
     from langchain_expand.parents.retriever import BudgetedParentDocumentRetriever
     from langchain_expand.store.docstore import SQLDocStore
     from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
@@ -82,6 +99,7 @@ def parents_retriever(
         vectorstore=store_of(args, "children", embeddings),
         docstore=SQLDocStore(url),
         parent_splitter=SectionSplitter(fallback=MarkdownSectionSplitter(max_level=2)),
+        lexical=lexical_of(args, "children"),
         batch_size=write_batch,
     )
 
