@@ -17,9 +17,9 @@ Systems:
 - ``ours: dense, guided`` / ``ours: dense, fixed windows``: the dense ranking only.
 - ``ours: k=16 fixed``: 16 windows of 2 sentences each side | ``MergeOverlaps`` | ``FitToBudget``,
   the pipeline of the first version (the measurement from outside used k=16).
-- ``ours: parents, budgeted``: ``BudgetedParentDocumentRetriever.invoke(q, max_tokens=B)`` on the
-  stock retriever's parents and children (2,000 and 400 chars): parents until the budget is
-  full, the last ones cut around their best child.
+- ``ours: parents, budgeted``: ``BudgetedParentDocumentRetriever.invoke(q, max_tokens=B)`` on
+  4,000-char parents of 400-char children (the README's for meetings): parents until the budget
+  is full, the last ones cut around their best child.
 - ``ours: parents, budgeted, hybrid (lexical)``: the same with a ``LexicalIndex`` over the children
   (BM25 fused with the dense ranking; parents in their best child's fused order).
 - ``stock ParentDocumentRetriever``: LangChain's, set up as its documentation shows (400-char
@@ -219,7 +219,7 @@ def build_ours(
 
 
 def build_our_parents(docs: list[dict]) -> dict[str, Budgeted]:
-    """``BudgetedParentDocumentRetriever`` on the stock retriever's splitters, the budget deciding.
+    """``BudgetedParentDocumentRetriever`` on 4,000 / 400-char parents and children, the budget deciding.
 
     Dense alone (``PARENTS``), and with BM25 over the children fused in (``HYBRID_PARENTS``),
     on one index; where the documents have Markdown headings, also their sections as parents
@@ -232,7 +232,7 @@ def build_our_parents(docs: list[dict]) -> dict[str, Budgeted]:
         vectorstore=chroma_store("our-parents", persist_directory=path),
         docstore=SQLDocStore(f"sqlite:///{path}/parents.sqlite"),
         child_splitter=RecursiveCharacterTextSplitter(chunk_size=400),
-        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=2000),
+        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=4000),
         lexical=LexicalIndex(Path(path) / "lexical.sqlite"),
     )
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
