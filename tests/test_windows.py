@@ -763,6 +763,39 @@ def test_the_lexical_ranking_finds_more_evidence_of_names_and_exact_words(tmp_pa
     assert hybrid_recall > 1.1 * dense_recall, (dense_recall, hybrid_recall)  # every 5th query measured 0.474 -> 0.596
 
 
+def test_the_dialogue_setting_spreads_a_budget_over_more_hits(tmp_path: Path, minilm: object) -> None:
+    # issue #50: the README's setting for dialogue, BudgetPolicy(tokens_per_sentence=8): turns are
+    # short, so a budget asks for more hits and grows each window less; the budget holds as before
+    from langchain_expand import LexicalIndex, chroma_store
+
+    rows = load_docs("friendsqa")
+    store = chroma_store("dialogue", persist_directory=tmp_path / "chroma", embeddings=minilm)  # type: ignore[arg-type]
+    default = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
+    default.add_documents([Document(r["text"], id=r["doc_id"]) for r in rows])
+    dialogue = default.model_copy(update={"budget_policy": BudgetPolicy(tokens_per_sentence=8)})
+    queries = load_queries("friendsqa")[::6]
+
+    def measured(retriever: SentenceWindowRetriever, budget: int) -> tuple[int, float]:
+        hits, total = 0, 0.0
+        for q in queries:
+            docs = retriever.invoke(q["query"], max_tokens=budget)
+            assert joined_tokens(docs) <= budget
+            hits += sum(len(d.metadata["hits"]) for d in docs)
+            got = [
+                (d.metadata["start_index"], d.metadata["end_index"])
+                for d in docs
+                if d.metadata["doc_id"] == q["doc_id"]
+            ]
+            covered = sum(max(0, min(e, b) - max(s, a)) for s, e in q["gold_spans"] for a, b in got)
+            total += covered / sum(e - s for s, e in q["gold_spans"])
+        return hits, total / len(queries)
+
+    for budget in (500, 2000):
+        (few, before), (more, after) = measured(default, budget), measured(dialogue, budget)
+        assert more > 1.2 * few, (budget, few, more)  # measured 577 -> 889 hits at 500, 2,059 -> 3,251 at 2,000
+        assert after >= before - 0.02, (budget, before, after)  # 0.516 -> 0.571 at 500, 0.824 both at 2,000
+
+
 def test_hits_skipped_for_a_half_written_document_are_refilled_from_the_others(make_retriever: Make) -> None:
     """Issue 15, finding 9: a query during a write returned far fewer than k windows."""
     rows = load_docs("qmsum")
