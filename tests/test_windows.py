@@ -301,6 +301,15 @@ def joined_tokens(docs: list[Document]) -> int:
     return COUNTER("\n\n".join(d.page_content for d in docs))
 
 
+def gold_recall(query: dict[str, Any], docs: list[Document]) -> float:
+    """The share of ``query``'s gold characters that ``docs`` hold in its own document."""
+    got = [
+        (d.metadata["start_index"], d.metadata["end_index"]) for d in docs if d.metadata["doc_id"] == query["doc_id"]
+    ]
+    covered = sum(max(0, min(e, b) - max(s, a)) for s, e in query["gold_spans"] for a, b in got)
+    return covered / sum(e - s for s, e in query["gold_spans"])
+
+
 def test_max_tokens_bounds_the_joined_windows_per_call_on_the_instance_and_after_reranking(
     qmsum_index: SentenceWindowRetriever,
 ) -> None:
@@ -750,13 +759,7 @@ def test_the_lexical_ranking_finds_more_evidence_of_names_and_exact_words(tmp_pa
             for d in docs:
                 m = d.metadata
                 assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == d.page_content
-            got = [
-                (d.metadata["start_index"], d.metadata["end_index"])
-                for d in docs
-                if d.metadata["doc_id"] == q["doc_id"]
-            ]
-            covered = sum(max(0, min(e, b) - max(s, a)) for s, e in q["gold_spans"] for a, b in got)
-            total += covered / sum(e - s for s, e in q["gold_spans"])
+            total += gold_recall(q, docs)
         return total / len(queries)
 
     dense_recall, hybrid_recall = recall(dense, window="fixed"), recall(hybrid, window="fixed")
@@ -781,13 +784,7 @@ def test_the_dialogue_setting_spreads_a_budget_over_more_hits(tmp_path: Path, mi
             docs = retriever.invoke(q["query"], max_tokens=budget)
             assert joined_tokens(docs) <= budget
             hits += sum(len(d.metadata["hits"]) for d in docs)
-            got = [
-                (d.metadata["start_index"], d.metadata["end_index"])
-                for d in docs
-                if d.metadata["doc_id"] == q["doc_id"]
-            ]
-            covered = sum(max(0, min(e, b) - max(s, a)) for s, e in q["gold_spans"] for a, b in got)
-            total += covered / sum(e - s for s, e in q["gold_spans"])
+            total += gold_recall(q, docs)
         return hits, total / len(queries)
 
     for budget in (500, 2000):
