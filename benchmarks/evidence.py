@@ -572,7 +572,7 @@ def table(name: str, data: dict, key: str = "results") -> str:
     missed = [f"{1 - ours[b]['touched']:.0%}" for b in BUDGETS]
     lines.append("| ours: contexts holding no gold | " + " | ".join(missed) + " |")
     lines.append(
-        "| ours: recall where it holds some | " + " | ".join(_reached({BEST: ours}, b, BEST) for b in BUDGETS) + " |"
+        "| ours: recall where it holds some | " + " | ".join(_reached({BEST: ours}, b) for b in BUDGETS) + " |"
     )
     if PARENTS in data["results"] and others:
         ratios = [data["results"][PARENTS][b]["recall"] / best(others, b) for b in BUDGETS]
@@ -671,7 +671,7 @@ def compact(name: str, data: dict) -> str:
     return "\n".join(lines)
 
 
-def _reached(rows: dict, b: int, system: str) -> str:
+def _reached(rows: dict, b: int, system: str = BEST) -> str:
     """``system``'s recall over the contexts that hold some gold: what its units reach of the evidence they hit.
 
     Its loss against the oracle is expansion's; the contexts holding none are ranking's.
