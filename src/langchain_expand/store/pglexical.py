@@ -31,7 +31,7 @@ import sqlalchemy as sa
 
 from langchain_expand.store.docstore import engine_for, forget_connections_after_fork
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row
-from langchain_expand.store.words import words
+from langchain_expand.store.words import K1, B, words
 
 __all__ = ["PostgresLexicalIndex"]
 
@@ -60,9 +60,6 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 lexical=PostgresLexicalIndex("postgresql+psycopg://user:pass@db/search"),
             )
     """
-
-    K1 = 1.2
-    B = 0.75
 
     def __init__(self, url: str | sa.Engine, *, table: str = "langchain_expand_sentences") -> None:
         """Open (and create if needed) the tables.
@@ -292,4 +289,4 @@ class PostgresLexicalIndex(BaseLexicalIndex):
             f"GROUP BY h.doc_id, h.i, h.rev, h.seq {order}"
         )
         with self._engine.connect() as conn:
-            return list(conn.execute(statement, {"terms": terms, "k1": self.K1, "b": self.B, **arguments}).all())
+            return list(conn.execute(statement, {"terms": terms, "k1": K1, "b": B, **arguments}).all())

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from langchain_expand.store import fts5
 from langchain_expand.store.commit import batched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row
-from langchain_expand.store.words import fts_text, words
+from langchain_expand.store.words import bm25, fts_text, words
 
 __all__ = ["LexicalIndex"]
 
@@ -85,6 +86,7 @@ class LexicalIndex(BaseLexicalIndex):
                 "text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BLOB, joined INTEGER, "
                 "PRIMARY KEY (doc_id, i))"
             )
+            fts5.open_vocabulary(self._db, table)
             columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table}_records)")}
             if "joined" not in columns:  # an index written before joined counts were kept: its rows have none
                 self._db.execute(f"ALTER TABLE {table}_records ADD COLUMN joined INTEGER")
@@ -314,26 +316,29 @@ class LexicalIndex(BaseLexicalIndex):
         return [LexicalHit(str(d), int(i), str(rev), float(score)) for d, i, rev, score in rows]
 
     def scores(self, query: str, sentences: Collection[tuple[str, int, str]]) -> dict[tuple[str, int, str], float]:
-        """See :meth:`BaseLexicalIndex.scores`: the matching rows of the sentences' documents.
+        """See :meth:`BaseLexicalIndex.scores`: FTS5's ``bm25()`` of each sentence, from its words and FTS5's counts.
 
-        The documents narrow the rows FTS5 has matched (``rowid IN`` the map's rows would run
-        the match once a row: 50 times slower).
+        Not a second match: that scores every row of the sentences' documents that holds a query
+        word (most of a long document) to keep a few. Each sentence's words are read from its
+        local copy, else (an index without copies: the parents' children) from its document's
+        rows; the rows, their total length and each term's rows are FTS5's own (:meth:`_counts`):
+        each score is the one :meth:`search` gives, to the last bit (:func:`~langchain_expand.store.words.bm25`).
         """
         terms, wanted = sorted(set(words(query))), set(sentences)
         if not terms or not wanted:
             return {}
-        expression = " OR ".join(f'"{fts_text([term])}"' for term in terms)
-        documents, rows = sorted({doc_id for doc_id, _, _ in wanted}), []
         with self._lock:
-            for at in range(0, len(documents), _MAX_VARIABLES):
-                chunk = documents[at : at + _MAX_VARIABLES]
-                rows += self._db.execute(
-                    f"SELECT doc_id, i, rev, -bm25({self.table}) FROM {self.table} WHERE {self.table} MATCH ? "
-                    f"AND doc_id IN ({', '.join('?' * len(chunk))})",
-                    [expression, *chunk],
-                ).fetchall()
-        found = {(str(d), int(i), str(rev)): float(score) for d, i, rev, score in rows}
-        return {key: score for key, score in found.items() if key in wanted}
+            self._db.execute("BEGIN")  # one read of the file for the statements below, as one match would be
+            try:
+                counts = fts5.counts(self._db, self.table, terms)
+                rows = fts5.words_of(self._db, self.table, wanted) if counts is not None else []
+            finally:
+                self._db.commit()
+        if counts is None:
+            return {}
+        average, idfs = counts
+        scored = ((key, bm25(terms, idfs, row, average)) for key, row in rows if key in wanted)
+        return {key: score for key, score in scored if score > 0}
 
 
 _ROWS = 4096

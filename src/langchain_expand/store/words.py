@@ -1,17 +1,23 @@
-"""What BM25 counts: a text's words, alike in every lexical index and in memory.
+"""What BM25 counts and how it adds it up: a text's words, and FTS5's score, alike in every lexical index and in memory.
 
 SQLite's FTS5, PostgreSQL and the BM25 in memory (:mod:`langchain_expand.windows.bm25`) must
 find the same sentences and add up the same scores; they agree because each counts the words
-:func:`words` gives, stored and read back as :func:`fts_text` and :func:`fts_words` write them.
+:func:`words` gives, stored and read back as :func:`fts_text` and :func:`fts_words` write them,
+and scores them as FTS5's ``bm25()`` does (:data:`K1`, :data:`B`, :func:`idf`, :func:`bm25`).
 """
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-__all__ = ["fts_text", "fts_words", "words"]
+__all__ = ["K1", "B", "bm25", "fts_text", "fts_words", "idf", "words"]
+
+K1 = 1.2
+B = 0.75
+"""FTS5's ``bm25()`` constants: how a term's count saturates, and how much a row's length weighs."""
 
 _DROPPED = frozenset({"Mn", "Me"})
 """Unicode categories :func:`words` drops from a word: non-spacing and enclosing marks."""
@@ -80,3 +86,31 @@ def fts_words(stored: str) -> list[str]:
 
 _ENCODED = "\ue000"
 """What starts a word that :func:`fts_text` hands FTS5 as hex: the first private-use character."""
+
+
+def idf(rows: int, holding: int) -> float:
+    """FTS5's idf of a term that ``holding`` of ``rows`` rows hold: ``log((N - n + 0.5) / (n + 0.5))``.
+
+    1e-6 where that is not positive (a term in half the rows or more), as FTS5's ``bm25()`` takes
+    it; with :func:`math.log`, as SQLite takes it (numpy's may differ in the last bit).
+    """
+    found = math.log((rows - holding + 0.5) / (holding + 0.5))
+    return found if found > 0 else 1e-6
+
+
+def bm25(terms: Sequence[str], idfs: Sequence[float], row: Sequence[str], average: float) -> float:
+    """The BM25 score of the row whose words are ``row``, for ``terms`` (sorted) of idfs ``idfs``; 0 if it holds none.
+
+    FTS5's ``bm25()`` to the last bit: the same operations in the same order, each term's share
+    added in the order the terms are given (sorted, as every lexical index asks for them).
+    ``average``: the rows' mean length in words.
+    """
+    counts: dict[str, int] = {}
+    for word in row:
+        counts[word] = counts.get(word, 0) + 1
+    score = 0.0
+    for term, weight in zip(terms, idfs, strict=True):
+        count = float(counts.get(term, 0))
+        if count:
+            score += weight * ((count * (K1 + 1.0)) / (count + K1 * (1 - B + B * len(row) / average)))
+    return score

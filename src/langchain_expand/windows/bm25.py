@@ -6,7 +6,6 @@ queries, with the columns (:mod:`.views`).
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from typing import NamedTuple
@@ -14,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from langchain_expand.store.lexical import LexicalHit, LocalSentence
-from langchain_expand.store.words import words
+from langchain_expand.store.words import K1, B, idf, words
 
 __all__ = ["Bm25", "Bm25Scores", "Bm25Search", "Listed", "Words"]
 
@@ -29,15 +28,12 @@ class Bm25Scores(NamedTuple):
 class Bm25:
     """BM25 over the snapshot's sentences, ranked as the lexical index's FTS5 table ranks them.
 
-    FTS5's ``bm25()``: k1 = 1.2, b = 0.75, a term's idf ``log((N - n + 0.5) / (n + 0.5))`` (1e-6
-    where that is not positive), lengths in :func:`~langchain_expand.store.words.words`; a sentence
+    FTS5's ``bm25()`` (:data:`~langchain_expand.store.words.K1`, :data:`~langchain_expand.store.words.B`,
+    :func:`~langchain_expand.store.words.idf`), lengths in :func:`~langchain_expand.store.words.words`; a sentence
     matches when it holds any of the query's words. Ties keep the order sentences were written
     in. Each posting's share of a score is counted once, at the build, and a query lists only
     the rows that can be among its ``k`` best (:meth:`_floor`).
     """
-
-    K1 = 1.2
-    B = 0.75
 
     def __init__(
         self,
@@ -64,8 +60,8 @@ class Bm25:
         counts = counts.astype(np.float64)
         self._offsets = np.searchsorted(keys // max(n, 1), np.arange(len(terms) + 1))
         average = float(lengths.mean()) if n else 1.0
-        length_norm = self.K1 * (1.0 - self.B + self.B * lengths / (average or 1.0))
-        weights = counts * (self.K1 + 1.0) / (counts + length_norm[self._rows])
+        length_norm = K1 * (1.0 - B + B * lengths / (average or 1.0))
+        weights = counts * (K1 + 1.0) / (counts + length_norm[self._rows])
         held = np.diff(self._offsets)  # rows a term is in
         self._gains = np.repeat(_idfs(n, held), held) * weights
         self._n = n
@@ -152,14 +148,10 @@ class Bm25:
 def _idfs(n: int, held: np.ndarray) -> np.ndarray:
     """FTS5's idf of a term in ``h`` of ``n`` rows, for each ``h`` in ``held``.
 
-    ``log((n - h + 0.5) / (h + 0.5))``, or 1e-6 where that is not positive (a term in half the
-    rows or more), as FTS5's ``bm25()`` takes it. Taken with :func:`math.log`, as SQLite takes
-    it (numpy's may differ in the last bit), once for each distinct ``h``: most terms share
-    theirs with others.
+    :func:`~langchain_expand.store.words.idf` once for each distinct ``h``: most terms share theirs with others.
     """
     distinct, which = np.unique(held, return_inverse=True)
-    idf = [math.log((n - h + 0.5) / (h + 0.5)) for h in distinct.tolist()]
-    return np.array([i if i > 0 else 1e-6 for i in idf], dtype=np.float64)[which]
+    return np.array([idf(n, h) for h in distinct.tolist()], dtype=np.float64)[which]
 
 
 _SEEDS = 4096

@@ -1,0 +1,88 @@
+"""What SQLite's FTS5 keeps that a BM25 score reads: the rows and their length, each term's rows, a row's words.
+
+FTS5's ``bm25()`` takes the row count and the total length from its averages record, and each
+term's rows from its doclist. Read here, a few sentences are scored as a match would score them
+(:func:`~langchain_expand.store.words.bm25`) without matching every row of their documents that
+holds a query word (:meth:`~langchain_expand.store.sqlite.LexicalIndex.scores`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Collection, Sequence
+
+from langchain_expand.store.words import fts_text, fts_words, idf, words
+
+__all__ = ["counts", "open_vocabulary", "words_of"]
+
+
+def open_vocabulary(db: sqlite3.Connection, table: str) -> None:
+    """FTS5's count of each term's rows (``fts5vocab``), for this connection alone: nothing is written to the file."""
+    db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab USING fts5vocab(main, {table}, row)")
+
+
+def counts(db: sqlite3.Connection, table: str, terms: Sequence[str]) -> tuple[float, list[float]] | None:
+    """The rows' mean length and each term's idf, as FTS5's ``bm25()`` reads them; None for an empty table.
+
+    The row count and the columns' total lengths are FTS5's averages record (row 1 of its
+    ``_data`` table, varints); each term's rows, its vocabulary's count (:func:`open_vocabulary`).
+    """
+    block = db.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    n, *lengths = _varints(block[0]) if block is not None else [0]
+    if n == 0:
+        return None
+    stored = [fts_text([term]) for term in terms]
+    held = dict(
+        db.execute(
+            f"SELECT term, doc FROM temp.{table}_vocab WHERE term IN (SELECT value FROM json_each(?))",
+            (json.dumps(stored),),
+        ).fetchall()
+    )
+    return sum(lengths) / n, [idf(n, held.get(term, 0)) for term in stored]
+
+
+def words_of(
+    db: sqlite3.Connection, table: str, sentences: Collection[tuple[str, int, str]]
+) -> list[tuple[tuple[str, int, str], list[str]]]:
+    """The words of the rows at the sentences' places (document and index), each named ``(doc_id, index, rev)``.
+
+    From the local copies, in one join; for a document without them, from all of its rows.
+    """
+    places = json.dumps([[doc_id, i] for doc_id, i, _ in sentences])
+    copied = db.execute(
+        f"SELECT r.doc_id, r.i, r.rev, r.text FROM json_each(?) AS j JOIN {table}_records AS r "
+        "ON r.doc_id = json_extract(j.value, '$[0]') AND r.i = json_extract(j.value, '$[1]')",
+        (places,),
+    ).fetchall()
+    held = {(doc_id, i) for doc_id, i, _, _ in copied}
+    bare = sorted({doc_id for doc_id, i, _ in sentences if (doc_id, i) not in held})
+    ranked = []
+    if bare:
+        ranked = db.execute(
+            f"SELECT f.doc_id, f.i, f.rev, f.text FROM {table}_rows AS m JOIN {table} AS f "
+            "ON f.rowid = m.row WHERE m.doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(bare),),
+        ).fetchall()
+    found = [((d, int(i), str(rev)), words(text)) for d, i, rev, text in copied]
+    stored = [((str(d), int(i), str(rev)), text) for d, i, rev, text in ranked]  # as fts_text wrote it
+    return found + [(key, words(text) if text.isascii() else fts_words(text)) for key, text in stored]
+
+
+def _varints(blob: bytes) -> list[int]:
+    """The integers of ``blob``, SQLite varints one after another (7 bits a byte, the ninth byte 8)."""
+    found: list[int] = []
+    at = 0
+    while at < len(blob):
+        value = 0
+        for place in range(9):
+            byte = blob[at]
+            at += 1
+            if place == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80:
+                break
+        found.append(value)
+    return found
