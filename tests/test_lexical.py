@@ -716,4 +716,12 @@ def test_a_named_sentences_bm25_score_is_the_one_search_gives_it_in_fts5_and_in_
         assert bare.scores(query, named) == expected, query
         assert Within(index, frozenset([docs[1]["doc_id"]])).scores(query, named) == expected
     assert index.search("Café STRASSE σίσυφος", 3)  # the last query found the accented sentences
+    emptied = LexicalIndex()
+    assert emptied.scores("the café", [("accents", 0, "r")]) == {}  # nothing written yet
+    emptied.replace([("accents", "r", copied(["Le café."]))])
+    assert emptied.scores("the café", [("accents", 0, "r")]) == {
+        ("accents", 0, "r"): emptied.search("café", 1)[0].score
+    }
+    emptied.delete(["accents"])
+    assert emptied.scores("the café", [("accents", 0, "r")]) == {}  # every row deleted
     assert index.scores("the", []) == {} == listed.scores("", [(docs[0]["doc_id"], 0, "r")])

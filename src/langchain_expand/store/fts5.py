@@ -29,7 +29,7 @@ def counts(db: sqlite3.Connection, table: str, terms: Sequence[str]) -> tuple[fl
     ``_data`` table, varints); each term's rows, its vocabulary's count (:func:`open_vocabulary`).
     """
     block = db.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
-    n, *lengths = _varints(block[0]) if block is not None else [0]
+    n, *lengths = _varints(block[0]) if block is not None and block[0] else [0]  # empty until a row is written
     if n == 0:
         return None
     stored = [fts_text([term]) for term in terms]
