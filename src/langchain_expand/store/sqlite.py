@@ -318,11 +318,12 @@ class LexicalIndex(BaseLexicalIndex):
     def scores(self, query: str, sentences: Collection[tuple[str, int, str]]) -> dict[tuple[str, int, str], float]:
         """See :meth:`BaseLexicalIndex.scores`: FTS5's ``bm25()`` of each sentence, from its words and FTS5's counts.
 
-        Not a second match: that scores every row of the sentences' documents that holds a query
-        word (most of a long document) to keep a few. Each sentence's words are read from its
-        local copy, else (an index without copies: the parents' children) from its document's
-        rows; the rows, their total length and each term's rows are FTS5's own (:meth:`_counts`):
-        each score is the one :meth:`search` gives, to the last bit (:func:`~langchain_expand.store.words.bm25`).
+        Each sentence's words are read from its local copy, else (an index without copies: the
+        parents' children) from its document's rows; the row count, their total length and each
+        term's rows are FTS5's own (:mod:`~langchain_expand.store.fts5`). So each score is the one
+        :meth:`search` gives, to the last bit (:func:`~langchain_expand.store.words.bm25`), without
+        matching the query again: a match scores every row of the documents that holds a query
+        word (most of a long document) to keep a few.
         """
         terms, wanted = sorted(set(words(query))), set(sentences)
         if not terms or not wanted:
