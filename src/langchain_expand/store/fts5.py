@@ -65,7 +65,9 @@ def words_of(
             (json.dumps(bare),),
         ).fetchall()
     found = [((d, int(i), str(rev)), words(text)) for d, i, rev, text in copied]
-    stored = [((str(d), int(i), str(rev)), text) for d, i, rev, text in ranked]  # as fts_text wrote it
+    # a row holds fts_text's words; an ASCII one may hold its sentence's own text (a file written before
+    # rows held words), whose words are the same
+    stored = [((str(d), int(i), str(rev)), text) for d, i, rev, text in ranked]
     return found + [(key, words(text) if text.isascii() else fts_words(text)) for key, text in stored]
 
 

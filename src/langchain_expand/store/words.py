@@ -99,10 +99,11 @@ def idf(rows: int, holding: int) -> float:
 
 
 def bm25(terms: Sequence[str], idfs: Sequence[float], row: Sequence[str], average: float) -> float:
-    """The BM25 score of the row whose words are ``row``, for ``terms`` (sorted) of idfs ``idfs``; 0 if it holds none.
+    """The BM25 score of the row whose words are ``row``, for ``terms`` (sorted; ``idfs[j]`` is term ``j``'s idf).
 
-    FTS5's ``bm25()`` to the last bit: the same operations in the same order, each term's share
-    added in the order the terms are given (sorted, as every lexical index asks for them).
+    0 where it holds none of them. FTS5's ``bm25()`` to the last bit: the same operations in the
+    same order, each term's share added in the order the terms are given (sorted, as every
+    lexical index asks for them).
     ``average``: the rows' mean length in words.
     """
     counts: dict[str, int] = {}
