@@ -263,13 +263,17 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         return [LexicalHit(str(d), int(i), str(rev), float(score)) for d, i, rev, score in rows]
 
     def scores(self, query: str, sentences: Collection[tuple[str, int, str]]) -> dict[tuple[str, int, str], float]:
-        """See :meth:`BaseLexicalIndex.scores`: the sums of the sentences' documents' rows."""
-        terms, wanted = sorted(set(words(query))), set(sentences)
+        """See :meth:`BaseLexicalIndex.scores`: the sentences' own rows summed (the counts are the whole table's)."""
+        terms, wanted = sorted(set(words(query))), sorted(set(sentences))
         if not terms or not wanted:
             return {}
-        rows = self._scored(terms, "WHERE h.doc_id = ANY(:within) ", "", within=sorted({d for d, _, _ in wanted}))
-        found = {(str(d), int(i), str(rev)): float(score) for d, i, rev, score in rows}
-        return {key: score for key, score in found.items() if key in wanted}
+        named = (
+            "WHERE (h.doc_id, h.i, h.rev) IN "
+            "(SELECT * FROM unnest(CAST(:docs AS text[]), CAST(:indices AS integer[]), CAST(:revs AS text[]))) "
+        )
+        docs, indices, revs = (list(column) for column in zip(*wanted, strict=True))
+        rows = self._scored(terms, named, "", docs=docs, indices=indices, revs=revs)
+        return {(str(d), int(i), str(rev)): float(score) for d, i, rev, score in rows}
 
     def _scored(self, terms: list[str], where: str, order: str, **arguments: Any) -> list[Any]:
         """Each row holding one of ``terms`` (``where`` narrows them), with its BM25 score, as FTS5 sums it."""
