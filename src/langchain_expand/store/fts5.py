@@ -47,7 +47,8 @@ def words_of(
 ) -> list[tuple[tuple[str, int, str], list[str]]]:
     """The words of the rows at the sentences' places (document and index), each named ``(doc_id, index, rev)``.
 
-    From the local copies, in one join; for a document without them, from all of its rows.
+    From the local copies, in one join; for a document without them (its rows are ranked alone, as
+    the parents' children), from all of its rows. A document's rows have copies all or none.
     """
     places = json.dumps([[doc_id, i] for doc_id, i, _ in sentences])
     copied = db.execute(
@@ -55,8 +56,7 @@ def words_of(
         "ON r.doc_id = json_extract(j.value, '$[0]') AND r.i = json_extract(j.value, '$[1]')",
         (places,),
     ).fetchall()
-    held = {(doc_id, i) for doc_id, i, _, _ in copied}
-    bare = sorted({doc_id for doc_id, i, _ in sentences if (doc_id, i) not in held})
+    bare = sorted({doc_id for doc_id, _, _ in sentences} - {doc_id for doc_id, *_ in copied})
     ranked = []
     if bare:
         ranked = db.execute(
