@@ -19,12 +19,12 @@ from langchain_expand import (
     chroma_store,
 )
 from langchain_expand.store.lexical import LocalSentence
+from langchain_expand.store.similarity import cosines
 from langchain_expand.text.cues import cues
 from langchain_expand.windows import guided, reads
 from langchain_expand.windows import hits as hits_module
 from langchain_expand.windows.columns import Columns
 from langchain_expand.windows.growth import Growth
-from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, load_queries, tracked_slots

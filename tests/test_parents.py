@@ -30,6 +30,7 @@ from langchain_expand import (
     chroma_store,
 )
 from langchain_expand.parents.assembly import cap_parent
+from langchain_expand.parents.hybrid import HybridChildren
 from langchain_expand.store.search import fuse_scores
 from langchain_expand.units import STORED_INDEX, STORED_REV
 
@@ -779,3 +780,20 @@ def test_the_parents_lexical_rows_follow_every_add_delete_and_a_later_index(make
     assert len(lexical.documents()) < len(keys)
     retriever.delete([d.id for d in manual()])
     assert lexical.count() == 0
+
+
+def test_a_childs_relevance_does_not_depend_on_what_is_read_with_it(make_parents: Make, tmp_path: Path) -> None:
+    """A child BM25 alone found is scored from its stored vector; scored in one matrix product
+    with the others read, its last bits followed its row's place in BLAS's blocks, and two copies
+    of one section (the manual repeats its pairing steps) tied or not by where they were read."""
+    from langchain_expand import LexicalIndex
+
+    hybrid = make_parents(lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
+    hybrid.add_documents(manual())
+    search = hybrid._search(QUERY, None)
+    assert isinstance(search, HybridChildren)
+    ids = hybrid.vectorstore.get(limit=64)["ids"]  # type: ignore[attr-defined]  # Chroma's
+    together = search._scored(ids)
+    alone = [scored for i in ids for scored in search._scored([i])]
+    assert len(together) == len(ids) == len(alone)
+    assert [s for _, s in together] == [s for _, s in alone]  # to the last bit

@@ -1,12 +1,12 @@
-"""One similarity a sentence (``windows/similarity.py``): the same bits however many rows are scored with it."""
+"""One similarity a sentence (``store/similarity.py``): the same bits however many rows are scored with it."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from langchain_expand.store.lexical import LocalSentence
+from langchain_expand.store.similarity import cosines
 from langchain_expand.windows.columns import BLOCK, Columns, nearest
-from langchain_expand.windows.similarity import cosines
 
 
 def vectors(n: int, seed: int = 7) -> np.ndarray:

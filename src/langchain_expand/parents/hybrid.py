@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import StoreAdapter
@@ -22,6 +21,7 @@ from langchain_expand.store.adapters.base import Matches, matched, relevance
 from langchain_expand.store.lexical import BaseLexicalIndex, Within
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch, fuse_scores
+from langchain_expand.store.similarity import cosines
 from langchain_expand.units import STORED_INDEX, STORED_REV
 
 __all__ = ["HybridChildren", "within_filter"]
@@ -67,10 +67,8 @@ class HybridChildren:
         query = self.dense.vector()
         if not read or query is None:
             return []
-        matrix = np.asarray([v for _, v in read], dtype=np.float32)
-        q = np.asarray(query, dtype=np.float32)
-        cosines = matrix @ q / np.maximum(np.linalg.norm(matrix, axis=1) * np.linalg.norm(q), 1e-12)
-        return [(doc, relevance(float(c))) for (doc, _), c in zip(read, cosines, strict=True)]
+        similar = cosines([v for _, v in read], query)  # each row alone: its bits do not depend on the others read
+        return [(doc, relevance(c)) for (doc, _), c in zip(read, similar, strict=True)]
 
 
 def within_filter(vectors: StoreAdapter, lexical: BaseLexicalIndex, where: Any, id_key: str) -> Within | None:

@@ -10,7 +10,7 @@ revision of its head.
 
 A query's similarities are computed for every row where it searches the whole matrix, else
 ``BLOCK`` rows at a time as growth looks into them; both row by row, as
-:func:`~langchain_expand.windows.similarity.cosines` computes a read's: one similarity a sentence.
+:func:`~langchain_expand.store.similarity.cosines` computes a read's: one similarity a sentence.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import numpy as np
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import LocalSentence
+from langchain_expand.store.similarity import norms_of, query_norm, similarities
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
 from langchain_expand.windows.regions import Position, Sentence
-from langchain_expand.windows.similarity import norms_of, query_norm, similarities
 
 __all__ = ["BLOCK", "Columns", "Row", "Scores", "nearest"]
 

@@ -20,6 +20,7 @@ from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
 from langchain_expand.store.records import unit_position
 from langchain_expand.store.search import VectorSearch, fuse_scores
+from langchain_expand.store.similarity import cosines
 from langchain_expand.text.cues import NO_CUES, Cues
 from langchain_expand.units import (
     CARRIED,
@@ -35,7 +36,6 @@ from langchain_expand.units import (
 from langchain_expand.windows.bm25 import Bm25Search
 from langchain_expand.windows.reads import Read, Reads
 from langchain_expand.windows.regions import Position, Sentence
-from langchain_expand.windows.similarity import cosines
 
 __all__ = ["Hit", "Lexical", "Ranking", "from_match"]
 

@@ -19,13 +19,13 @@ from langchain_core.documents import Document
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence, copy_of
 from langchain_expand.store.records import record_cues, unit_id
+from langchain_expand.store.similarity import cosines
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.cache import SentenceCache, completed, own_vector
 from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Position, Sentence
-from langchain_expand.windows.similarity import cosines
 from langchain_expand.windows.views import Current
 
 __all__ = ["EXACT_ROWS", "Read", "Reads", "Run"]

@@ -1,8 +1,9 @@
-"""A sentence's cosine similarity to the query: one formula for the columns in memory and every read.
+"""A unit's cosine similarity to the query: one formula for the columns in memory and every read.
 
-A sentence may be scored in the columns (every row at once, in the snapshot; else a block of
-rows) or from a read. Each computes it here, in float32 row by row (``einsum``), so a row's
-similarity depends on nothing read with it (BLAS rounds a row by where it falls in its blocks).
+A window's sentence may be scored in the columns (every row at once, in the snapshot; else a
+block of rows) or from a read; a parent's child from a read. Each computes it here, in float32
+row by row (``einsum``), so a unit's similarity depends on nothing read with it (BLAS rounds a
+row by where it falls in its blocks: two copies of one section's text scored apart).
 """
 
 from __future__ import annotations
