@@ -797,3 +797,40 @@ def test_a_childs_relevance_does_not_depend_on_what_is_read_with_it(make_parents
     alone = [scored for i in ids for scored in search._scored([i])]
     assert len(together) == len(ids) == len(alone)
     assert [s for _, s in together] == [s for _, s in alone]  # to the last bit
+
+
+class _Unkeyed:
+    """A token counter that cannot be a dict key: the parents it cuts are split on every call."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __call__(self, text: str) -> int:
+        return COUNTER(text)
+
+
+def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parents: Make, tmp_path: Path) -> None:
+    """A budget gathers parents in rounds (k doubling): each round reads each child BM25 alone found
+    and scores each dense candidate by BM25 once, and the units of a parent cut to fit are kept
+    between calls. What is kept must answer as what it replaces: a search asked 4, then 8, then
+    16 children as one asked 16 at once; parents cut by kept units as parents split again."""
+    from langchain_expand import LexicalIndex
+
+    hybrid = make_parents(
+        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=2000),
+        child_splitter=RecursiveCharacterTextSplitter(chunk_size=400),
+        lexical=LexicalIndex(tmp_path / "lexical.sqlite"),
+    )
+    hybrid.add_documents(manual())
+    unkeyed = hybrid.model_copy(update={"token_counter": _Unkeyed()})
+    cut = 0
+    for q in [QUERY, *[q["query"] for q in load_queries("emanual")[:8]]]:
+        search = hybrid._search(q, None)
+        for k in (4, 8):
+            search(k)
+        assert search(16) == hybrid._search(q, None)(16)
+        for budget in (300, 1500):
+            parents = hybrid.invoke(q, max_tokens=budget)
+            again = hybrid.invoke(q, max_tokens=budget)  # its cut parents' units kept from the call before
+            assert parents == again == unkeyed.invoke(q, max_tokens=budget)
+            cut += any(p.metadata.get("truncated") for p in parents)
+    assert cut, "no parent was cut to fit: the test shows nothing of the kept units"

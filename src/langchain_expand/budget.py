@@ -24,7 +24,7 @@ from pydantic import ConfigDict, model_validator
 from langchain_expand import calls
 from langchain_expand.packing import Context, pack_exactly, pack_plain
 from langchain_expand.prompt import Formatter, context_tokens, count_prompt_tokens, format_docs, render
-from langchain_expand.text.sentences import SentenceSplitter
+from langchain_expand.text.sentences import SentenceSplitter, Splitter
 from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.units import (
     BUDGET,
@@ -66,13 +66,18 @@ class BudgetReport:
 
 
 def fit_counted(
-    units: Sequence[Document], max_tokens: int | None, token_counter: Callable[[str], int]
+    units: Sequence[Document],
+    max_tokens: int | None,
+    token_counter: Callable[[str], int],
+    splitter: Splitter | None = None,
 ) -> tuple[list[Document], int | None]:
     """Units carrying their exact ``tokens`` fitted to ``max_tokens``, and what they use (None: no budget)."""
     if max_tokens is None:
         return list(units), None
     counts = [d.metadata[TOKENS] for d in units]
-    kept, report = fit_to_budget(units, max_tokens, token_counter=token_counter, counts=counts, counts_exact=True)
+    kept, report = fit_to_budget(
+        units, max_tokens, token_counter=token_counter, counts=counts, counts_exact=True, splitter=splitter
+    )
     return kept, report.used
 
 
@@ -88,6 +93,7 @@ def fit_to_budget(
     measure: Callable[[str], int] | None = None,
     counts: Sequence[int] | None = None,
     counts_exact: bool = False,
+    splitter: Splitter | None = None,
 ) -> tuple[list[Document], BudgetReport]:
     """Keep the best-ranked units whose joined context fits ``max_tokens - reserve``.
 
@@ -116,6 +122,8 @@ def fit_to_budget(
         counts_exact: The ``counts`` are ``token_counter``'s exact counts of these units, so the
             joined context is not counted again where its count follows from theirs
             (:func:`separator_cost`); wrong counts given as exact can break the budget.
+        splitter: The units a parent that does not fit is cut by (a window's are its sentences);
+            ``SentenceSplitter(token_counter=token_counter)`` if None.
 
     Returns:
         The kept units and a :class:`BudgetReport`.
@@ -123,14 +131,11 @@ def fit_to_budget(
     Raises:
         ValueError: When ``max_tokens`` or ``reserve`` is out of range or ``order`` unknown.
     """
-    _check(max_tokens, reserve, order)
-    if counts is not None and len(counts) != len(documents):
-        msg = f"`counts` must give one count per unit ({len(documents)}), got {len(counts)}."
-        raise ValueError(msg)
+    _check(max_tokens, reserve, order, counts, len(documents))
     counter = token_counter or TokenCounter()
     context = Context(render(separator, formatter), measure or counter, max_tokens - reserve)
     context.check_room()
-    splitter = SentenceSplitter(token_counter=counter)
+    splitter = splitter or SentenceSplitter(token_counter=counter)
     if formatter is None and measure is None:
         kept = pack_plain(documents, context, counter, separator, splitter, counts, counts_exact)
     else:
@@ -203,7 +208,7 @@ def _stamped(units: list[Document], report: BudgetReport) -> list[Document]:
     ]
 
 
-def _check(max_tokens: int, reserve: int, order: str) -> None:
+def _check(max_tokens: int, reserve: int, order: str, counts: Sequence[int] | None = None, units: int = 0) -> None:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         msg = f"`max_tokens` must be a positive integer, got {max_tokens!r}."
         raise ValueError(msg)
@@ -212,6 +217,9 @@ def _check(max_tokens: int, reserve: int, order: str) -> None:
         raise ValueError(msg)
     if order not in ("rank", "score", "position", "lost_in_middle"):
         msg = f"`order` must be 'rank', 'score', 'position' or 'lost_in_middle', got {order!r}."
+        raise ValueError(msg)
+    if counts is not None and len(counts) != units:
+        msg = f"`counts` must give one count per unit ({units}), got {len(counts)}."
         raise ValueError(msg)
 
 

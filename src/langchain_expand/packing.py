@@ -15,7 +15,7 @@ from functools import partial
 from langchain_core.documents import Document
 
 from langchain_expand.shrink import shrink
-from langchain_expand.text.sentences import SentenceSplitter, Splitter
+from langchain_expand.text.sentences import Splitter
 from langchain_expand.text.tokens import count_many, separator_cost, starts_token
 from langchain_expand.units import TOKENS
 
@@ -64,7 +64,7 @@ def pack_plain(
     context: Context,
     counter: Callable[[str], int],
     separator: str,
-    splitter: SentenceSplitter,
+    splitter: Splitter,
     counts: Sequence[int] | None,
     counts_exact: bool,
 ) -> list[tuple[int, Document]]:

@@ -11,7 +11,7 @@ it treats a dense hit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.documents import Document
@@ -32,7 +32,9 @@ class HybridChildren:
     """The children's dense ranking fused with BM25's: a search ``k -> [(child, relevance)]``, best first.
 
     Each call asks both rankings for ``k`` and returns the fused list of up to ``2k`` children.
-    Lexical rows are keyed by parent and child position, as children's ids are.
+    Lexical rows are keyed by parent and child position, as children's ids are. A query's calls
+    (``k`` doubling until the budget is held) read each child BM25 alone found, and score each
+    dense candidate by BM25, once.
     """
 
     dense: VectorSearch
@@ -40,6 +42,10 @@ class HybridChildren:
     vectors: StoreAdapter
     id_key: str
     """The metadata key that names a child's parent."""
+    _read: dict[str, tuple[Document, float] | None] = field(default_factory=dict, init=False, repr=False)
+    """Each child BM25 alone found, read with its relevance (None: no longer stored)."""
+    _bm25: dict[tuple[str, int, str], float] = field(default_factory=dict, init=False, repr=False)
+    """Each dense candidate's BM25 score, by parent, position and revision."""
 
     def __call__(self, k: int) -> list[tuple[Document, float]]:
         """Both rankings' best ``k``, fused: up to ``2k`` children, best first."""
@@ -51,8 +57,9 @@ class HybridChildren:
         candidates = list(by_key)  # the dense ranking's, then BM25's own
         bm25 = {(h.doc_id, h.index): h.score for h in found}
         unscored = [(*key, str(by_key[key][0].metadata.get(STORED_REV))) for key in candidates if key not in bm25]
-        if unscored:
-            bm25.update(((d, i), s) for (d, i, _), s in self.lexical.scores(self.dense.query, unscored).items())
+        if fresh := [row for row in unscored if row not in self._bm25]:
+            self._bm25.update(dict.fromkeys(fresh, 0.0) | self.lexical.scores(self.dense.query, fresh))
+        bm25.update(((d, i), self._bm25[d, i, rev]) for d, i, rev in unscored)
         order = fuse_scores([by_key[key][1] for key in candidates], [bm25.get(key, 0.0) for key in candidates])
         fused = [by_key[candidates[j]] for j in order]
         return Matches(fused, matched=max(len(fused), matched(scored)))  # the store's count: over-fetch goes on
@@ -62,13 +69,15 @@ class HybridChildren:
         return str(child.metadata[self.id_key]), int(child.metadata[STORED_INDEX])
 
     def _scored(self, ids: list[str]) -> list[tuple[Document, float]]:
-        """The children ``ids`` still stored, each with its vector's relevance to the query (a cosine)."""
-        read = self.vectors.with_vectors(ids)
+        """The children ``ids`` still stored, in that order, each with its relevance to the query (a cosine)."""
+        fresh = [i for i in ids if i not in self._read]
+        read = self.vectors.with_vectors(fresh) if fresh else []
         query = self.dense.vector()
-        if not read or query is None:
-            return []
-        similar = cosines([v for _, v in read], query)  # each row alone: its bits do not depend on the others read
-        return [(doc, relevance(c)) for (doc, _), c in zip(read, similar, strict=True)]
+        if read and query is not None:
+            similar = cosines([v for _, v in read], query)  # each row alone: its bits do not depend on the others read
+            self._read.update((str(doc.id), (doc, relevance(c))) for (doc, _), c in zip(read, similar, strict=True))
+        self._read.update((i, None) for i in fresh if i not in self._read)
+        return [found for i in ids if (found := self._read[i]) is not None]
 
 
 def within_filter(vectors: StoreAdapter, lexical: BaseLexicalIndex, where: Any, id_key: str) -> Within | None:

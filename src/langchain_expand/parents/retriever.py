@@ -35,6 +35,7 @@ from langchain_expand.parents.assembly import (
 )
 from langchain_expand.parents.hybrid import HybridChildren, within_filter
 from langchain_expand.parents.indexing import ParentIndexing
+from langchain_expand.parents.reads import CallReads, parent_units
 from langchain_expand.policy import BudgetPolicy
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.defaults import FromTexts
@@ -44,7 +45,7 @@ from langchain_expand.store.search import Diversified, VectorSearch, overfetch
 from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
 from langchain_expand.text.sections import MarkdownSectionSplitter, SectionSplitter
 from langchain_expand.text.tokens import TokenCounter
-from langchain_expand.units import DOC_ID, TOKENS
+from langchain_expand.units import TOKENS
 
 __all__ = ["BudgetedParentDocumentRetriever", "MarkdownSectionSplitter", "SectionSplitter"]
 
@@ -276,27 +277,28 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         )
         search = self._search(query, filter)
         in_order = isinstance(search, HybridChildren | Diversified)  # parents in their best child's order
+        reads = CallReads(self.docstore, self.token_counter, self._head_id)
         ranked: list[Parent] = []
         stored: Sequence[Document | None] = []
         first = k or DEFAULT_K
         for scored in overfetch(search, first, first):
             ranked = ranked_parents(scored, floor, self.id_key, self.aggregate, keep_order=in_order)
-            stored = self.docstore.mget([p.parent_id for p in ranked]) if expand else []
+            stored = reads.mget([p.parent_id for p in ranked]) if expand else []
             if k is None and expand:  # the budget decides: enough parents to hold it
                 assert max_tokens is not None
-                capped = self._capped(ranked, None, stored)
+                capped = self._capped(ranked, None, stored, reads)
                 policy = self.budget_policy  # gather past the budget until the fitted parents fill it
                 if sum(d.metadata[TOKENS] for d in capped) >= policy.parents_overfill * max_tokens:
-                    fitted, used = fit_counted(capped, max_tokens, self.token_counter)
+                    fitted, used = fit_counted(capped, max_tokens, self.token_counter, parent_units(self.token_counter))
                     if fitted and (used or 0) >= policy.parents_full * max_tokens:
                         return fitted
                 continue
-            have = len(self._servable(ranked, stored)) if expand else len(ranked)
+            have = len(servable(ranked, stored, reads.heads(stored))) if expand else len(ranked)
             if have >= (k or DEFAULT_K):
                 break
         if not expand:
             return [child_out(c, s, self.id_key) for p in ranked[: k or DEFAULT_K] for c, s in p.children[:1]]
-        return self._expand(ranked, k, stored, max_tokens)
+        return self._expand(ranked, k, stored, max_tokens, reads)
 
     def _search(
         self, query: str, metadata_filter: dict[str, Any] | None
@@ -325,8 +327,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         ``max_tokens`` (else the instance's) bounds the joined parents, as in retrieval.
         """
         _, max_tokens = self._resolve(k=None, max_tokens=max_tokens)
-        ranked = parents_of_hits(hits)
-        return self._expand(ranked, len(ranked), self.docstore.mget([p.parent_id for p in ranked]), max_tokens)
+        ranked, reads = parents_of_hits(hits), CallReads(self.docstore, self.token_counter, self._head_id)
+        return self._expand(ranked, len(ranked), reads.mget([p.parent_id for p in ranked]), max_tokens, reads)
 
     def _resolve(self, *, k: int | None, max_tokens: int | None) -> tuple[int | None, int | None]:
         """This call's ``k`` and budget: the call's, else the instance's; checked.
@@ -347,33 +349,27 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         return kwargs
 
     def _expand(
-        self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None], max_tokens: int | None
+        self,
+        ranked: list[Parent],
+        k: int | None,
+        stored: Sequence[Document | None],
+        max_tokens: int | None,
+        reads: CallReads,
     ) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
-        return fit_counted(self._capped(ranked, k, stored), max_tokens, self.token_counter)[0]
+        return fit_counted(
+            self._capped(ranked, k, stored, reads), max_tokens, self.token_counter, parent_units(self.token_counter)
+        )[0]
 
-    def _capped(self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None]) -> list[Document]:
+    def _capped(
+        self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None], reads: CallReads
+    ) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), each capped, with its ``tokens``."""
-        pairs = self._servable(ranked, stored, k, warn=True)
-        out = [parent_out(parent, doc, self.token_counter) for parent, doc in pairs]
+        pairs = servable(ranked, stored, reads.heads(stored), k, warn=True)
+        out = [parent_out(parent, doc, reads.count) for parent, doc in pairs]
         if self.max_parent_tokens is not None:
             out = [cap_parent(doc, self.max_parent_tokens, self.token_counter) for doc in out]
         return out
-
-    def _servable(
-        self, ranked: list[Parent], stored: Sequence[Document | None], limit: int | None = None, *, warn: bool = False
-    ) -> list[tuple[Parent, Document]]:
-        """The first ``limit`` ranked parents (all, for None) that can be served (:func:`servable`)."""
-        heads = self._heads_of([d for d in stored if d is not None])
-        return servable(ranked, stored, heads, limit, warn=warn)
-
-    def _heads_of(self, parents: list[Document]) -> dict[str, Document | None]:
-        """Each document's head parent (its committed version), read once per call."""
-        doc_ids = list(dict.fromkeys(str(d.metadata.get(DOC_ID)) for d in parents))
-        given = {str(d.metadata.get(DOC_ID)): d for d in parents if d.id == self._head_id(str(d.metadata.get(DOC_ID)))}
-        missing = [d for d in doc_ids if d not in given]
-        found = self.docstore.mget([self._head_id(d) for d in missing]) if missing else []
-        return {**given, **dict(zip(missing, found, strict=True))}
 
 
 _STOCK_DESCRIPTIONS = {
