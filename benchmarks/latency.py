@@ -56,8 +56,19 @@ from common import (  # type: ignore[import-not-found]
     read,
 )
 from langchain_core.documents import Document
+from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from langchain_expand import LexicalIndex, Performance, SentenceWindowRetriever, chroma_store, default_embeddings
+from langchain_expand import (
+    BudgetedParentDocumentRetriever,
+    LexicalIndex,
+    MarkdownSectionSplitter,
+    Performance,
+    SentenceWindowRetriever,
+    SQLDocStore,
+    chroma_store,
+    default_embeddings,
+)
+from langchain_expand.text import markdown
 
 HERE = Path(__file__).resolve().parent
 BUDGET = 2000
@@ -69,6 +80,12 @@ MODES: dict[str, dict] = {
 }
 """Each mode's settings of the retriever (the first as shipped)."""
 FILTERED = "filtered"
+PARENTS = "parents"
+"""The README's parents: ``BudgetedParentDocumentRetriever`` with a ``LexicalIndex`` over its own
+Chroma collection of children, on Markdown sections (200-char children) where the slice has
+headings, else 4,000-char parents (400-char children); ``invoke(q, max_tokens=2000)`` against a
+raw ``similarity_search(k=16)`` of its children. Nothing of it is held in memory but the units of
+the last parents cut to fit (a query's second pass finds them)."""
 """The shipped mode, each query scoped to one document of the slice (``filter={"doc_id": ...}``),
 against a raw ``similarity_search(k=16)`` with the same filter; its answers compared with the
 store alone's answers to the same filtered queries."""
@@ -77,9 +94,10 @@ GOALS = {
     "past the limit": (1.5, 2.0),
     "store alone": (1.5, 2.0),
     FILTERED: (1.25, 1.5),
+    PARENTS: (None, None),
 }
 """The most p50 and p99 may be of a raw search's, with the snapshot and without it (issue #32), and
-of a raw filtered search's for a query scoped to one document (issue #49)."""
+of a raw filtered search's for a query scoped to one document (issue #49); the parents have none yet."""
 
 
 def scopes(docs: list[dict], queries: list[str], name: str) -> dict[str, str]:
@@ -155,6 +173,32 @@ def run_corpus(name: str, args: argparse.Namespace, embeddings: object) -> dict:
             ]
             out[mode]["same_answers_exact"] = sum(alike) / len(timed)
     out[FILTERED] = filtered(store, retriever.lexical, scopes(docs, queries, name), warmup, timed, args.passes)
+    out[PARENTS] = parents(docs, path, embeddings, warmup, timed, args.passes)
+    return out
+
+
+def parents(docs: list[dict], path: str, embeddings: object, warmup: list[str], timed: list[str], passes: int) -> dict:
+    """The README's parents (:data:`PARENTS`), indexed in ``path``, against a raw search of their children."""
+    sections = any(markdown.headings(d["text"], 6) for d in docs)
+    children = chroma_store("parents", persist_directory=path, embeddings=embeddings)  # type: ignore[arg-type]
+    retriever = BudgetedParentDocumentRetriever(
+        vectorstore=children,
+        docstore=SQLDocStore(f"sqlite:///{path}/parents.sqlite"),
+        child_splitter=RecursiveCharacterTextSplitter(chunk_size=200 if sections else 400),
+        parent_splitter=MarkdownSectionSplitter() if sections else RecursiveCharacterTextSplitter(chunk_size=4000),
+        lexical=LexicalIndex(Path(path) / "parents-lexical.sqlite"),
+    )
+    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+
+    def raw(q: str) -> object:
+        return children.similarity_search(q, k=16)
+
+    for q in warmup:
+        raw(q)
+        retriever.invoke(q, max_tokens=BUDGET)
+    gc.collect()
+    out = timings(*interleaved(lambda q: retriever.invoke(q, max_tokens=BUDGET), raw, timed, passes))
+    out["parents"] = "Markdown sections" if sections else "4,000 chars"
     return out
 
 
@@ -209,14 +253,14 @@ def table(report: dict) -> str:
             added = f"{f['p50_ms'] - f['raw_p50_ms']:+.1f} / {f['p99_ms'] - f['raw_p99_ms']:+.1f}"
             exact = f" ({f['same_answers_exact']:.0%} exact)" if "same_answers_exact" in f else ""
 
-            def mark(ratio: float, goal: float) -> str:
-                return f"{ratio:.2f}x" if ratio <= goal else f"**{ratio:.2f}x** (goal {goal}x)"
+            def mark(ratio: float, goal: float | None) -> str:
+                return f"{ratio:.2f}x" if goal is None or ratio <= goal else f"**{ratio:.2f}x** (goal {goal}x)"
 
             rows.append(
                 f"| {name} | {data['sentences']:,} | {mode} | {f['raw_p50_ms']:.0f} / {f['raw_p99_ms']:.0f} ms "
                 f"| {f['p50_ms']:.0f} / {f['p99_ms']:.0f} ms | {added} "
                 f"| {mark(f['p50_ratio'], p50_goal)} | {mark(f['p99_ratio'], p99_goal)} "
-                f"| {f.get('same_answers', float('nan')):.0%}{exact} |"
+                f"| {f['parents'] if mode == PARENTS else format(f.get('same_answers', float('nan')), '.0%')}{exact} |"
             )
     return "\n".join(rows)
 

@@ -809,9 +809,9 @@ class _Unkeyed:
 
 
 def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parents: Make, tmp_path: Path) -> None:
-    """A budget gathers parents in rounds (k doubling): each round reads each child BM25 alone found
-    and scores each dense candidate by BM25 once, and the units of a parent cut to fit are kept
-    between calls. What is kept must answer as what it replaces: a search asked 4, then 8, then
+    """A budget gathers parents in rounds (k doubling): a query matches BM25 once, reads each child
+    BM25 alone found and scores each dense candidate by BM25 once, and the units of a parent cut
+    to fit are kept between calls. What is kept must answer as what it replaces: a search asked 4, then 8, then
     16 children as one asked 16 at once; parents cut by kept units as parents split again."""
     from langchain_expand import LexicalIndex
 
@@ -828,6 +828,8 @@ def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parent
         for k in (4, 8):
             search(k)
         assert search(16) == hybrid._search(q, None)(16)
+        assert hybrid.lexical is not None  # BM25's best are matched once, its best k their first k
+        assert [hybrid.lexical.search(q, k) for k in (4, 16)] == [hybrid.lexical.search(q, 64)[:k] for k in (4, 16)]
         for budget in (300, 1500):
             parents = hybrid.invoke(q, max_tokens=budget)
             again = hybrid.invoke(q, max_tokens=budget)  # its cut parents' units kept from the call before

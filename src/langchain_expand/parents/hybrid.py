@@ -18,23 +18,28 @@ from langchain_core.documents import Document
 
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import Matches, matched, relevance
-from langchain_expand.store.lexical import BaseLexicalIndex, Within
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
 from langchain_expand.store.records import unit_id
 from langchain_expand.store.search import VectorSearch, fuse_scores
 from langchain_expand.store.similarity import cosines
 from langchain_expand.units import STORED_INDEX, STORED_REV
 
-__all__ = ["HybridChildren", "within_filter"]
+__all__ = ["LEXICAL_AHEAD", "HybridChildren", "within_filter"]
+
+LEXICAL_AHEAD = 64
+"""BM25's best children matched at once for a query: a budget asks for ever more (4, 8, 16, ...)
+children, and one FTS5 match scores every child holding a query word whatever the number kept."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class HybridChildren:
     """The children's dense ranking fused with BM25's: a search ``k -> [(child, relevance)]``, best first.
 
     Each call asks both rankings for ``k`` and returns the fused list of up to ``2k`` children.
     Lexical rows are keyed by parent and child position, as children's ids are. A query's calls
-    (``k`` doubling until the budget is held) read each child BM25 alone found, and score each
-    dense candidate by BM25, once.
+    (``k`` doubling until the budget is held) match the query once for BM25's best
+    ``LEXICAL_AHEAD`` (its best ``k`` are the first ``k`` of them: ties go in the order written),
+    and read each child BM25 alone found, and score each dense candidate by BM25, once.
     """
 
     dense: VectorSearch
@@ -46,11 +51,14 @@ class HybridChildren:
     """Each child BM25 alone found, read with its relevance (None: no longer stored)."""
     _bm25: dict[tuple[str, int, str], float] = field(default_factory=dict, init=False, repr=False)
     """Each dense candidate's BM25 score, by parent, position and revision."""
+    _best: list[LexicalHit] = field(default_factory=list, init=False, repr=False)
+    """BM25's best children, as many as :attr:`_asked` where that many match."""
+    _asked: int = field(default=0, init=False, repr=False)
 
     def __call__(self, k: int) -> list[tuple[Document, float]]:
         """Both rankings' best ``k``, fused: up to ``2k`` children, best first."""
         scored = self.dense(k)
-        found = self.lexical.search(self.dense.query, k)
+        found = self._lexical(k)
         by_key = {self._key(d): (d, s) for d, s in scored}
         extra = [unit_id(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
         by_key.update((self._key(child), (child, score)) for child, score in self._scored(extra))
@@ -63,6 +71,13 @@ class HybridChildren:
         order = fuse_scores([by_key[key][1] for key in candidates], [bm25.get(key, 0.0) for key in candidates])
         fused = [by_key[candidates[j]] for j in order]
         return Matches(fused, matched=max(len(fused), matched(scored)))  # the store's count: over-fetch goes on
+
+    def _lexical(self, k: int) -> list[LexicalHit]:
+        """BM25's best ``k`` children, from the best ``max(k, LEXICAL_AHEAD)`` matched once for the query's calls."""
+        if k > self._asked and len(self._best) == self._asked:  # more asked than matched, and more may match
+            self._asked = max(k, LEXICAL_AHEAD)
+            self._best = self.lexical.search(self.dense.query, self._asked)
+        return self._best[:k]
 
     def _key(self, child: Document) -> tuple[str, int]:
         """A child's parent and position: how the lexical index names its row."""

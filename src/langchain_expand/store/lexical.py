@@ -166,7 +166,10 @@ class BaseLexicalIndex(ABC):
 
     @abstractmethod
     def search(self, query: str, k: int, within: Collection[str] | None = None) -> list[LexicalHit]:
-        """The ``k`` sentences that best match the query's words by BM25, best first.
+        """The ``k`` sentences that best match the query's words by BM25, best first, ties in the order written.
+
+        So the best ``k`` are the first ``k`` of the best ``n > k`` (the parents ask BM25 once for
+        a query whose budget asks ever more children).
 
         A sentence matches when it holds any of the query's words (:func:`words`); BM25 weighs
         rare terms up. With ``within`` (document ids: a filtered query's), only their sentences
