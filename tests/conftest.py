@@ -49,6 +49,15 @@ def load_queries(corpus: str) -> list[dict]:
         return [json.loads(line) for line in f]
 
 
+def gold_recall(query: dict[str, Any], docs: list[Document]) -> float:
+    """The share of ``query``'s gold characters that ``docs`` hold in its own document (each at most once)."""
+    got = [
+        (d.metadata["start_index"], d.metadata["end_index"]) for d in docs if d.metadata["doc_id"] == query["doc_id"]
+    ]
+    covered = sum(max(0, min(e, b) - max(s, a)) for s, e in query["gold_spans"] for a, b in got)
+    return covered / sum(e - s for s, e in query["gold_spans"])
+
+
 def as_documents(rows: list[dict], key: str = "title") -> list[Document]:
     return [Document(r["text"], id=r["doc_id"], metadata={key: r["doc_id"]}) for r in rows]
 

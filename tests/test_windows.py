@@ -26,7 +26,7 @@ from langchain_expand import (
 from langchain_expand.store.records import sentence_span
 from langchain_expand.units import STORED_DOC, STORED_END, STORED_START
 
-from .conftest import CountingEmbeddings, as_documents, load_docs, load_queries
+from .conftest import CountingEmbeddings, as_documents, gold_recall, load_docs, load_queries
 
 COUNTER = TokenCounter()
 Make = Callable[..., SentenceWindowRetriever]
@@ -299,15 +299,6 @@ def test_bad_per_call_parameters_are_clear_errors(qmsum_index: SentenceWindowRet
 
 def joined_tokens(docs: list[Document]) -> int:
     return COUNTER("\n\n".join(d.page_content for d in docs))
-
-
-def gold_recall(query: dict[str, Any], docs: list[Document]) -> float:
-    """The share of ``query``'s gold characters that ``docs`` hold in its own document."""
-    got = [
-        (d.metadata["start_index"], d.metadata["end_index"]) for d in docs if d.metadata["doc_id"] == query["doc_id"]
-    ]
-    covered = sum(max(0, min(e, b) - max(s, a)) for s, e in query["gold_spans"] for a, b in got)
-    return covered / sum(e - s for s, e in query["gold_spans"])
 
 
 def test_max_tokens_bounds_the_joined_windows_per_call_on_the_instance_and_after_reranking(
