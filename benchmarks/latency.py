@@ -1,6 +1,6 @@
 """The query path against a raw search, p50 and p99, on six corpora: the check run on every change.
 
-``make bench-latency`` (under 3 minutes on an idle machine). For each corpus, a slice of about
+``make bench-latency`` (under 4 minutes on an idle machine). For each corpus, a slice of about
 a thousand to two thousand sentences is indexed by the default ``SentenceWindowRetriever``
 (hybrid: a ``LexicalIndex`` with BM25 fused in; guided windows; the bundled MiniLM) on an
 embedded Chroma. Then the default query, ``invoke(q, max_tokens=2000)``, and a raw
@@ -14,6 +14,9 @@ embedded Chroma. Then the default query, ``invoke(q, max_tokens=2000)``, and a r
 - ``store alone``: ``Performance(in_memory=False)``, nothing held in memory: the lexical index ranks every
   query, growth reads the neighbours it weighs in rounds; heads are read once a change mark and
   neighbours kept as the sentence cache keeps them (``cache_size``), as in the other modes.
+
+And the README's parents (:data:`PARENTS`): ``BudgetedParentDocumentRetriever`` with a ``LexicalIndex``,
+``invoke(q, max_tokens=2000)`` against a raw ``similarity_search(k=16)`` of its own children.
 
 Each mode's answers to the timed queries are compared with the snapshot's, which sees every
 sentence and searches exactly (the store's HNSW is approximate), and again with the mode's
