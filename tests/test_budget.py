@@ -25,6 +25,7 @@ from langchain_expand import (
 )
 from langchain_expand.prompt import context_tokens
 from langchain_expand.shrink import FINE_UNIT_TOKENS
+from langchain_expand.text.sentences import SentenceSplitter
 
 from .test_spans import SENTENCES, SOURCE, window
 
@@ -202,6 +203,32 @@ def test_a_parent_whose_child_is_a_table_bigger_than_the_room_keeps_rows_of_it()
     assert kept.page_content == text[kept.metadata["start_index"] : kept.metadata["end_index"]]
     assert "| 2000 | revenue 2000 | 3000 |" in kept.page_content
     assert set(kept.page_content.splitlines()) <= set(text.splitlines())  # whole rows and lines
+
+
+def test_a_later_parent_whose_children_have_more_words_than_the_room_is_dropped_unsplit() -> None:
+    """A later parent keeps a matched child whole, and no cut holding it counts fewer tokens than
+    its words: where the room left is below every child's words, the parent is dropped without
+    splitting it (a Markdown parse, most of a parents query); where one child might fit, it is split.
+    The kept units are those the split would give either way."""
+    first = ("The warranty covers every part that came in the box for two years. " * 3).strip()
+    child = "Damage from liquids, drops, power surges or repairs elsewhere is not covered."
+    later = parent_of(f"Exclusions follow, and there are many of them. {child} Keep the receipt and the box.", child)
+    split: list[str] = []
+
+    def splitter(text: str) -> list[tuple[int, int]]:
+        split.append(text)
+        return SentenceSplitter(token_counter=COUNTER)(text)
+
+    blind = TokenCounter(count=COUNTER)  # counts the same, but has no bound on a text's tokens
+    for room, splits in ((len(child.split()) - 1, 0), (COUNTER(child) + 4, 1)):
+        budget = COUNTER(first) + room  # less the separator's token or two: the room left after the first unit
+        split.clear()
+        kept, _ = fit_to_budget([Document(first), later], budget, splitter=splitter)
+        assert len(split) == splits
+        assert [d.page_content for d in kept] == [
+            d.page_content for d in fit_to_budget([Document(first), later], budget, token_counter=blind)[0]
+        ]
+        assert [d.page_content for d in kept[1:]] == [child] * splits
 
 
 def test_skip_and_continue_keeps_smaller_lower_ranked_units() -> None:

@@ -12,7 +12,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from langchain_expand import TokenCounter
-from langchain_expand.text.tokens import chained_count, separator_cost, starts_token
+from langchain_expand.text.tokens import at_least, chained_count, separator_cost, starts_token
 
 SAMPLES = [
     "Hello world",
@@ -70,6 +70,29 @@ def test_a_separator_cost_called_exact_makes_the_parts_sum_the_joined_count(
     cost, exact = separator_cost(counter, before, separator)
     if exact and starts_token(after):
         assert counter(before + separator + after) == counter(before) + cost + counter(after)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_TRICKY, max_size=40).map("".join),
+    st.lists(_TRICKY, max_size=40).map("".join),
+    st.lists(_TRICKY, max_size=40).map("".join),
+)
+@example("x", "It ends.\n\n/abc", "y")
+@example("un", "believable things", "ly")
+def test_no_text_counts_fewer_tokens_than_the_words_of_any_text_it_holds(before: str, inside: str, after: str) -> None:
+    """A parent that cannot keep a matched child whole in the room left is not split (``shrink``):
+    no cut holding the child counts fewer tokens than the child's words, whatever surrounds it."""
+    counter = TokenCounter()
+    assert at_least(counter, inside) <= counter(before + inside + after)
+    assert at_least(TokenCounter("o200k_base"), inside) == 0  # its punctuation piece can join two words
+    assert at_least(TokenCounter(count=len), inside) == 0
+
+
+def test_the_words_bound_is_close_on_prose() -> None:
+    text = "The remote pairs with the TV when both are on; hold Return and Play for three seconds."
+    assert at_least(TokenCounter(), text) == 17
+    assert TokenCounter()(text) == 19
 
 
 def test_a_separator_cost_is_exact_only_where_it_is_proven() -> None:

