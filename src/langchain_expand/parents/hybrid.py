@@ -84,15 +84,8 @@ class HybridChildren:
         return str(child.metadata[self.id_key]), int(child.metadata[STORED_INDEX])
 
     def _scored(self, ids: list[str]) -> list[tuple[Document, float]]:
-        """The children ``ids`` still stored, in that order, each with its relevance to the query (a cosine).
-
-        A read takes every other child of BM25's best not read yet too: the query's later calls,
-        asking more, find them read.
-        """
+        """The children ``ids`` still stored, in that order, each with its relevance to the query (a cosine)."""
         fresh = [i for i in ids if i not in self._read]
-        if fresh:
-            best = (unit_id(h.doc_id, h.index) for h in self._best)
-            fresh = list(dict.fromkeys([*fresh, *(i for i in best if i not in self._read)]))
         read = self.vectors.with_vectors(fresh) if fresh else []
         query = self.dense.vector()
         if read and query is not None:
