@@ -54,6 +54,7 @@ class HybridChildren:
     _best: list[LexicalHit] = field(default_factory=list, init=False, repr=False)
     """BM25's best children, as many as :attr:`_asked` where that many match."""
     _asked: int = field(default=0, init=False, repr=False)
+    """How many of BM25's best were asked for; fewer came back where fewer children match (then all of them)."""
 
     def __call__(self, k: int) -> list[tuple[Document, float]]:
         """Both rankings' best ``k``, fused: up to ``2k`` children, best first."""
