@@ -187,19 +187,30 @@ def exact_search(retriever: Any) -> Any:
 
     What the store's approximate search (HNSW) decides is then decided exactly, so two memory
     modes that differ with it and agree with this differ by the store's misses alone. Ties go
-    by document id, then position, as on every path of the retriever (``tie_ordered``).
+    by document id, then position, as on every path of the retriever (``tie_ordered``). A
+    ``filter`` keeps the records it passes, as Chroma decides (``filters.matches``); any other
+    argument is refused, so no search is exact in name only.
     """
+    from langchain_expand.store import filters
     from langchain_expand.store.adapters.base import tie_ordered
 
-    got = retriever.vectorstore._collection.get(include=["embeddings"])
-    ids, matrix = got["ids"], np.asarray(got["embeddings"], dtype=np.float64)
+    got = retriever.vectorstore._collection.get(include=["embeddings", "metadatas"])
+    ids, matrix, metas = got["ids"], np.asarray(got["embeddings"], dtype=np.float64), got["metadatas"]
     norms = np.linalg.norm(matrix, axis=1)
     adapter = retriever._vectors
 
     def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
+        where = kwargs.pop("filter", None)
+        if kwargs:
+            msg = f"exact_search takes only `filter`, got {sorted(kwargs)}"
+            raise TypeError(msg)
         q = np.asarray(vector, dtype=np.float64)
         similarity = matrix @ q / (norms * np.linalg.norm(q))
-        scored = [(i, adapter.relevance(1.0 - s)) for i, s in zip(ids, similarity.tolist(), strict=True)]
+        scored = [
+            (i, adapter.relevance(1.0 - s))
+            for i, s, meta in zip(ids, similarity.tolist(), metas, strict=True)
+            if where is None or filters.matches(where, meta)
+        ]
         return tie_ordered(scored, str)[:k]
 
     object.__setattr__(adapter, "search_ids", search_ids)

@@ -17,6 +17,7 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
+from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import tie_ordered
 from langchain_expand.store.lexical import BaseLexicalIndex
@@ -80,15 +81,25 @@ def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
     """``retriever`` with its store searched exactly: every vector the store holds scored by cosine.
 
     Ties (to 6 decimals) go by document id, then position: every path's rule (``tie_ordered``).
+    A ``filter`` keeps the records it passes, as Chroma decides (:func:`filters.matches`); any
+    other argument is refused, so no search is exact in name only.
     """
-    got = retriever.vectorstore._collection.get(include=["embeddings"])  # type: ignore[attr-defined]
-    ids, matrix = got["ids"], np.asarray(got["embeddings"], dtype=np.float64)
+    got = retriever.vectorstore._collection.get(include=["embeddings", "metadatas"])  # type: ignore[attr-defined]
+    ids, matrix, metas = got["ids"], np.asarray(got["embeddings"], dtype=np.float64), got["metadatas"]
     norms = np.linalg.norm(matrix, axis=1)
 
     def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
+        where = kwargs.pop("filter", None)
+        if kwargs:
+            msg = f"exact_search takes only `filter`, got {sorted(kwargs)}"
+            raise TypeError(msg)
         q = np.asarray(vector, dtype=np.float64)
         similarity = matrix @ q / (norms * np.linalg.norm(q))
-        scored = [(i, retriever._vectors.relevance(1.0 - s)) for i, s in zip(ids, similarity.tolist(), strict=True)]
+        scored = [
+            (i, retriever._vectors.relevance(1.0 - s))
+            for i, s, meta in zip(ids, similarity.tolist(), metas, strict=True)
+            if where is None or filters.matches(where, meta)
+        ]
         return tie_ordered(scored, str)[:k]
 
     object.__setattr__(retriever._vectors, "search_ids", search_ids)

@@ -94,6 +94,8 @@ def test_answers_from_the_snapshot_equal_answers_from_the_store_searched_exactly
             {"max_tokens": 2000},
             {"k": 3, "before": 1, "after": 2},
             {"max_tokens": 800, "before": 1, "after": 1},
+            {"max_tokens": 2000, "filter": {"doc_id": "IS1004a"}},  # the store's exact search keeps to it too
+            {"max_tokens": 600, "filter": {"doc_id": {"$in": ["ES2005a", "ES2013a"]}}},
         ):
             found = snapshot.invoke(query, **call)
             expected = store.invoke(query, **call)
