@@ -210,7 +210,11 @@ def filtered(
 ) -> dict:
     """The shipped mode with each query scoped to its document, against the raw search with the same filter."""
     ours = SentenceWindowRetriever(vectorstore=store, lexical=lexical)  # type: ignore[arg-type]
-    alone = SentenceWindowRetriever(vectorstore=store, lexical=lexical, performance=Performance(in_memory=False))  # type: ignore[arg-type]
+
+    def store_alone() -> SentenceWindowRetriever:
+        return SentenceWindowRetriever(vectorstore=store, lexical=lexical, performance=Performance(in_memory=False))  # type: ignore[arg-type]
+
+    alone, exact = store_alone(), exact_search(store_alone())  # exact: the store's filtered search, its misses gone
 
     def scoped(retriever: SentenceWindowRetriever, q: str) -> list[Document]:
         return retriever.invoke(q, max_tokens=BUDGET, filter={"doc_id": scope[q]})
@@ -223,8 +227,11 @@ def filtered(
         scoped(ours, q)
     gc.collect()
     out = timings(*interleaved(lambda q: scoped(ours, q), raw, timed, passes))
-    same = [[d.page_content for d in scoped(ours, q)] == [d.page_content for d in scoped(alone, q)] for q in timed]
+    shipped = [[d.page_content for d in scoped(ours, q)] for q in timed]
+    same = [[d.page_content for d in scoped(alone, q)] == a for q, a in zip(timed, shipped, strict=True)]
     out["same_answers"] = sum(same) / len(timed)
+    same = [[d.page_content for d in scoped(exact, q)] == a for q, a in zip(timed, shipped, strict=True)]
+    out["same_answers_exact"] = sum(same) / len(timed)
     return out
 
 
