@@ -31,7 +31,7 @@ from langchain_expand import (
 )
 from langchain_expand.parents.assembly import cap_parent
 from langchain_expand.parents.hybrid import HybridChildren
-from langchain_expand.store.search import fuse_scores
+from langchain_expand.store.search import VectorSearch, fuse_scores
 from langchain_expand.units import STORED_INDEX, STORED_REV
 
 from .conftest import gold_recall, load_docs, load_queries
@@ -715,7 +715,7 @@ def test_parents_fused_with_bm25_by_both_scores_hold_more_of_the_evidence(make_p
     assert lexical is not None
     moved = 0
     for q in queries:
-        fused = hybrid._search(q["query"], None)(8)
+        fused = hybrid._search(VectorSearch(hybrid._vectors, q["query"]), None)(8)
         found = {(h.doc_id, h.index): h.score for h in lexical.search(q["query"], 8)}
         meta = [c.metadata for c, _ in fused]
         keys = [(m[hybrid.id_key], m[STORED_INDEX], m[STORED_REV]) for m in meta]
@@ -786,7 +786,7 @@ def test_a_childs_relevance_does_not_depend_on_what_is_read_with_it(make_parents
 
     hybrid = make_parents(lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
     hybrid.add_documents(manual())
-    search = hybrid._search(QUERY, None)
+    search = hybrid._search(VectorSearch(hybrid._vectors, QUERY), None)
     assert isinstance(search, HybridChildren)
     ids = hybrid.vectorstore.get(limit=64)["ids"]  # type: ignore[attr-defined]  # Chroma's
     together = search._scored(ids)
@@ -806,9 +806,11 @@ class _Unkeyed:
 
 def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parents: Make, tmp_path: Path) -> None:
     """A budget gathers parents in rounds (k doubling): a query matches BM25 once, reads each child
-    BM25 alone found and scores each dense candidate by BM25 once, and the units of a parent cut
-    to fit are kept between calls. What is kept must answer as what it replaces: a search asked 4, then 8, then
-    16 children as one asked 16 at once; parents cut by kept units as parents split again."""
+    BM25 alone found and scores each dense candidate by BM25 once, its first dense search reads as far
+    ahead as the last query's rounds went, and the units of a parent cut to fit are kept between calls.
+    What is kept must answer as what it replaces: a search asked 4, then 8, then 16 children (read ahead
+    or not) as one asked 16 at once; parents cut by kept units as parents split again; a query read ahead
+    as one that asks each round's children alone."""
     from langchain_expand import LexicalIndex
 
     hybrid = make_parents(
@@ -818,17 +820,21 @@ def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parent
     )
     hybrid.add_documents(manual())
     unkeyed = hybrid.model_copy(update={"token_counter": _Unkeyed()})
-    cut = 0
+    cut = read_ahead = 0
     for q in [QUERY, *[q["query"] for q in load_queries("emanual")[:8]]]:
-        search = hybrid._search(q, None)
-        for k in (4, 8):
-            search(k)
-        assert search(16) == hybrid._search(q, None)(16)
+        for ahead in (0, 64):
+            search = hybrid._search(VectorSearch(hybrid._vectors, q, ahead=ahead), None)
+            for k in (4, 8):
+                search(k)
+            assert search(16) == hybrid._search(VectorSearch(hybrid._vectors, q), None)(16)
         assert hybrid.lexical is not None  # BM25's best are matched once, its best k their first k
         assert [hybrid.lexical.search(q, k) for k in (4, 16)] == [hybrid.lexical.search(q, 64)[:k] for k in (4, 16)]
         for budget in (300, 1500):
             parents = hybrid.invoke(q, max_tokens=budget)
             again = hybrid.invoke(q, max_tokens=budget)  # its cut parents' units kept from the call before
+            read_ahead = max(read_ahead, hybrid._ahead)
+            unkeyed._ahead = 0  # each round's search asks only for what the round needs
             assert parents == again == unkeyed.invoke(q, max_tokens=budget)
             cut += any(p.metadata.get("truncated") for p in parents)
     assert cut, "no parent was cut to fit: the test shows nothing of the kept units"
+    assert read_ahead > 4, "no query went past its first round: the test shows nothing of the read-ahead"

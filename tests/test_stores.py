@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import SentenceWindowRetriever, chroma_store
-from langchain_expand.store.adapters.base import nearest, tie_key
+from langchain_expand.store.adapters import adapt
+from langchain_expand.store.adapters.base import TIE_GROWTH, matched, nearest, tie_key
+from langchain_expand.store.search import VectorSearch
 
 from .conftest import load_queries
 
@@ -86,3 +89,43 @@ def test_a_tie_straddling_the_kth_goes_by_position_however_many_ids_are_asked(
         expected = [i for _, i in copies[:k]]
         assert [i for i, _ in adapter.search_ids(vector, k)] == expected  # TIE_SPARE more ids asked
         assert [i for i, _ in nearest(fetch, k, str)] == expected
+
+
+def test_within_chromas_beam_the_first_k_of_a_larger_search_are_its_search_for_k(
+    qmsum_index: SentenceWindowRetriever, minilm: Embeddings
+) -> None:
+    # What a search read ahead rests on (StoreAdapter.nested_up_to): Chroma searches one beam
+    # (ef_search, 500 here) for every k up to it, and a tie cut at the k-th goes by position
+    # however many are asked. With ties: the meetings' most repeated sentence searched with its
+    # own vector (every copy at distance 0); without: the benchmark's queries.
+    adapter = qmsum_index._vectors
+    assert adapter.nested_up_to == 500 // TIE_GROWTH - 1
+    stored = qmsum_index.vectorstore._collection.get(include=["embeddings"])  # type: ignore[attr-defined]
+    keys = [np.asarray(v, dtype=np.float32).tobytes() for v in stored["embeddings"]]
+    tied = list(stored["embeddings"][keys.index(Counter(keys).most_common(1)[0][0])])
+    assert Counter(keys).most_common(1)[0][1] >= 6
+    for vector in [tied, *[minilm.embed_query(q["query"]) for q in load_queries("qmsum")[:4]]]:
+        ahead = adapter.search("", vector, adapter.nested_up_to)
+        for k in (1, 2, 4, 8, 16, 32, adapter.nested_up_to):
+            assert [(d.id, s) for d, s in ahead[:k]] == [(d.id, s) for d, s in adapter.search("", vector, k)]
+
+
+def test_a_search_read_ahead_asks_the_store_once_for_the_rounds_after_it(
+    qmsum_index: SentenceWindowRetriever, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The parents' budget asks for children 4, 8, 16, ... in rounds; read ahead, the first search
+    # asks as far as the store's first k are its search for k, and the rounds take theirs from it.
+    adapter = qmsum_index._vectors
+    query = load_queries("qmsum")[0]["query"]
+    one_by_one = [VectorSearch(adapter, query)(k) for k in (4, 8, 16, 32)]
+    asked: list[int] = []
+    search = adapter.search
+    monkeypatch.setattr(adapter, "search", lambda q, v, k, **kw: asked.append(k) or search(q, v, k, **kw))
+    ahead = VectorSearch(adapter, query, ahead=10_000)
+    found = [ahead(k) for k in (4, 8, 16, 32)]
+    assert asked == [adapter.nested_up_to]  # no further than the store's first k hold
+    assert [[(d.id, s) for d, s in f] for f in found] == [[(d.id, s) for d, s in f] for f in one_by_one]
+    assert [matched(f) for f in found] == [4, 8, 16, 32]  # as full as the searches for them: rounds go on
+    assert ahead.reached == 32
+    memory = adapt(InMemoryVectorStore(minilm), "test")  # its ties cut at k in an order of its own: not read ahead
+    assert VectorSearch(memory, query, ahead=10_000).ahead == 0

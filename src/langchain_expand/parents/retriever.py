@@ -173,6 +173,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     child_context = calls.renamed_attribute("BudgetedParentDocumentRetriever", "child_context", "child_prefix")
 
     _vectors: StoreAdapter = PrivateAttr()
+    _ahead: int = PrivateAttr(default=0)
+    """Children the next query's first search asks for: as many as the last query's rounds asked (speed only)."""
 
     # an assigned field is checked and takes effect; help() and the schema show each field's docstring
     model_config = ConfigDict(validate_assignment=True, use_attribute_docstrings=True)
@@ -275,48 +277,51 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             if score_threshold is None
             else score_threshold
         )
-        search = self._search(query, filter)
+        kwargs = self._search_kwargs(filter)
+        dense = VectorSearch(self._vectors, query, kwargs, ahead=self._ahead)
+        search = self._search(dense, kwargs.get("filter"))
         in_order = isinstance(search, HybridChildren | Diversified)  # parents in their best child's order
         reads = CallReads(self.docstore, self.token_counter, self._head_id)
         ranked: list[Parent] = []
         stored: Sequence[Document | None] = []
         first = k or DEFAULT_K
-        for scored in overfetch(search, first, first):
-            ranked = ranked_parents(scored, floor, self.id_key, self.aggregate, keep_order=in_order)
-            stored = reads.mget([p.parent_id for p in ranked]) if expand else []
-            if k is None and expand:  # the budget decides: enough parents to hold it
-                assert max_tokens is not None
-                capped = self._capped(ranked, None, stored, reads)
-                policy = self.budget_policy  # gather past the budget until the fitted parents fill it
-                if sum(d.metadata[TOKENS] for d in capped) >= policy.parents_overfill * max_tokens:
-                    fitted, used = fit_counted(capped, max_tokens, self.token_counter, parent_units(self.token_counter))
-                    if fitted and (used or 0) >= policy.parents_full * max_tokens:
-                        return fitted
-                continue
-            have = len(servable(ranked, stored, reads.heads(stored))) if expand else len(ranked)
-            if have >= (k or DEFAULT_K):
-                break
+        try:
+            for scored in overfetch(search, first, first):
+                ranked = ranked_parents(scored, floor, self.id_key, self.aggregate, keep_order=in_order)
+                stored = reads.mget([p.parent_id for p in ranked]) if expand else []
+                if k is None and expand:  # the budget decides: enough parents to hold it
+                    assert max_tokens is not None
+                    capped = self._capped(ranked, None, stored, reads)
+                    policy = self.budget_policy  # gather past the budget until the fitted parents fill it
+                    if sum(d.metadata[TOKENS] for d in capped) >= policy.parents_overfill * max_tokens:
+                        units = parent_units(self.token_counter)
+                        fitted, used = fit_counted(capped, max_tokens, self.token_counter, units)
+                        if fitted and (used or 0) >= policy.parents_full * max_tokens:
+                            return fitted
+                    continue
+                have = len(servable(ranked, stored, reads.heads(stored))) if expand else len(ranked)
+                if have >= (k or DEFAULT_K):
+                    break
+        finally:
+            self._ahead = dense.reached  # the next query's first search reads as far ahead as this one went
         if not expand:
             return [child_out(c, s, self.id_key) for p in ranked[: k or DEFAULT_K] for c, s in p.children[:1]]
         return self._expand(ranked, k, stored, max_tokens, reads)
 
-    def _search(
-        self, query: str, metadata_filter: dict[str, Any] | None
-    ) -> Callable[[int], list[tuple[Document, float]]]:
+    def _search(self, dense: VectorSearch, where: Any) -> Callable[[int], list[tuple[Document, float]]]:
         """The children's ranking for ``search_type``: by similarity (fused with BM25's, with ``lexical``), or by MMR.
 
+        ``dense``: the children's dense search; ``where``: its filter, on the units' metadata.
         MMR (LangChain's ``maximal_marginal_relevance``, on the stored vectors) reorders the
         best ``max(n, fetch_k)`` children so each next one is relevant and unlike those before
         it; each keeps its relevance score, and parents come in the order of their first child.
         """
-        kwargs = self._search_kwargs(metadata_filter)
-        dense = VectorSearch(self._vectors, query, kwargs)
         if self._search_type != "mmr":
             if self.lexical is None:
                 return dense
-            if "filter" not in kwargs:
+            if where is None:
                 return HybridChildren(dense, self.lexical, self._vectors, self.id_key)
-            within = within_filter(self._vectors, self.lexical, kwargs["filter"], self.id_key)
+            within = within_filter(self._vectors, self.lexical, where, self.id_key)
             return dense if within is None else HybridChildren(dense, within, self._vectors, self.id_key)
         fetch_k = int(self.search_kwargs.get("fetch_k", MMR_FETCH_K))
         return Diversified(dense, fetch_k, float(self.search_kwargs.get("lambda_mult", 0.5)))

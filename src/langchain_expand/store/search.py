@@ -14,7 +14,7 @@ import numpy as np
 from langchain_core.vectorstores.utils import maximal_marginal_relevance
 
 from langchain_expand.store.adapters import Scored, StoreAdapter
-from langchain_expand.store.adapters.base import matched
+from langchain_expand.store.adapters.base import Matches, matched
 
 __all__ = [
     "DENSE_WEIGHT",
@@ -47,7 +47,9 @@ class VectorSearch:
     similarity for unit-length embeddings, whatever the store's distance.
     """
 
-    def __init__(self, store: StoreAdapter, query: str, search_kwargs: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, store: StoreAdapter, query: str, search_kwargs: dict[str, Any] | None = None, *, ahead: int = 0
+    ) -> None:
         """Prepare the search; nothing is embedded until the first call.
 
         Args:
@@ -56,8 +58,16 @@ class VectorSearch:
             search_kwargs: Passed to every search, e.g. ``{"filter": {...}}``; a filter is
                 written on the served units' metadata (``doc_id`` too), and translated to the
                 records' by the store's adapter.
+            ahead: The most matches the first call asks for, whatever it needs; a later call
+                that needs no more is served the first of them. Only as far as the store's
+                first ``k`` are its search for ``k`` (:attr:`StoreAdapter.nested_up_to`): the
+                same matches, one search.
         """
         self.store = store
+        self.ahead = min(ahead, store.nested_up_to)
+        self.reached = 0
+        """The most matches a call needed: how far the next query's search may read ahead."""
+        self._held: tuple[int, Scored] | None = None  # what a search read ahead: the matches asked, and found
         if len(query) > MAX_QUERY_CHARS:
             logger.warning(
                 "The query is %d characters; searching with its first %d (embedding models read less).",
@@ -80,13 +90,28 @@ class VectorSearch:
         return self._vector
 
     def __call__(self, k: int) -> Scored:
-        """The ``k`` best matches with their relevance (higher is better)."""
-        return self.store.search(self.query, self.vector(), k, **self.where)
+        """The ``k`` best matches with their relevance (higher is better): the first read ahead, else searched."""
+        self.reached = max(self.reached, k)
+        if self._held is not None and k <= self._held[0]:
+            return _first(self._held[1], k)
+        asked = max(k, self.ahead)
+        found = self.store.search(self.query, self.vector(), asked, **self.where)
+        if asked == k:
+            return found
+        if len(found) < matched(found):  # records gone from the store: the first k are not its search for k
+            return self.store.search(self.query, self.vector(), k, **self.where)
+        self._held = (asked, found)
+        return _first(found, k)
 
     def ids(self, k: int) -> list[tuple[str, float]] | None:
         """The ids of the ``k`` nearest records with their relevance, no record read; None where the store cannot."""
         vector = self.vector()
         return None if vector is None else self.store.search_ids(vector, k, **self.where)
+
+
+def _first(found: Scored, k: int) -> Scored:
+    """The first ``k`` of a search's matches, as the search for ``k`` reports them."""
+    return Matches(found[:k], matched=min(k, matched(found)))
 
 
 class Diversified:

@@ -61,16 +61,14 @@ MAX_SEARCH = 100_000
 """The most matches one search asks a store for, whatever the budget (a budget of 10**12 tokens
 asked Chroma for more results than its integer type holds)."""
 
-
 TIES = 6
 """Decimals to which two distances (or relevances) are equal: a repeated sentence's copies differ
 in the last bits of a float32 sum, and each path (the store's index, the snapshot's exact
 search) computes them its own way."""
 
 TIE_GROWTH = 8
-"""How many times more a search asks while its last result still ties the ``k``-th: such a tie
-is a sentence repeated many times (a meeting's "Okay.", a log line), and more results cost
-Chroma little (benchmarks/README.md, "Scale": two searches where doubling took up to five)."""
+"""How many times more a search asks while its last result still ties the ``k``-th (a sentence repeated many
+times: a meeting's "Okay.", a log line); more cost Chroma little (benchmarks/README.md, "Scale")."""
 
 F = TypeVar("F")
 
@@ -136,6 +134,9 @@ class StoreAdapter:
     """Whether the store keeps change marks (:meth:`mark`): what a snapshot of it is keyed by."""
     space: str | None = None
     """The distance the store ranks by, where a snapshot can rank as it does (Chroma's); else None."""
+    nested_up_to = 0
+    """The most results :meth:`search` may be asked for whose first ``k`` are its search for ``k``: how far a
+    caller may read ahead (``VectorSearch(ahead=)``); 0 where not known (ties cut at ``k`` in an order of its own)."""
 
     def __init__(self, store: VectorStore) -> None:
         """Wrap ``store``; see :func:`~langchain_expand.store.adapters.adapt` for what it must implement."""

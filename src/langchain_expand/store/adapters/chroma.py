@@ -15,6 +15,7 @@ from langchain_core.vectorstores import VectorStore
 
 from langchain_expand.store.adapters.base import (
     MAX_SEARCH,
+    TIE_GROWTH,
     Matches,
     Scored,
     StoreAdapter,
@@ -24,7 +25,7 @@ from langchain_expand.store.adapters.base import (
 )
 from langchain_expand.store.adapters.chromaclient import Reopening, forked, is_embedded, refuse_after_fork
 
-__all__ = ["ChromaAdapter", "chroma_space"]
+__all__ = ["ChromaAdapter", "chroma_ef_search", "chroma_space"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,22 @@ def chroma_space(store: VectorStore) -> str:
     return "l2"
 
 
+def chroma_ef_search(store: VectorStore) -> int:
+    """The width of a Chroma collection's HNSW search beam (``ef_search``; Chroma's default 100).
+
+    Chroma searches with a beam of ``max(ef_search, k)``: up to ``ef_search`` results, the
+    search is one and the same, and the first ``k`` of a larger result are the result for
+    ``k``. A tie at the last place is completed by asking ``TIE_GROWTH`` times as many
+    (:func:`~langchain_expand.store.adapters.base.nearest`), which stays in the beam up to
+    ``ef_search // TIE_GROWTH`` results (:attr:`ChromaAdapter.nested_up_to`).
+    """
+    collection = store._collection  # type: ignore[attr-defined]
+    metadata = getattr(collection, "metadata", None) or {}
+    config = getattr(collection, "configuration", None) or {}
+    hnsw = (config.get("hnsw") or {}) if isinstance(config, dict) else {}
+    return int(metadata.get("hnsw:search_ef") or hnsw.get("ef_search") or 100)
+
+
 class ChromaAdapter(StoreAdapter):
     """A ``langchain_chroma.Chroma`` store, read and written through its collection.
 
@@ -72,6 +89,7 @@ class ChromaAdapter(StoreAdapter):
     def __init__(self, store: VectorStore) -> None:
         """Wrap a Chroma store."""
         self.space = chroma_space(store)
+        self.nested_up_to = chroma_ef_search(store) // TIE_GROWTH - 1
         super().__init__(store)
         self._marks: Any = None
         self._beats: dict[str, float] = {}
