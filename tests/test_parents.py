@@ -807,7 +807,8 @@ class _Unkeyed:
 def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parents: Make, tmp_path: Path) -> None:
     """A budget gathers parents in rounds (k doubling): a query matches BM25 once, reads each child
     BM25 alone found and scores each dense candidate by BM25 once, its first dense search reads as far
-    ahead as the last query's rounds went, and the units of a parent cut to fit are kept between calls.
+    ahead as the last query's rounds went (and the first round reads and scores the children the rounds
+    after it will want), and the units of a parent cut to fit are kept between calls.
     What is kept must answer as what it replaces: a search asked 4, then 8, then 16 children (read ahead
     or not) as one asked 16 at once; parents cut by kept units as parents split again; a query read ahead
     as one that asks each round's children alone."""

@@ -39,7 +39,8 @@ class HybridChildren:
     Lexical rows are keyed by parent and child position, as children's ids are. A query's calls
     (``k`` doubling until the budget is held) match the query once for BM25's best
     ``LEXICAL_AHEAD`` (its best ``k`` are the first ``k`` of them: ties go in the order written),
-    and read each child BM25 alone found, and score each dense candidate by BM25, once.
+    and read each child BM25 alone found, and score each dense candidate by BM25, once: in the
+    first call as far as the dense search read ahead (:meth:`_read_ahead`).
     """
 
     dense: VectorSearch
@@ -59,6 +60,8 @@ class HybridChildren:
     def __call__(self, k: int) -> list[tuple[Document, float]]:
         """Both rankings' best ``k``, fused: up to ``2k`` children, best first."""
         scored = self.dense(k)
+        if not self._asked:  # the query's first call
+            self._read_ahead(scored)
         found = self._lexical(k)
         by_key = {self._key(d): (d, s) for d, s in scored}
         extra = [unit_id(h.doc_id, h.index) for h in found if (h.doc_id, h.index) not in by_key]
@@ -72,6 +75,22 @@ class HybridChildren:
         order = fuse_scores([by_key[key][1] for key in candidates], [bm25.get(key, 0.0) for key in candidates])
         fused = [by_key[candidates[j]] for j in order]
         return Matches(fused, matched=max(len(fused), matched(scored)))  # the store's count: over-fetch goes on
+
+    def _read_ahead(self, scored: list[tuple[Document, float]]) -> None:
+        """What later calls will read, read now where the dense search read ahead (:meth:`VectorSearch.read_ahead`).
+
+        Each child of BM25's as many best that this call's dense ranking lacks, and each of the
+        dense children read ahead scored by BM25: in one read each, not one a call. A read's
+        values do not depend on what is read with it.
+        """
+        ahead = self.dense.read_ahead()
+        if len(ahead) <= len(scored):
+            return
+        dense = {self._key(d) for d, _ in scored}
+        best = self._lexical(len(ahead))
+        self._scored([unit_id(h.doc_id, h.index) for h in best if (h.doc_id, h.index) not in dense])
+        rows = [(*self._key(d), str(d.metadata.get(STORED_REV))) for d, _ in ahead]
+        self._bm25.update(dict.fromkeys(rows, 0.0) | self.lexical.scores(self.dense.query, rows))
 
     def _lexical(self, k: int) -> list[LexicalHit]:
         """BM25's best ``k`` children, from the best ``max(k, LEXICAL_AHEAD)`` matched once for the query's calls."""

@@ -103,6 +103,10 @@ class VectorSearch:
         self._held = (asked, found)
         return _first(found, k)
 
+    def read_ahead(self) -> Scored:
+        """The matches read ahead, which calls for no more are served the first of (none before a call asked)."""
+        return [] if self._held is None else self._held[1]
+
     def ids(self, k: int) -> list[tuple[str, float]] | None:
         """The ids of the ``k`` nearest records with their relevance, no record read; None where the store cannot."""
         vector = self.vector()
