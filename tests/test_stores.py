@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_expand import SentenceWindowRetriever, chroma_store
 from langchain_expand.store.adapters import adapt
 from langchain_expand.store.adapters.base import TIE_GROWTH, matched, nearest, tie_key
+from langchain_expand.store.adapters.chroma import chroma_ef_search
 from langchain_expand.store.search import VectorSearch
 
 from .conftest import load_queries
@@ -129,3 +131,14 @@ def test_a_search_read_ahead_asks_the_store_once_for_the_rounds_after_it(
     assert ahead.reached == 32
     memory = adapt(InMemoryVectorStore(minilm), "test")  # its ties cut at k in an order of its own: not read ahead
     assert VectorSearch(memory, query, ahead=10_000).ahead == 0
+
+
+def test_how_far_a_chroma_search_reads_ahead_follows_its_beam(tmp_path: Path, minilm: Embeddings) -> None:
+    # ef_search // TIE_GROWTH - 1: a tie completed at the last place stays within the beam.
+    for ef_search, reach in ((500, 61), (100, 11), (8, 0)):
+        store = chroma_store(f"beam-{ef_search}", persist_directory=tmp_path, embeddings=minilm, ef_search=ef_search)
+        assert adapt(store, "test").nested_up_to == reach
+    legacy = SimpleNamespace(_collection=SimpleNamespace(metadata={"hnsw:search_ef": 64}, configuration=None))
+    spann = SimpleNamespace(_collection=SimpleNamespace(metadata=None, configuration={"hnsw": None, "spann": {}}))
+    assert chroma_ef_search(legacy) == 64  # type: ignore[arg-type]
+    assert chroma_ef_search(spann) == 0  # type: ignore[arg-type]  # a distributed index: nothing read ahead

@@ -61,19 +61,24 @@ def chroma_space(store: VectorStore) -> str:
 
 
 def chroma_ef_search(store: VectorStore) -> int:
-    """The width of a Chroma collection's HNSW search beam (``ef_search``; Chroma's default 100).
+    """The width of a Chroma collection's HNSW search beam (``ef_search``; Chroma's default 100); 0 for another index.
 
     Chroma searches with a beam of ``max(ef_search, k)``: up to ``ef_search`` results, the
     search is one and the same, and the first ``k`` of a larger result are the result for
     ``k``. A tie at the last place is completed by asking ``TIE_GROWTH`` times as many
     (:func:`~langchain_expand.store.adapters.base.nearest`), which stays in the beam up to
-    ``ef_search // TIE_GROWTH`` results (:attr:`ChromaAdapter.nested_up_to`).
+    ``ef_search // TIE_GROWTH`` results (:attr:`ChromaAdapter.nested_up_to`). A SPANN index
+    (Chroma's distributed one) promises nothing of the kind.
     """
     collection = store._collection  # type: ignore[attr-defined]
     metadata = getattr(collection, "metadata", None) or {}
-    config = getattr(collection, "configuration", None) or {}
-    hnsw = (config.get("hnsw") or {}) if isinstance(config, dict) else {}
-    return int(metadata.get("hnsw:search_ef") or hnsw.get("ef_search") or 100)
+    if "hnsw:search_ef" in metadata:  # set the legacy way
+        return int(metadata["hnsw:search_ef"])
+    config = getattr(collection, "configuration", None)
+    config = config if isinstance(config, dict) else {}
+    if config.get("spann") is not None and config.get("hnsw") is None:
+        return 0
+    return int((config.get("hnsw") or {}).get("ef_search") or 100)
 
 
 class ChromaAdapter(StoreAdapter):
@@ -89,7 +94,7 @@ class ChromaAdapter(StoreAdapter):
     def __init__(self, store: VectorStore) -> None:
         """Wrap a Chroma store."""
         self.space = chroma_space(store)
-        self.nested_up_to = chroma_ef_search(store) // TIE_GROWTH - 1
+        self.nested_up_to = max(0, chroma_ef_search(store) // TIE_GROWTH - 1)
         super().__init__(store)
         self._marks: Any = None
         self._beats: dict[str, float] = {}
