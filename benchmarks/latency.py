@@ -18,10 +18,11 @@ embedded Chroma. Then the default query, ``invoke(q, max_tokens=2000)``, and a r
 And the README's parents (:data:`PARENTS`): ``BudgetedParentDocumentRetriever`` with a ``LexicalIndex``,
 ``invoke(q, max_tokens=2000)`` against a raw ``similarity_search(k=16)`` of its own children.
 
-Each mode's answers to the timed queries are compared with the snapshot's, which sees every
-sentence and searches exactly (the store's HNSW is approximate), and again with the mode's
-store searched exactly (:func:`common.exact_search`): a difference left then is not the
-store's misses but the mode's own (issue #49 asks for none).
+Each mode's answers to the timed queries (every window's text and metadata, its score to the
+last bit) are compared with the snapshot's, which sees every sentence and searches exactly (the
+store's HNSW is approximate), and again with the mode's store searched exactly
+(:func:`common.exact_search`): a difference left then is not the store's misses but the
+mode's own (issue #49 asks for none).
 
 Each side first answers five other queries untimed (the snapshot's build, lazy imports), then
 one full garbage collection runs: indexing leaves tens of thousands of objects promoted, and
@@ -113,6 +114,11 @@ def scopes(docs: list[dict], queries: list[str], name: str) -> dict[str, str]:
     return {q: own.get(q, docs[n % len(docs)]["doc_id"]) for n, q in enumerate(queries)}
 
 
+def shown(windows: list[Document]) -> list[tuple[str, dict]]:
+    """An answer as compared across modes: each window's text and metadata, its score to the last bit."""
+    return [(d.page_content, d.metadata) for d in windows]
+
+
 def sliced(name: str, n: int) -> tuple[list[dict], list[str]]:
     """The corpus's slice and ``n`` query texts: the slice's own where it has that many, else
     all of its own and others of the corpus (QMSum's meeting has 7; a search spans the store)."""
@@ -163,17 +169,14 @@ def run_corpus(name: str, args: argparse.Namespace, embeddings: object) -> dict:
             ours.invoke(q, max_tokens=BUDGET)
         gc.collect()  # what indexing left for the collector, collected now: not in a timed query
         out[mode] = timings(*interleaved(lambda q, r=ours: r.invoke(q, max_tokens=BUDGET), raw, timed, args.passes))
-        answers[mode] = [[d.page_content for d in ours.invoke(q, max_tokens=BUDGET)] for q in timed]
+        answers[mode] = [shown(ours.invoke(q, max_tokens=BUDGET)) for q in timed]
         shipped = answers[next(iter(MODES))]
         out[mode]["same_answers"] = sum(a == b for a, b in zip(answers[mode], shipped, strict=True)) / len(timed)
         if mode != next(iter(MODES)):  # the store's search made exact: what differs then is not its misses
             exact = exact_search(SentenceWindowRetriever(vectorstore=store, lexical=retriever.lexical, **settings))
             if exact.performance.in_memory:
                 ranked_in_memory(exact, warmup, BUDGET)
-            alike = [
-                [d.page_content for d in exact.invoke(q, max_tokens=BUDGET)] == a
-                for q, a in zip(timed, shipped, strict=True)
-            ]
+            alike = [shown(exact.invoke(q, max_tokens=BUDGET)) == a for q, a in zip(timed, shipped, strict=True)]
             out[mode]["same_answers_exact"] = sum(alike) / len(timed)
     out[FILTERED] = filtered(store, retriever.lexical, scopes(docs, queries, name), warmup, timed, args.passes)
     out[PARENTS] = parents(docs, path, embeddings, warmup, timed, args.passes)
@@ -227,10 +230,10 @@ def filtered(
         scoped(ours, q)
     gc.collect()
     out = timings(*interleaved(lambda q: scoped(ours, q), raw, timed, passes))
-    shipped = [[d.page_content for d in scoped(ours, q)] for q in timed]
-    same = [[d.page_content for d in scoped(alone, q)] == a for q, a in zip(timed, shipped, strict=True)]
+    shipped = [shown(scoped(ours, q)) for q in timed]
+    same = [shown(scoped(alone, q)) == a for q, a in zip(timed, shipped, strict=True)]
     out["same_answers"] = sum(same) / len(timed)
-    same = [[d.page_content for d in scoped(exact, q)] == a for q, a in zip(timed, shipped, strict=True)]
+    same = [shown(scoped(exact, q)) == a for q, a in zip(timed, shipped, strict=True)]
     out["same_answers_exact"] = sum(same) / len(timed)
     return out
 

@@ -123,7 +123,7 @@ def nearest_of(snapshot: Held, retriever: SentenceWindowRetriever, query: list[f
 
 
 def unscored(docs: list[Document]) -> list[tuple[str, dict]]:
-    """The units as :func:`shown`, without their scores (float32 sums differ in the last bits)."""
+    """The units as :func:`shown`, without their scores: where vectors come from two sources, whose last bits differ."""
     return [(d.page_content, {k: v for k, v in d.metadata.items() if k != "score"}) for d in docs]
 
 
@@ -228,8 +228,8 @@ def in_every_mode(root: Path, embeddings: Any, documents: list[Document]) -> dic
 def answered_alike(
     retrievers: Mapping[str, SentenceWindowRetriever], query: str, **call: Any
 ) -> list[tuple[str, dict]]:
-    """The answer every mode gives to ``query`` (asserted one and the same), without scores."""
-    answers = {m: unscored(r.invoke(query, **call)) for m, r in retrievers.items()}
+    """The answer every mode gives to ``query`` (asserted one and the same, scores to the last bit)."""
+    answers = {m: shown(r.invoke(query, **call)) for m, r in retrievers.items()}
     for mode, answer in answers.items():
         assert answer == answers["in memory"], (mode, query, call, spans(answer), spans(answers["in memory"]))
     return answers["in memory"]

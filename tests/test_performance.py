@@ -17,7 +17,7 @@ from langchain_expand import (
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, as_documents, load_docs, load_queries
-from .memory import MODES, Deferred, answered_alike, in_every_mode, shown, spans, unscored
+from .memory import MODES, Deferred, answered_alike, in_every_mode, shown, spans
 
 
 def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keeps_nothing(reader: Make) -> None:
@@ -59,7 +59,7 @@ def test_every_memory_mode_answers_alike_where_the_store_searches_exactly(tmp_pa
     for query, doc_id in asked:
         scoped = {"filter": {"doc_id": doc_id}}  # issue #49: a filtered query is hybrid on every path too
         for call in ({"max_tokens": 2000}, {"max_tokens": 300}, {"k": 4}, {"max_tokens": 2000, **scoped}):
-            answers = {m: unscored(r.invoke(query, **call)) for m, r in modes.items()}
+            answers = {m: shown(r.invoke(query, **call)) for m, r in modes.items()}
             for mode, answer in answers.items():
                 assert answer == answers["in memory"], (mode, query, call, spans(answer), spans(answers["in memory"]))
         assert {m["doc_id"] for _, m in answers["in memory"]} == {doc_id}
@@ -81,10 +81,10 @@ def test_a_filter_that_passes_every_document_answers_as_no_filter(tmp_path: Path
     for mode, options in MODES.items():
         retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path), **options)
         for q in queries:
-            plain = unscored(retriever.invoke(q["query"], max_tokens=1000))
+            plain = shown(retriever.invoke(q["query"], max_tokens=1000))
             for where in every:
-                assert unscored(retriever.invoke(q["query"], max_tokens=1000, filter=where)) == plain, (mode, where)
-            differs += plain != unscored(dense_only.invoke(q["query"], max_tokens=1000))
+                assert shown(retriever.invoke(q["query"], max_tokens=1000, filter=where)) == plain, (mode, where)
+            differs += plain != shown(dense_only.invoke(q["query"], max_tokens=1000))
             season = int(q["doc_id"][1:3])
             found = retriever.invoke(q["query"], max_tokens=1000, filter={"season": season})
             assert found

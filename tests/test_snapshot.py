@@ -24,7 +24,7 @@ from langchain_expand.windows.growth import Growth, grow
 from langchain_expand.windows.views import StoreViews
 
 from .conftest import Make, load_docs, load_queries
-from .memory import Deferred, ReadLog, exact_search, nearest_of, shown, snapshot_of, unscored
+from .memory import Deferred, ReadLog, exact_search, nearest_of, shown, snapshot_of
 
 
 def test_on_a_snapshot_or_the_columns_growth_knows_every_sentence_it_weighs_and_runs_once_a_search(
@@ -100,10 +100,7 @@ def test_answers_from_the_snapshot_equal_answers_from_the_store_searched_exactly
             found = snapshot.invoke(query, **call)
             expected = store.invoke(query, **call)
             assert found
-            assert unscored(found) == unscored(expected)
-            assert [d.metadata["score"] for d in found] == pytest.approx(
-                [d.metadata["score"] for d in expected], abs=1e-6
-            )
+            assert shown(found) == shown(expected)  # scores too, to the last bit
             assert log.taken() == []
 
 
@@ -221,9 +218,7 @@ def test_between_a_write_and_its_build_queries_answer_as_the_build_does(tmp_path
     after = [retriever.invoke(q, **call) for q in queries for call in calls]
     assert retriever._views.held is not first
     assert retriever._views.held.whole
-    assert [unscored(found) for found in before] == [unscored(found) for found in after]
-    for old, new in zip(before, after, strict=True):
-        assert [d.metadata["score"] for d in old] == pytest.approx([d.metadata["score"] for d in new], abs=1e-6)
+    assert [shown(found) for found in before] == [shown(found) for found in after]
     ids = {d.metadata["doc_id"] for found in after for d in found}
     assert "scene-1" not in ids
     assert {"scene-0", "scene-4"} <= ids

@@ -3,18 +3,20 @@
 A window's sentence may be scored in the columns (every row at once, in the snapshot; else a
 block of rows) or from a read; a parent's child from a read. Each computes it here, in float32
 row by row (``einsum``), so a unit's similarity depends on nothing read with it (BLAS rounds a
-row by where it falls in its blocks: two copies of one section's text scored apart).
+row by where it falls in its blocks: two copies of one section's text scored apart). A unit's
+relevance as the store measures it (:func:`distances` in its space) is computed here too, so a
+hit scores the same whichever path found it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from langchain_expand.store.adapters import Vector
+from langchain_expand.store.adapters import Vector, relevance
 
-__all__ = ["cosines", "norms_of", "query_norm", "similarities"]
+__all__ = ["cosines", "distances", "norms_of", "query_norm", "relevances", "similarities"]
 
 
 def norms_of(squares: np.ndarray) -> np.ndarray:
@@ -43,8 +45,47 @@ def cosines(vectors: Sequence[Vector], query: Sequence[float] | np.ndarray) -> l
     """
     if len(vectors) == 0:
         return []
-    matrix = np.asarray(vectors, dtype=np.float32)
-    q = np.asarray(query, dtype=np.float32)
-    norms = norms_of(np.einsum("ij,ij->i", matrix, matrix))
-    found: list[float] = similarities(matrix, norms, q, query_norm(q)).tolist()
+    found: list[float] = _measured(np.asarray(vectors, dtype=np.float32), query)[1].tolist()
     return found
+
+
+def relevances(
+    vectors: Sequence[Vector] | np.ndarray,
+    query: Sequence[float],
+    space: str | None,
+    store_relevance: Callable[[float], float],
+) -> list[float]:
+    """Each vector's relevance to ``query``: ``store_relevance`` of its distance in the store's ``space``.
+
+    As an exact search reports it: the store's search sums distances its own way (Chroma in
+    float32), the columns theirs (:func:`distances`); scored here from the vector, a unit's
+    relevance is the same whichever path found it. ``space`` None (a store that does not say): its cosine similarity,
+    clamped to [0, 1] (:func:`~langchain_expand.store.adapters.relevance`).
+    """
+    if len(vectors) == 0:
+        return []
+    q = np.asarray(query, dtype=np.float32)
+    dots, cosine, squares = _measured(np.asarray(vectors, dtype=np.float32), q)
+    if space is None:
+        return [relevance(c) for c in cosine.tolist()]
+    return [store_relevance(d) for d in distances(dots, cosine, squares, q, space).tolist()]
+
+
+def distances(dots: np.ndarray, cosine: np.ndarray, squares: np.ndarray, query: np.ndarray, space: str) -> np.ndarray:
+    """Each row's distance to ``query`` in the store's ``space`` (``cosine``, ``ip`` or ``l2``, as Chroma names them).
+
+    From the rows' dot products with the query, cosine similarities to it and sums of squares.
+    """
+    if space == "cosine":
+        return 1.0 - cosine
+    if space == "ip":
+        return 1.0 - dots
+    return squares - 2.0 * dots + float(query @ query)  # squared L2, as Chroma reports it
+
+
+def _measured(matrix: np.ndarray, query: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The float32 rows' dot products with ``query``, cosine similarities to it and sums of squares, row by row."""
+    q = np.asarray(query, dtype=np.float32)
+    squares = np.einsum("ij,ij->i", matrix, matrix)
+    dots = np.einsum("ij,j->i", matrix, q)
+    return dots, dots / (norms_of(squares) * query_norm(q)), squares

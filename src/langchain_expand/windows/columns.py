@@ -23,7 +23,7 @@ import numpy as np
 from langchain_expand.store.adapters import Vector
 from langchain_expand.store.adapters.base import TIES
 from langchain_expand.store.lexical import LocalSentence
-from langchain_expand.store.similarity import norms_of, query_norm, similarities
+from langchain_expand.store.similarity import distances, norms_of, query_norm, similarities
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
 from langchain_expand.windows.regions import Position, Sentence
 
@@ -202,6 +202,15 @@ class Columns:
 
         return sentence
 
+    @property
+    def width(self) -> int:
+        """The vectors' length."""
+        return int(self._matrix.shape[1])
+
+    def vectors(self, rows: Sequence[int]) -> np.ndarray:
+        """The vectors of ``rows``, a float32 matrix."""
+        return self._matrix[np.asarray(rows, dtype=np.int64)]
+
     def among(self, rows: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The dot products, cosine similarities and sums of squares of ``rows`` against ``query``, row by row."""
         dots = np.einsum("ij,j->i", self._matrix[rows], query)
@@ -266,19 +275,13 @@ def nearest(
     """The ``k`` of ``rows`` (None: every row) nearest the query, exactly, with the store's relevance, best first.
 
     ``scored``: the rows' dot products, cosine similarities and sums of squares, in their order.
-    Distances are the store's ``space`` (``cosine``, ``ip`` or ``l2``, as Chroma names them).
+    Distances are the store's ``space`` (:func:`~langchain_expand.store.similarity.distances`).
     Ties (equal to ``TIES`` decimals: a repeated sentence's copies differ in the last bits of a
     float32 sum) go by document id, then position, as the store's results do
     (:func:`~langchain_expand.store.adapters.base.nearest`): the same hits as from the store.
     """
-    dots, cosines, squares = scored
-    if space == "cosine":
-        distances = 1.0 - cosines
-    elif space == "ip":
-        distances = 1.0 - dots
-    else:  # squared L2, as Chroma reports it
-        distances = squares - 2.0 * dots + float(query @ query)
-    rounded = np.round(distances, TIES)
+    found = distances(*scored, query, space)
+    rounded = np.round(found, TIES)
     k = min(k, len(rounded))
     if k < 1:
         return []
@@ -289,7 +292,7 @@ def nearest(
         return columns.position(j if rows is None else int(rows[j]))
 
     top = sorted(pool, key=lambda j: (rounded[j], position(j)))[:k]
-    return [(position(j), relevance(d)) for j, d in zip(top, distances[top].tolist(), strict=True)]
+    return [(position(j), relevance(d)) for j, d in zip(top, found[top].tolist(), strict=True)]
 
 
 def _blob(vector: bytes | Sequence[float] | np.ndarray | None) -> bytes | None:

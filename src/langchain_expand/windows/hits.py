@@ -15,12 +15,10 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.store.adapters import relevance
 from langchain_expand.store.adapters.base import Matches, matched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
 from langchain_expand.store.records import unit_position
 from langchain_expand.store.search import VectorSearch, fuse_scores
-from langchain_expand.store.similarity import cosines
 from langchain_expand.text.cues import NO_CUES, Cues
 from langchain_expand.units import (
     CARRIED,
@@ -90,12 +88,14 @@ class Ranking:
     """The dense ranking fused with BM25's, best first, as hits; each hit's sentence's token count.
 
     Asked for ``k``, both rankings give their ``k`` best and the fused list holds up to ``2k``.
-    A hit the dense search found keeps its relevance; one BM25 alone found is scored by the
-    cosine similarity of its vector to the query (the lowest dense score where the store keeps
-    no vectors). With ``ids_first`` (guided growth: it reads the hits' heads anyway), a store
-    that can search for ids alone (Chroma) is asked for ids, and the hits' documents' heads are
-    read in one call; otherwise the store returns the records, which teach ``reads`` their
-    revisions (fixed windows then read every neighbour in one call).
+    With BM25 fused, each candidate is scored from its vector (:meth:`Reads.relevances`): as
+    the store measures relevance where it names its distance (Chroma), so a hit scores the
+    same in every memory mode; elsewhere by its cosine, for the fusion alone, the dense hits
+    keeping the store's scores. A hit BM25 alone found whose vector is not kept scores the
+    lowest dense score. With ``ids_first`` (guided growth: it reads the hits' heads anyway), a
+    store that can search for ids alone (Chroma) is asked for ids, and the hits' documents'
+    heads are read in one call; otherwise the store returns the records, which teach ``reads``
+    their revisions (fixed windows then read every neighbour in one call).
     """
 
     def __init__(
@@ -121,44 +121,28 @@ class Ranking:
         lexical = self._lexical(k)
         dense, found = self._dense(k, vector, lexical)
         held = None if vector is None else self.reads.held(vector)
-        made = self._made(list(dense), held)
-        floor = min((made[p].score for p, _ in dense if p in made), default=0.0)
         bm25 = [(hit.doc_id, hit.index) for hit in found]
-        alone = [p for p in bm25 if p not in made]
-        similar = {} if self.lexical is None else self._similar([*made, *alone], held, vector)
-        made.update(self._made([(p, similar.get(p, floor)) for p in alone], held))  # scored by their similarity
+        scored: dict[Position, float] = {}
+        if self.lexical is not None and vector is not None:
+            scored = self.reads.relevances(list(dict.fromkeys([*(p for p, _ in dense), *bm25])), vector)
+        own = scored if self.reads.store.space is not None else {}  # where it measures as the store does
+        made = self._made([(p, own.get(p, score)) for p, score in dense], held)
+        floor = min((made[p].score for p, _ in dense if p in made), default=0.0)
+        made.update(self._made([(p, scored.get(p, floor)) for p in bm25 if p not in made], held))
         candidates = [made[p] for p in dict.fromkeys([*(p for p, _ in dense), *bm25]) if p in made]
-        fused = candidates if self.lexical is None else self._fused(candidates, found, similar)
+        fused = candidates if self.lexical is None else self._fused(candidates, found, scored)
         return Matches(fused, matched=max(len(fused), matched(dense)))
 
-    def _fused(self, candidates: list[Hit], found: list[LexicalHit], similar: dict[Position, float]) -> list[Hit]:
-        """``candidates`` by both their scores (:func:`fuse_scores`): ``similar``'s (else their own), and BM25's."""
+    def _fused(self, candidates: list[Hit], found: list[LexicalHit], scored: dict[Position, float]) -> list[Hit]:
+        """``candidates`` by both their scores (:func:`fuse_scores`): ``scored``'s (else their own), and BM25's."""
         assert self.lexical is not None
         lexical = {(h.doc_id, h.index, h.rev): h.score for h in found}
         keys = [(h.doc_id, h.index, h.rev or "") for h in candidates]  # a hit of the ranking is read at a revision
         unscored = [key for key in keys if key not in lexical]
         if unscored:
             lexical.update(self.lexical.scores(self.dense.query, unscored))
-        dense = [similar.get((h.doc_id, h.index), h.score) for h in candidates]
+        dense = [scored.get((h.doc_id, h.index), h.score) for h in candidates]
         return [candidates[j] for j in fuse_scores(dense, [lexical.get(key, 0.0) for key in keys])]
-
-    def _similar(
-        self, positions: list[Position], held: Held | None, vector: Sequence[float] | None
-    ) -> dict[Position, float]:
-        """Each sentence's relevance by its similarity to the query, as every mode computes it.
-
-        Fusion weighs the dense score's size, not only its rank, and a search's own score differs
-        by path in its last bits (Chroma's float32 distances, the snapshot's): the answer would
-        depend on the memory setting. A hit BM25 alone found keeps this as its relevance.
-        """
-        if vector is None:
-            return {}
-        similar = {p: relevance(s.similarity) for p in positions if held is not None and (s := held(p)) is not None}
-        found = self.reads.sentences([p for p in positions if p not in similar], vectors=True)
-        read = [(p, v) for p, r in found.items() if (v := r.copy.vector) is not None]
-        scores = cosines([v for _, v in read], vector)
-        similar.update((p, relevance(c)) for (p, _), c in zip(read, scores, strict=True))
-        return similar
 
     def tokens(self, hits: Sequence[Hit]) -> list[int]:
         """The token count of each hit's sentence (of the last call): from what the query holds, else read."""

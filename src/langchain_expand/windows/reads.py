@@ -19,7 +19,7 @@ from langchain_core.documents import Document
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence, copy_of
 from langchain_expand.store.records import record_cues, unit_id
-from langchain_expand.store.similarity import cosines
+from langchain_expand.store.similarity import cosines, relevances
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
@@ -144,6 +144,28 @@ class Reads:
         kept = [p for p in found if p in counts]
         similarities = cosines([v for p in kept if (v := found[p].copy.vector) is not None], vector)
         return [(p, counts[p], c, found[p].cues) for p, c in zip(kept, similarities, strict=True)]
+
+    def relevances(self, positions: Sequence[Position], vector: Sequence[float]) -> dict[Position, float]:
+        """Each sentence's relevance to ``vector``, from its vector as the store measures it: one way everywhere.
+
+        The store's search and the columns' each sum a distance their own way, so a sentence
+        scored by one differs from the other in the last bits, and a fused ranking (which weighs
+        a score's size) and the scores returned would depend on the memory setting. The vector
+        comes from the columns where they hold the sentence at its document's revision, else
+        from its read; a sentence gone is left out (:func:`~langchain_expand.store.similarity.relevances`).
+        """
+        rows: dict[Position, int] = {}
+        if self.columns is not None and self.columns.width == len(vector):
+            for position in positions:
+                document = self.document(position[0])
+                row = None if document is None else self.columns.row(position, document[1])
+                if row is not None:
+                    rows[position] = row
+        found = self.sentences([p for p in positions if p not in rows], vectors=True)
+        read = {p: v for p, r in found.items() if (v := r.copy.vector) is not None}
+        vectors = [*(self.columns.vectors(list(rows.values())) if rows else ()), *read.values()]  # type: ignore[union-attr]
+        scores = relevances(vectors, vector, self.store.space, self.store.relevance)
+        return dict(zip([*rows, *read], scores, strict=True))
 
     def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
         """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
