@@ -183,20 +183,21 @@ def ranked_in_memory(retriever: Any, warmup: Sequence[str], budget: int) -> floa
 
 
 def exact_search(retriever: Any) -> Any:
-    """``retriever`` (a ``SentenceWindowRetriever`` on Chroma) with its store searched exactly, every vector scored.
+    """``retriever`` (on Chroma) with its store searched exactly: every vector it holds measured against the query.
 
-    What the store's approximate search (HNSW) decides is then decided exactly, so two memory
-    modes that differ with it and agree with this differ by the store's misses alone. Ties go
-    by document id, then position, as on every path of the retriever (``tie_ordered``). A
-    ``filter`` keeps the records it passes, as Chroma decides (``filters.matches``); any other
-    argument is refused, so no search is exact in name only.
+    As the store measures (float32, its space: :func:`similarity.distances`), every record scored:
+    what an index's misses decide is decided here by the distances alone. Ties (to ``TIES``
+    decimals) go by document id, then position: every path's rule (``tie_key``). A ``filter``
+    keeps the records it passes, as Chroma decides (:func:`filters.matches`); any other argument
+    is refused, so no search is exact in name only.
     """
-    from langchain_expand.store import filters
-    from langchain_expand.store.adapters.base import tie_ordered
+    from langchain_expand.store import filters, similarity
+    from langchain_expand.store.adapters.base import TIES, tie_key
 
     got = retriever.vectorstore._collection.get(include=["embeddings", "metadatas"])
-    ids, matrix, metas = got["ids"], np.asarray(got["embeddings"], dtype=np.float64), got["metadatas"]
-    norms = np.linalg.norm(matrix, axis=1)
+    ids, matrix, metas = got["ids"], np.asarray(got["embeddings"], dtype=np.float32), got["metadatas"]
+    squares = np.einsum("ij,ij->i", matrix, matrix)
+    norms = similarity.norms_of(squares)
     adapter = retriever._vectors
 
     def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
@@ -204,14 +205,13 @@ def exact_search(retriever: Any) -> Any:
         if kwargs:
             msg = f"exact_search takes only `filter`, got {sorted(kwargs)}"
             raise TypeError(msg)
-        q = np.asarray(vector, dtype=np.float64)
-        similarity = matrix @ q / (norms * np.linalg.norm(q))
-        scored = [
-            (i, adapter.relevance(1.0 - s))
-            for i, s, meta in zip(ids, similarity.tolist(), metas, strict=True)
-            if where is None or filters.matches(where, meta)
-        ]
-        return tie_ordered(scored, str)[:k]
+        q = np.asarray(vector, dtype=np.float32)
+        dots = np.einsum("ij,j->i", matrix, q)
+        cosine = dots / (norms * similarity.query_norm(q))
+        found = similarity.distances(dots, cosine, squares, q, adapter.space or "cosine").tolist()
+        kept = [(i, d) for i, d, m in zip(ids, found, metas, strict=True) if where is None or filters.matches(where, m)]
+        kept.sort(key=lambda pair: (round(pair[1], TIES), tie_key(pair[0])))
+        return [(i, adapter.relevance(d)) for i, d in kept[:k]]
 
     object.__setattr__(adapter, "search_ids", search_ids)
     return retriever

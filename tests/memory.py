@@ -17,9 +17,9 @@ from langchain_expand import (
     TokenCounter,
     chroma_store,
 )
-from langchain_expand.store import filters
+from langchain_expand.store import filters, similarity
 from langchain_expand.store.adapters import StoreAdapter
-from langchain_expand.store.adapters.base import tie_ordered
+from langchain_expand.store.adapters.base import TIES, tie_key
 from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.windows.bm25 import Bm25, Listed
 from langchain_expand.windows.cache import SentenceCache
@@ -78,31 +78,34 @@ class LoggedCounter(TokenCounter):
 
 
 def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
-    """``retriever`` with its store searched exactly: every vector the store holds scored by cosine.
+    """``retriever`` (on Chroma) with its store searched exactly: every vector it holds measured against the query.
 
-    Ties (to 6 decimals) go by document id, then position: every path's rule (``tie_ordered``).
-    A ``filter`` keeps the records it passes, as Chroma decides (:func:`filters.matches`); any
-    other argument is refused, so no search is exact in name only.
+    As the store measures (float32, its space: :func:`similarity.distances`), every record scored:
+    what an index's misses decide is decided here by the distances alone. Ties (to ``TIES``
+    decimals) go by document id, then position: every path's rule (``tie_key``). A ``filter``
+    keeps the records it passes, as Chroma decides (:func:`filters.matches`); any other argument
+    is refused, so no search is exact in name only.
     """
     got = retriever.vectorstore._collection.get(include=["embeddings", "metadatas"])  # type: ignore[attr-defined]
-    ids, matrix, metas = got["ids"], np.asarray(got["embeddings"], dtype=np.float64), got["metadatas"]
-    norms = np.linalg.norm(matrix, axis=1)
+    ids, matrix, metas = got["ids"], np.asarray(got["embeddings"], dtype=np.float32), got["metadatas"]
+    squares = np.einsum("ij,ij->i", matrix, matrix)
+    norms = similarity.norms_of(squares)
+    adapter = retriever._vectors
 
     def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
         where = kwargs.pop("filter", None)
         if kwargs:
             msg = f"exact_search takes only `filter`, got {sorted(kwargs)}"
             raise TypeError(msg)
-        q = np.asarray(vector, dtype=np.float64)
-        similarity = matrix @ q / (norms * np.linalg.norm(q))
-        scored = [
-            (i, retriever._vectors.relevance(1.0 - s))
-            for i, s, meta in zip(ids, similarity.tolist(), metas, strict=True)
-            if where is None or filters.matches(where, meta)
-        ]
-        return tie_ordered(scored, str)[:k]
+        q = np.asarray(vector, dtype=np.float32)
+        dots = np.einsum("ij,j->i", matrix, q)
+        cosine = dots / (norms * similarity.query_norm(q))
+        found = similarity.distances(dots, cosine, squares, q, adapter.space or "cosine").tolist()
+        kept = [(i, d) for i, d, m in zip(ids, found, metas, strict=True) if where is None or filters.matches(where, m)]
+        kept.sort(key=lambda pair: (round(pair[1], TIES), tie_key(pair[0])))
+        return [(i, adapter.relevance(d)) for i, d in kept[:k]]
 
-    object.__setattr__(retriever._vectors, "search_ids", search_ids)
+    object.__setattr__(adapter, "search_ids", search_ids)
     return retriever
 
 
