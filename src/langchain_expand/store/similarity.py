@@ -59,8 +59,8 @@ def relevances(
 
     As an exact search reports it: the store's search sums distances its own way (Chroma in
     float32), the columns theirs (:func:`distances`); scored here from the vector, a unit's
-    relevance is the same whichever path found it. ``space`` None (a store that does not say): its cosine similarity,
-    clamped to [0, 1] (:func:`~langchain_expand.store.adapters.relevance`).
+    relevance is the same whichever path found it. ``space`` None (a store that does not say):
+    its cosine similarity, clamped to [0, 1] (:func:`~langchain_expand.store.adapters.relevance`).
     """
     if len(vectors) == 0:
         return []

@@ -154,17 +154,17 @@ class Reads:
         comes from the columns where they hold the sentence at its document's revision, else
         from its read; a sentence gone is left out (:func:`~langchain_expand.store.similarity.relevances`).
         """
-        rows: dict[Position, int] = {}
-        if self.columns is not None and self.columns.width == len(vector):
+        columns, rows = self.columns, dict[Position, int]()
+        if columns is not None and columns.width == len(vector):
             for position in positions:
                 document = self.document(position[0])
-                row = None if document is None else self.columns.row(position, document[1])
+                row = None if document is None else columns.row(position, document[1])
                 if row is not None:
                     rows[position] = row
         found = self.sentences([p for p in positions if p not in rows], vectors=True)
         read = {p: v for p, r in found.items() if (v := r.copy.vector) is not None}
-        vectors = [*(self.columns.vectors(list(rows.values())) if rows else ()), *read.values()]  # type: ignore[union-attr]
-        scores = relevances(vectors, vector, self.store.space, self.store.relevance)
+        vectors: list[Vector] = [*(columns.vectors(list(rows.values())) if columns is not None and rows else ())]
+        scores = relevances([*vectors, *read.values()], vector, self.store.space, self.store.relevance)
         return dict(zip([*rows, *read], scores, strict=True))
 
     def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
