@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from langchain_expand.store.lexical import LocalSentence
-from langchain_expand.store.similarity import cosines
+from langchain_expand.store.similarity import cosines, relevances
 from langchain_expand.windows.columns import BLOCK, Columns, nearest
 
 
@@ -61,3 +61,24 @@ def test_the_exact_search_over_some_rows_is_the_search_over_all_kept_to_them() -
             for p, _ in nearest(columns, None, (dots, every, columns.squares), scores.query, 300, space, relevance)
             if p[1] in set(rows.tolist())
         ][:5]
+
+
+def test_a_units_relevance_from_its_vector_is_the_exact_searchs_in_every_space() -> None:
+    # issue #49: a hit kept the score of the search that found it (Chroma's float32 distance, or
+    # the columns'), so one window scored apart in its last bits by memory mode. Scored from its
+    # vector (Reads.relevances), it is the score the snapshot's exact search gives it.
+    matrix, query = vectors(120), vectors(1, seed=11)[0]
+    columns = columns_of(matrix)
+    scores = columns.scores(query)
+    dots, every = scores.every()
+
+    def relevance(distance: float) -> float:
+        return 1.0 - distance / 2.0
+
+    for space in ("cosine", "ip", "l2"):
+        found = nearest(columns, None, (dots, every, columns.squares), scores.query, 120, space, relevance)
+        rows = [i for (_, i), _ in found]
+        assert relevances(list(matrix[rows]), query, space, relevance) == [s for _, s in found], space
+        assert relevances([matrix[rows[7]]], query, space, relevance) == [found[7][1]]  # alone, the same bits
+    cosine = relevances(list(matrix), query, None, relevance)  # a store that names no space: its cosine
+    assert cosine == [min(1.0, max(0.0, c)) for c in cosines(list(matrix), query)]
