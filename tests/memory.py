@@ -88,8 +88,6 @@ def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
     """
     got = retriever.vectorstore._collection.get(include=["embeddings", "metadatas"])  # type: ignore[attr-defined]
     ids, matrix, metas = got["ids"], np.asarray(got["embeddings"], dtype=np.float32), got["metadatas"]
-    squares = np.einsum("ij,ij->i", matrix, matrix)
-    norms = similarity.norms_of(squares)
     adapter = retriever._vectors
 
     def search_ids(vector: Sequence[float], k: int, **kwargs: Any) -> list[tuple[str, float]]:
@@ -98,9 +96,7 @@ def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
             msg = f"exact_search takes only `filter`, got {sorted(kwargs)}"
             raise TypeError(msg)
         q = np.asarray(vector, dtype=np.float32)
-        dots = np.einsum("ij,j->i", matrix, q)
-        cosine = dots / (norms * similarity.query_norm(q))
-        found = similarity.distances(dots, cosine, squares, q, adapter.space or "cosine").tolist()
+        found = similarity.distances(*similarity.measured(matrix, q), q, adapter.space or "cosine").tolist()
         kept = [(i, d) for i, d, m in zip(ids, found, metas, strict=True) if where is None or filters.matches(where, m)]
         kept.sort(key=lambda pair: (round(pair[1], TIES), tie_key(pair[0])))
         return [(i, adapter.relevance(d)) for i, d in kept[:k]]

@@ -16,7 +16,7 @@ import numpy as np
 
 from langchain_expand.store.adapters import Vector, relevance
 
-__all__ = ["cosines", "distances", "norms_of", "query_norm", "relevances", "similarities"]
+__all__ = ["cosines", "distances", "measured", "norms_of", "query_norm", "relevances", "similarities"]
 
 
 def norms_of(squares: np.ndarray) -> np.ndarray:
@@ -45,7 +45,7 @@ def cosines(vectors: Sequence[Vector], query: Sequence[float] | np.ndarray) -> l
     """
     if len(vectors) == 0:
         return []
-    found: list[float] = _measured(np.asarray(vectors, dtype=np.float32), query)[1].tolist()
+    found: list[float] = measured(np.asarray(vectors, dtype=np.float32), query)[1].tolist()
     return found
 
 
@@ -65,7 +65,7 @@ def relevances(
     if len(vectors) == 0:
         return []
     q = np.asarray(query, dtype=np.float32)
-    dots, cosine, squares = _measured(np.asarray(vectors, dtype=np.float32), q)
+    dots, cosine, squares = measured(np.asarray(vectors, dtype=np.float32), q)
     if space is None:
         return [relevance(c) for c in cosine.tolist()]
     return [store_relevance(d) for d in distances(dots, cosine, squares, q, space).tolist()]
@@ -83,7 +83,7 @@ def distances(dots: np.ndarray, cosine: np.ndarray, squares: np.ndarray, query: 
     return squares - 2.0 * dots + float(query @ query)  # squared L2, as Chroma reports it
 
 
-def _measured(matrix: np.ndarray, query: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def measured(matrix: np.ndarray, query: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The float32 rows' dot products with ``query``, cosine similarities to it and sums of squares, row by row."""
     q = np.asarray(query, dtype=np.float32)
     squares = np.einsum("ij,ij->i", matrix, matrix)

@@ -122,14 +122,15 @@ class Ranking:
         dense, found = self._dense(k, vector, lexical)
         held = None if vector is None else self.reads.held(vector)
         bm25 = [(hit.doc_id, hit.index) for hit in found]
+        positions = list(dict.fromkeys([*(p for p, _ in dense), *bm25]))  # the candidates, dense first
         scored: dict[Position, float] = {}
         if self.lexical is not None and vector is not None:
-            scored = self.reads.relevances(list(dict.fromkeys([*(p for p, _ in dense), *bm25])), vector)
+            scored = self.reads.relevances(positions, vector)
         own = scored if self.reads.store.space is not None else {}  # where it measures as the store does
         made = self._made([(p, own.get(p, score)) for p, score in dense], held)
         floor = min((made[p].score for p, _ in dense if p in made), default=0.0)
         made.update(self._made([(p, scored.get(p, floor)) for p in bm25 if p not in made], held))
-        candidates = [made[p] for p in dict.fromkeys([*(p for p, _ in dense), *bm25]) if p in made]
+        candidates = [made[p] for p in positions if p in made]
         fused = candidates if self.lexical is None else self._fused(candidates, found, scored)
         return Matches(fused, matched=max(len(fused), matched(dense)))
 
