@@ -93,6 +93,39 @@ def test_a_tie_straddling_the_kth_goes_by_position_however_many_ids_are_asked(
         assert [i for i, _ in nearest(fetch, k, str)] == expected
 
 
+def test_a_tie_is_completed_within_chromas_beam_and_no_further(
+    tmp_path: Path, minilm: Embeddings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sixty copies of one line tie at distance 0 from its own vector, more than a beam of 16
+    # looks at. A search for 4 asks 5, then the whole beam, and orders what the beam found:
+    # asking further would be another search (at 1M sentences, one 25x as slow).
+    store = chroma_store("plateau", persist_directory=tmp_path, embeddings=minilm, ef_search=16)
+    lines = ["OK ."] * 60 + [f"Item {i} is on the agenda for the design meeting." for i in range(40)]
+    store.add_texts(lines, ids=[f"line-{i:03d}" for i in range(len(lines))])
+    adapter = adapt(store, "test")
+    assert adapter.beam == 16  # type: ignore[attr-defined]
+    vector = minilm.embed_query("OK .")
+    query = adapter._query  # type: ignore[attr-defined]
+    asked: list[int] = []
+
+    def fetch(n: int) -> list[tuple[str, float]]:
+        asked.append(n)
+        got = query(vector, n, {}, ["distances"])
+        return list(zip(got["ids"][0], got["distances"][0], strict=True))
+
+    monkeypatch.setattr(adapter, "_query", lambda v, n, kw, include: asked.append(n) or query(v, n, kw, include))
+    found = [d.id for d, _ in adapter.search("", vector, 4)]
+    assert asked == [5, 16]
+    beam = fetch(16)
+    assert [i for i, _ in sorted(beam, key=lambda p: (round(p[1], 6), tie_key(p[0])))[:4]] == found
+    asked.clear()
+    assert [i for i, _ in nearest(fetch, 4, str, beam=16)] == found
+    assert asked == [5, 16]
+    asked.clear()
+    nearest(fetch, 4, str)  # a store whose beam is not known: the tie is completed however far it reaches
+    assert asked[:2] == [5, 40]
+
+
 def test_within_chromas_beam_the_first_k_of_a_larger_search_are_its_search_for_k(
     qmsum_index: SentenceWindowRetriever, minilm: Embeddings
 ) -> None:

@@ -74,7 +74,11 @@ F = TypeVar("F")
 
 
 def nearest(
-    fetch: Callable[[int], Sequence[tuple[F, float]]], k: int, id_of: Callable[[F], str | None], spare: int = 0
+    fetch: Callable[[int], Sequence[tuple[F, float]]],
+    k: int,
+    id_of: Callable[[F], str | None],
+    spare: int = 0,
+    beam: int = 0,
 ) -> list[tuple[F, float]]:
     """The ``k`` nearest of what ``fetch(n)`` finds (each with its distance: lower is nearer), ties in units' order.
 
@@ -84,17 +88,24 @@ def nearest(
     a result costs the store little), and ``TIE_GROWTH`` times as many while the last still
     ties the ``k``-th, and ties go by document id, then position (:func:`tie_key`): the
     snapshot's rule, so a repeated sentence brings the same hit whichever path answers.
+
+    ``beam``: how many results the store's search looks at whatever fewer are asked (Chroma's
+    ``ef_search``), 0 where not known. A tie is completed up to it and no further: a larger
+    search is another search, with a wider beam, which may find nearer results this one missed
+    (an index's miss, which the raw search makes too) and costs more the wider it is: where
+    thousands of alike vectors tie, tenfold (benchmarks/README.md, "Scale").
     """
     asked = min(k + 1 + spare, MAX_SEARCH)
+    reach = min(max(beam, asked), MAX_SEARCH) if beam > 0 else MAX_SEARCH
     while True:
         found = list(fetch(asked))
         rounded = [round(distance, TIES) for _, distance in found]
         if any(a >= b for a, b in itertools.pairwise(rounded)):  # most searches have no tie: nothing to sort
             found.sort(key=lambda pair: (round(pair[1], TIES), tie_key(id_of(pair[0]))))
             rounded.sort()
-        if k < 1 or len(found) < asked or asked >= MAX_SEARCH or rounded[-1] > rounded[k - 1]:
+        if k < 1 or len(found) < asked or asked >= reach or rounded[-1] > rounded[k - 1]:
             return found[:k]
-        asked = min(TIE_GROWTH * asked, MAX_SEARCH)
+        asked = min(TIE_GROWTH * asked, reach)
 
 
 def tie_ordered(found: Sequence[tuple[F, float]], id_of: Callable[[F], str | None]) -> list[tuple[F, float]]:

@@ -65,10 +65,10 @@ def chroma_ef_search(store: VectorStore) -> int:
 
     Chroma searches with a beam of ``max(ef_search, k)``: up to ``ef_search`` results, the
     search is one and the same, and the first ``k`` of a larger result are the result for
-    ``k``. A tie at the last place is completed by asking ``TIE_GROWTH`` times as many
-    (:func:`~langchain_expand.store.adapters.base.nearest`), which stays in the beam up to
-    ``ef_search // TIE_GROWTH`` results (:attr:`ChromaAdapter.nested_up_to`). A SPANN index
-    (Chroma's distributed one) promises nothing of the kind.
+    ``k``. A tie at the last place is completed by asking ``TIE_GROWTH`` times as many, within
+    the beam (:func:`~langchain_expand.store.adapters.base.nearest`), so a search of up to
+    ``ef_search // TIE_GROWTH`` results reads ahead (:attr:`ChromaAdapter.nested_up_to`). A
+    SPANN index (Chroma's distributed one) promises nothing of the kind.
     """
     collection = store._collection  # type: ignore[attr-defined]
     metadata = getattr(collection, "metadata", None) or {}
@@ -94,7 +94,9 @@ class ChromaAdapter(StoreAdapter):
     def __init__(self, store: VectorStore) -> None:
         """Wrap a Chroma store."""
         self.space = chroma_space(store)
-        self.nested_up_to = max(0, chroma_ef_search(store) // TIE_GROWTH - 1)
+        self.beam = chroma_ef_search(store)
+        """How many results a search looks at, whatever fewer are asked (its ``ef_search``; 0 for a SPANN index)."""
+        self.nested_up_to = max(0, self.beam // TIE_GROWTH - 1)
         super().__init__(store)
         self._marks: Any = None
         self._beats: dict[str, float] = {}
@@ -337,7 +339,7 @@ class ChromaAdapter(StoreAdapter):
             )
             return [((i, t, m), d) for i, t, m, d in zip(ids, texts, metas, distances, strict=True)]
 
-        near = nearest(fetch, min(k, MAX_SEARCH), lambda row: row[0])
+        near = nearest(fetch, min(k, MAX_SEARCH), lambda row: row[0], beam=self.beam)
         found = [
             (Document(text, metadata=dict(meta or {}), id=i), self.relevance(d))
             for (i, text, meta), d in near
@@ -360,7 +362,9 @@ class ChromaAdapter(StoreAdapter):
             distances = got["distances"][0] if got["distances"] else []
             return list(zip(got["ids"][0], distances, strict=True))
 
-        return [(i, self.relevance(d)) for i, d in nearest(fetch, min(k, MAX_SEARCH), str, spare=TIE_SPARE)]
+        return [
+            (i, self.relevance(d)) for i, d in nearest(fetch, min(k, MAX_SEARCH), str, spare=TIE_SPARE, beam=self.beam)
+        ]
 
     def _query(self, vector: Sequence[float], k: int, kwargs: dict[str, Any], include: list[str]) -> Any:
         """Chroma's nearest ``k`` to ``vector`` (at most ``MAX_SEARCH``), filtered as ``kwargs`` say.
