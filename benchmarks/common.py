@@ -192,7 +192,7 @@ def exact_search(retriever: Any) -> Any:
     is refused, so no search is exact in name only.
     """
     from langchain_expand.store import filters, similarity
-    from langchain_expand.store.adapters.base import TIES, tie_key
+    from langchain_expand.store.adapters.ties import TIES, tie_key
 
     got = retriever.vectorstore._collection.get(include=["embeddings", "metadatas"])
     ids, matrix, metas = got["ids"], np.asarray(got["embeddings"], dtype=np.float32), got["metadatas"]

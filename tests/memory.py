@@ -19,7 +19,7 @@ from langchain_expand import (
 )
 from langchain_expand.store import filters, similarity
 from langchain_expand.store.adapters import StoreAdapter
-from langchain_expand.store.adapters.base import TIES, tie_key
+from langchain_expand.store.adapters.ties import TIES, tie_key
 from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.windows.bm25 import Bm25, Listed
 from langchain_expand.windows.cache import SentenceCache

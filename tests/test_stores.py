@@ -14,8 +14,9 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import SentenceWindowRetriever, chroma_store
 from langchain_expand.store.adapters import adapt
-from langchain_expand.store.adapters.base import TIE_GROWTH, matched, nearest, tie_key
+from langchain_expand.store.adapters.base import matched
 from langchain_expand.store.adapters.chroma import chroma_ef_search
+from langchain_expand.store.adapters.ties import TIE_GROWTH, nearest, tie_key
 from langchain_expand.store.search import VectorSearch
 
 from .conftest import load_queries

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from langchain_expand.store.adapters import Vector
-from langchain_expand.store.adapters.base import TIES
+from langchain_expand.store.adapters.ties import TIES
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.similarity import distances, norms_of, query_norm, similarities
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
@@ -278,7 +278,7 @@ def nearest(
     Distances are the store's ``space`` (:func:`~langchain_expand.store.similarity.distances`).
     Ties (equal to ``TIES`` decimals: a repeated sentence's copies differ in the last bits of a
     float32 sum) go by document id, then position, as the store's results do
-    (:func:`~langchain_expand.store.adapters.base.nearest`): the same hits as from the store.
+    (:func:`~langchain_expand.store.adapters.ties.nearest`): the same hits as from the store.
     """
     found = distances(*scored, query, space)
     rounded = np.round(found, TIES)

@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 
 from langchain_expand import calls
 from langchain_expand.policy import BudgetPolicy
-from langchain_expand.store.adapters.base import TIES
+from langchain_expand.store.adapters.ties import TIES
 from langchain_expand.text.ranges import largest_fitting, window_bounds
 from langchain_expand.units import DOC_ID, SPAN
 from langchain_expand.windows.growth import MAX_RADIUS
@@ -155,7 +155,7 @@ def covers(windows: list[Document], others: list[Document]) -> bool:
 
 
 _TIE = 10.0**-TIES
-"""Two scores closer than this are one score computed two ways (:data:`~langchain_expand.store.adapters.base.TIES`)."""
+"""Two scores closer than this are one score computed two ways (:data:`~langchain_expand.store.adapters.ties.TIES`)."""
 
 
 def absorb(units: list[Unit], hits: list[Hit]) -> None:

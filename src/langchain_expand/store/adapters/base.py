@@ -7,9 +7,8 @@ can do better; any other store runs on this base.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
-from typing import Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias
 
 import numpy as np
 from langchain_core.documents import Document
@@ -17,7 +16,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from langchain_expand.store import filters
-from langchain_expand.store.records import decode_metadata, unit_position
+from langchain_expand.store.adapters.ties import MAX_SEARCH, tie_ordered
+from langchain_expand.store.records import decode_metadata
 from langchain_expand.units import DOC_ID, STORED_DOC, STORED_INDEX, STORED_REV
 
 __all__ = [
@@ -55,68 +55,6 @@ class Matches(list):  # type: ignore[type-arg]
 def matched(found: Sized) -> int:
     """How many records the store matched for ``found``: its ``matched``, else its length."""
     return int(getattr(found, "matched", len(found)))
-
-
-MAX_SEARCH = 100_000
-"""The most matches one search asks a store for, whatever the budget (a budget of 10**12 tokens
-asked Chroma for more results than its integer type holds)."""
-
-TIES = 6
-"""Decimals to which two distances (or relevances) are equal: a repeated sentence's copies differ
-in the last bits of a float32 sum, and each path (the store's index, the snapshot's exact
-search) computes them its own way."""
-
-TIE_GROWTH = 8
-"""How many times more a search asks while its last result still ties the ``k``-th (a sentence repeated many
-times: a meeting's "Okay.", a log line); more cost Chroma little (benchmarks/README.md, "Scale")."""
-
-F = TypeVar("F")
-
-
-def nearest(
-    fetch: Callable[[int], Sequence[tuple[F, float]]],
-    k: int,
-    id_of: Callable[[F], str | None],
-    spare: int = 0,
-    beam: int = 0,
-) -> list[tuple[F, float]]:
-    """The ``k`` nearest of what ``fetch(n)`` finds (each with its distance: lower is nearer), ties in units' order.
-
-    A store's index hands results equal in distance (to ``TIES`` decimals) back in an order of
-    its own, and where such a tie straddles the ``k``-th it keeps whichever it met first; an
-    exact search cannot know either. So one more than ``k`` is asked (and ``spare`` more, where
-    a result costs the store little), and ``TIE_GROWTH`` times as many while the last still
-    ties the ``k``-th, and ties go by document id, then position (:func:`tie_key`): the
-    snapshot's rule, so a repeated sentence brings the same hit whichever path answers.
-
-    ``beam``: how many results the store's search looks at whatever fewer are asked (Chroma's
-    ``ef_search``), 0 where not known. A tie is completed up to it and no further: a larger
-    search is another search, with a wider beam, which may find nearer results this one missed
-    (an index's miss, which the raw search makes too) and costs more the wider it is: where
-    thousands of alike vectors tie, tenfold (benchmarks/README.md, "Scale").
-    """
-    asked = min(k + 1 + spare, MAX_SEARCH)
-    reach = min(max(beam, asked), MAX_SEARCH) if beam > 0 else MAX_SEARCH
-    while True:
-        found = list(fetch(asked))
-        rounded = [round(distance, TIES) for _, distance in found]
-        if any(a >= b for a, b in itertools.pairwise(rounded)):  # most searches have no tie: nothing to sort
-            found.sort(key=lambda pair: (round(pair[1], TIES), tie_key(id_of(pair[0]))))
-            rounded.sort()
-        if k < 1 or len(found) < asked or asked >= reach or rounded[-1] > rounded[k - 1]:
-            return found[:k]
-        asked = min(TIE_GROWTH * asked, reach)
-
-
-def tie_ordered(found: Sequence[tuple[F, float]], id_of: Callable[[F], str | None]) -> list[tuple[F, float]]:
-    """``found`` best first by relevance, results equal to ``TIES`` decimals in their units' order (:func:`tie_key`)."""
-    return sorted(found, key=lambda pair: (-round(pair[1], TIES), tie_key(id_of(pair[0]))))
-
-
-def tie_key(unit: str | None) -> tuple[str, int]:
-    """Where a unit id stands among equal results: its document's id, then its position."""
-    position = unit_position(unit or "")
-    return position if position is not None else (unit or "", -1)
 
 
 def relevance(similarity: float) -> float:

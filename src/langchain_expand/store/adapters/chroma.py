@@ -13,17 +13,9 @@ import numpy as np
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 
-from langchain_expand.store.adapters.base import (
-    MAX_SEARCH,
-    TIE_GROWTH,
-    Matches,
-    Scored,
-    StoreAdapter,
-    Vector,
-    clamped,
-    nearest,
-)
+from langchain_expand.store.adapters.base import Matches, Scored, StoreAdapter, Vector, clamped
 from langchain_expand.store.adapters.chromaclient import Reopening, forked, is_embedded, refuse_after_fork
+from langchain_expand.store.adapters.ties import MAX_SEARCH, TIE_GROWTH, nearest
 
 __all__ = ["ChromaAdapter", "chroma_ef_search", "chroma_space"]
 
@@ -66,7 +58,7 @@ def chroma_ef_search(store: VectorStore) -> int:
     Chroma searches with a beam of ``max(ef_search, k)``: up to ``ef_search`` results, the
     search is one and the same, and the first ``k`` of a larger result are the result for
     ``k``. A tie at the last place is completed by asking ``TIE_GROWTH`` times as many, within
-    the beam (:func:`~langchain_expand.store.adapters.base.nearest`), so a search of up to
+    the beam (:func:`~langchain_expand.store.adapters.ties.nearest`), so a search of up to
     ``ef_search // TIE_GROWTH`` results reads ahead (:attr:`ChromaAdapter.nested_up_to`). A
     SPANN index (Chroma's distributed one) promises nothing of the kind.
     """
