@@ -51,7 +51,7 @@ class Current(NamedTuple):
 
 
 class Beside:
-    """Runs work beside a query's thread: the lexical search, the store's change mark, a build.
+    """Runs work beside a query's thread: the lexical index's search, a build.
 
     A thread pool made at the first task, and again in a forked child (a server's worker),
     where a pool inherited from the parent would never run a task.
@@ -131,7 +131,7 @@ class StoreViews:
         """Nothing held yet; builds run through ``submit`` (beside the queries by default)."""
         self._lock = threading.Lock()
         self.beside = Beside()
-        """Runs the store's mark read and the lexical index's search beside the query, and the builds."""
+        """Runs the lexical index's search beside the query's dense search, and the builds."""
         self._submit = submit or self.beside
         self._held: Held | None = None
         self._building: int | None = None  # the process a build runs in (a fork's parent's ends there)
@@ -150,7 +150,7 @@ class StoreViews:
         limit: int | None,
         room: int,
     ) -> Current | None:
-        """What a query holds at the store's current mark, read beside the query's embedding.
+        """What a query holds at the store's current mark, read before its searches.
 
         Built at the mark: the columns (whole, the snapshot), BM25 and the heads. Else (a build
         starts): the last build's columns, each document served at its head's revision, and the
@@ -161,10 +161,8 @@ class StoreViews:
         in_memory = limit is not None and lexical is not None
         if not vectors.keeps_marks or not (in_memory or room):
             return None
-        reading = self.beside(vectors.marked)
-        vector = dense.vector()
-        mark = reading.result()
-        if mark is None or vector is None:
+        mark = vectors.marked()  # in this thread: beside the embedding it competed with the model's for the cores
+        if mark is None or dense.vector() is None:
             return None
         held = self._at(vectors, lexical, mark, limit, room) if limit is not None and lexical is not None else None
         if held is None or not held.at(mark, limit):
