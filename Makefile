@@ -46,7 +46,7 @@ bench: $(STAMP)
 		&& ../$(PY) latency.py
 
 # The query path against a raw search (p50, p99; with and without the snapshot, and the README's
-# parents) on six corpora: under 5 minutes, run on every change to src/.
+# parents) on six corpora: 5-6 minutes, run on every change to src/.
 bench-latency: $(STAMP)
 	cd benchmarks && ../$(PY) latency.py
 

@@ -1,6 +1,6 @@
 """The query path against a raw search, p50 and p99, on six corpora: the check run on every change.
 
-``make bench-latency`` (under 4 minutes on an idle machine). For each corpus, a slice of about
+``make bench-latency`` (5-6 minutes here). For each corpus, a slice of about
 a thousand to two thousand sentences is indexed by the default ``SentenceWindowRetriever``
 (hybrid: a ``LexicalIndex`` with BM25 fused in; guided windows; the bundled MiniLM) on an
 embedded Chroma. Then the default query, ``invoke(q, max_tokens=2000)``, and a raw
