@@ -18,7 +18,6 @@ from langchain_expand import (
 )
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.records import unit_id
-from langchain_expand.store.search import VectorSearch
 from langchain_expand.windows import guided
 from langchain_expand.windows.growth import Growth, grow
 from langchain_expand.windows.views import StoreViews
@@ -159,7 +158,7 @@ def test_a_write_is_ranked_by_the_next_query_and_by_bm25_in_memory_once_built(
     query = "the zorblat code"
 
     def current() -> Any:
-        found = retriever._searched(None, VectorSearch(retriever._vectors, query)).current
+        found = retriever._searched(None).current
         assert found is not None
         return found.bm25
 

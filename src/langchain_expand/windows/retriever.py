@@ -274,7 +274,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """The query's ranking (:class:`Ranking`), the reads it and the windows share, and its dense search."""
         dense = VectorSearch(self._vectors, query, None if where is None else {"filter": where})
         guided = plan.shape == "guided"  # the ranking asks the store for ids first
-        current, lexical = self._searched(where, dense)
+        current, lexical = self._searched(where)
         settings = self.performance
         reads = Reads(self._vectors, self._cache, settings.cache_size, self.token_counter, self.lexical, current)
         ranked = None if current is None else current.bm25  # BM25 in memory, where it is current
@@ -303,7 +303,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         self._cache.clear()
         self._views.forget_heads()
 
-    def _searched(self, where: Any, dense: VectorSearch) -> scope.Scoped:
+    def _searched(self, where: Any) -> scope.Scoped:
         """Besides the store, what the query searches: the views at its mark, the lexical index; narrowed by a filter.
 
         Without a lexical index, or for a filter only the store applies
@@ -311,7 +311,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """
         settings = self.performance
         lexical = self.lexical if where is None or self._vectors.whole_documents(where) else None
-        current = self._views.current(self._vectors, lexical, dense, settings.limit, settings.cache_size)
+        current = self._views.current(self._vectors, lexical, settings.limit, settings.cache_size)
         if lexical is None or where is None:
             return scope.Scoped(current, lexical)
         return scope.narrowed(self._vectors, lexical, where, current)

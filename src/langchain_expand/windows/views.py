@@ -21,7 +21,6 @@ from typing import NamedTuple, ParamSpec, TypeVar
 
 from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex
-from langchain_expand.store.search import VectorSearch
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.bm25 import Bm25, Bm25Search, Listed
 from langchain_expand.windows.cache import HeadsAtMark
@@ -146,7 +145,6 @@ class StoreViews:
         self,
         vectors: StoreAdapter,
         lexical: BaseLexicalIndex | None,
-        dense: VectorSearch,
         limit: int | None,
         room: int,
     ) -> Current | None:
@@ -155,14 +153,14 @@ class StoreViews:
         Built at the mark: the columns (whole, the snapshot), BM25 and the heads. Else (a build
         starts): the last build's columns, each document served at its head's revision, and the
         heads read at the mark, up to ``room``. With ``limit`` None (nothing held in memory), or
-        without ``lexical``, those heads alone. None where the store keeps no mark, or where
-        nothing would be kept.
+        without ``lexical``, those heads alone. None where the store keeps no mark or has no
+        embeddings, or where nothing would be kept.
         """
         in_memory = limit is not None and lexical is not None
-        if not vectors.keeps_marks or not (in_memory or room):
+        if not vectors.keeps_marks or vectors.embeddings is None or not (in_memory or room):
             return None
         mark = vectors.marked()  # in this thread: beside the embedding it competed with the model's for the cores
-        if mark is None or dense.vector() is None:
+        if mark is None:
             return None
         held = self._at(vectors, lexical, mark, limit, room) if limit is not None and lexical is not None else None
         if held is None or not held.at(mark, limit):
