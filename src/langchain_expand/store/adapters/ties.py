@@ -50,8 +50,8 @@ def nearest(
     ``beam``: how many results the store's search looks at whatever fewer are asked (Chroma's
     ``ef_search``), 0 where not known. A tie is completed up to it and no further: a larger
     search is another search, with a wider beam, which may find nearer results this one missed
-    (an index's miss, which the raw search makes too) and costs more the wider it is: over ten
-    times as much for 7,040 results as for 500 at 1M sentences (benchmarks/README.md, "Scale").
+    (an index's miss, which the raw search makes too) and costs more the wider it is
+    (benchmarks/README.md, "Scale").
     """
     asked = min(k + 1 + spare, MAX_SEARCH)
     reach = min(max(beam, asked), MAX_SEARCH) if beam > 0 else MAX_SEARCH
