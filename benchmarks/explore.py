@@ -35,6 +35,8 @@
 - ``python explore.py passages CORPUS [bench|held]``: matching passages as text, a probe (the
   dense ranking by a sentence's cosine mixed with the best 64-256-word passage holding it);
   QMSum's benchmark meetings or 12 held out.
+- ``python explore.py growthbm25 CORPUS``: growth weighing a neighbour's BM25 score (over the
+  query's best, times 0.3 or 0.6) beside its cosine, a probe, whole and scoped (QMSum: 5 meetings).
 
 Reads ../shared/data. These are the development checks quoted in README.md; ``evidence.py``
 is the full comparison.
@@ -398,6 +400,50 @@ def passages(name: str, which: str = "bench") -> None:
         mixed(hybrid, queries, label, alpha, lambda c, q, w=words: passage_scores(c, w, q))
 
 
+def growth_bm25(name: str) -> None:
+    """Growth weighing a neighbour's BM25 score beside its cosine, a probe (see the module), whole and scoped.
+
+    A neighbour's similarity as growth sees it (the snapshot's lookup) becomes its cosine plus
+    ``weight`` x its BM25 score over the query's best; the ranking and the hits' scores are untouched.
+    """
+    from langchain_expand.windows import bm25, columns, hits
+
+    docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
+    retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
+    retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
+    retriever.warm()  # what queries hold in memory, built before the first
+    held = retriever._views.held
+    assert held is not None
+    assert held.whole
+    assert held.bm25 is not None
+    assert len(held.columns or ()) == held.bm25._n
+    boost: dict[str, Any] = {"weight": 0.0, "rows": None}  # BM25's rows are the snapshot's columns' here
+    ranked, similarity = hits.Ranking.__call__, columns.Scores.similarity
+
+    def call(self: Any, k: int) -> Any:
+        boost["rows"] = None
+        if boost["weight"] and isinstance(self.lexical, bm25.Bm25Search):
+            scores = self.lexical._of(self.dense.query).scores
+            if len(scores) and scores.max() > 0:
+                boost["rows"] = boost["weight"] * scores / scores.max()
+        return ranked(self, k)
+
+    def boosted(self: Any, row: int) -> Any:
+        found, rows = similarity(self, row), boost["rows"]
+        return found if found is None or rows is None else found + float(rows[row])
+
+    hits.Ranking.__call__, columns.Scores.similarity = call, boosted  # type: ignore[method-assign]
+    try:
+        for weight in (0.0, 0.3, 0.6):
+            boost["weight"] = weight
+            for scope in ("whole", "scoped") if name != "emanual" else ("whole",):
+                budgets = (250, 500, 1000, 2000, 4000, 8000)
+                found = [recall(retriever, queries, b, scoped=scope == "scoped") for b in budgets]
+                print(name, f"growth bm25 {weight}", scope, *found, flush=True)
+    finally:
+        hits.Ranking.__call__, columns.Scores.similarity = ranked, similarity  # type: ignore[method-assign]
+
+
 def main() -> None:
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "guided":
@@ -420,6 +466,8 @@ def main() -> None:
         two_sizes(name)
     elif mode == "passages":
         passages(name, *sys.argv[3:])
+    elif mode == "growthbm25":
+        growth_bm25(name)
     elif mode == "hybrid":
         docs, queries = sample(name, 5 if name == "qmsum" else None, 40)
         hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
