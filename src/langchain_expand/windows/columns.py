@@ -25,7 +25,7 @@ from langchain_expand.store.adapters.ties import TIES
 from langchain_expand.store.lexical import LocalSentence
 from langchain_expand.store.similarity import distances, norms_of, query_norm, similarities
 from langchain_expand.text.cues import EVERY_CUES, Cues, cues, cues_code
-from langchain_expand.windows.regions import Position, Sentence
+from langchain_expand.windows.regions import Lookup, Position, Sentence
 
 __all__ = ["BLOCK", "Columns", "Row", "Scores", "nearest"]
 
@@ -173,7 +173,7 @@ class Columns:
         counter: str | None,
         revision: Callable[[str], str | None],
         count: Callable[[Position, LocalSentence], int],
-    ) -> Callable[[Position], Sentence | None]:
+    ) -> Lookup:
         """What growth weighs of a sentence held here, for one query: its count, similarity and cues; None if not held.
 
         A sentence is held at its document's ``revision`` (None: not committed), looked up once a

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from langchain_expand.policy import BudgetPolicy
-from langchain_expand.windows.regions import Entry, Position, Region, Regions, Seed, Sentence, Sentences
+from langchain_expand.windows.regions import Entry, Lookup, Position, Region, Regions, Seed, Sentences
 
 __all__ = [
     "DECAY_SCALE",
@@ -126,7 +126,7 @@ def _spend(
     heap: list[Entry],
     used: int,
     target: int,
-    known_get: Callable[[Position], Sentence | None],
+    known_get: Lookup,
     unknown_tokens: int,
 ) -> int:
     """Take ``heap``'s best entries while ``used`` is under ``target``: the tokens used then.

@@ -8,14 +8,14 @@ and scored between rounds.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from langchain_expand.text.cues import Cues
 from langchain_expand.windows.growth import Growth, grow
 from langchain_expand.windows.hits import Hit
 from langchain_expand.windows.plan import Plan
 from langchain_expand.windows.reads import Reads
-from langchain_expand.windows.regions import Position, Seed, Sentence
+from langchain_expand.windows.regions import Lookup, Position, Seed, Sentence
 
 __all__ = ["GROWTH_ROUNDS", "Growing"]
 
@@ -38,7 +38,7 @@ guesses from its first step). Each constant here is measured in ``benchmarks/REA
 class _Known:
     """What growth knows of each sentence; one held in memory is learned when growth first asks for it."""
 
-    def __init__(self, held: Callable[[Position], Sentence | None] | None) -> None:
+    def __init__(self, held: Lookup | None) -> None:
         self._known: dict[Position, Sentence] = {}
         self._held = held
         self._not_held: set[Position] = set()

@@ -33,7 +33,7 @@ from langchain_expand.units import (
 )
 from langchain_expand.windows.bm25 import Bm25Search
 from langchain_expand.windows.reads import Read, Reads
-from langchain_expand.windows.regions import Position, Sentence
+from langchain_expand.windows.regions import Lookup, Position
 
 __all__ = ["Hit", "Lexical", "Ranking", "from_match"]
 
@@ -187,7 +187,7 @@ class Ranking:
         self.reads.heads([*(doc_id for (doc_id, _), _ in dense), *(hit.doc_id for hit in found)])
         return dense, found
 
-    def _made(self, scored: list[tuple[Position, float]], held: Held | None) -> dict[Position, Hit]:
+    def _made(self, scored: list[tuple[Position, float]], held: Lookup | None) -> dict[Position, Hit]:
         """The hits at ``scored``'s positions and scores: from what the query holds, else read (gone: left out)."""
         made = self._held_hits(scored, held)
         unheld = [(p, score) for p, score in scored if p not in made]
@@ -195,7 +195,7 @@ class Ranking:
         made.update((p, _hit(p, found[p], score)) for p, score in unheld if p in found)
         return made
 
-    def _held_hits(self, wanted: Sequence[tuple[Position, float]], held: Held | None) -> dict[Position, Hit]:
+    def _held_hits(self, wanted: Sequence[tuple[Position, float]], held: Lookup | None) -> dict[Position, Hit]:
         """The hits at ``wanted``'s positions and scores that the query holds, with its heads read."""
         made: dict[Position, Hit] = {}
         if held is None:
@@ -218,7 +218,3 @@ class Ranking:
 def _hit(position: Position, read: Read, score: float) -> Hit:
     """The hit at ``position``, made from its sentence as the query read it."""
     return Hit(position[0], position[1], read.n, read.rev, score, {}, read.cues)
-
-
-Held = Callable[[Position], Sentence | None]
-"""What the query holds of a sentence (:meth:`Reads.held`); None where it holds nothing of it."""

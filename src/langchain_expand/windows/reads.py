@@ -25,7 +25,7 @@ from langchain_expand.text.tokens import count_many, counter_key
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.cache import SentenceCache, completed, own_vector
 from langchain_expand.windows.columns import Columns, Scores, nearest
-from langchain_expand.windows.regions import Position, Sentence
+from langchain_expand.windows.regions import Lookup, Position
 from langchain_expand.windows.views import Current
 
 __all__ = ["EXACT_ROWS", "Read", "Reads", "Run"]
@@ -167,7 +167,7 @@ class Reads:
         scores = relevances([*vectors, *read.values()], vector, self.store.space, self.store.relevance)
         return dict(zip([*rows, *read], scores, strict=True))
 
-    def held(self, vector: Sequence[float]) -> Callable[[Position], Sentence | None] | None:
+    def held(self, vector: Sequence[float]) -> Lookup | None:
         """What growth knows of a sentence held in memory, against ``vector``: a lookup (None with nothing held).
 
         The lookup gives what :meth:`similar` would, for a sentence the columns hold at its

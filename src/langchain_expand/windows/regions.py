@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
-__all__ = ["Entry", "Position", "Region", "Regions", "Seed", "Sentence", "Sentences"]
+__all__ = ["Entry", "Lookup", "Position", "Region", "Regions", "Seed", "Sentence", "Sentences"]
 
 Position = tuple[str, int]
 """A sentence: its document's id and its index in the document."""
@@ -52,6 +52,10 @@ class Sentence(NamedTuple):
     go up past it, since what lies above it is another section."""
 
 
+Lookup = Callable[[Position], Sentence | None]
+"""What growth knows of a sentence, by position (a :class:`Sentences`'s ``get``); None where it knows nothing."""
+
+
 @dataclass
 class Region:
     """Sentences ``[first, last)`` of one document, grown from ``seed``."""
@@ -73,7 +77,7 @@ class Regions:
     def __init__(
         self,
         seeds: Sequence[Seed],
-        known_get: Callable[[Position], Sentence | None],
+        known_get: Lookup,
         k: int | None,
         max_radius: int,
         decay: float,
@@ -181,7 +185,7 @@ class Regions:
 
 
 def _table(
-    known_get: Callable[[Position], Sentence | None],
+    known_get: Lookup,
     owner: Mapping[Position, int],
     doc_id: str,
     index: int,
