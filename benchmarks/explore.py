@@ -171,7 +171,7 @@ def seeds(name: str, scope: str = "whole") -> None:
     hybrid = SentenceWindowRetriever(vectorstore=chroma_store("explore"), merge=True, lexical=LexicalIndex())
     hybrid.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
     hybrid.warm()  # what queries hold in memory, built before the first
-    held = hybrid._views.held
+    held = hybrid._views.built
     if held is not None and held.whole and held.columns is not None:
         columns = held.columns
         m = columns._matrix / np.linalg.norm(columns._matrix, axis=1, keepdims=True)
@@ -412,7 +412,7 @@ def growth_bm25(name: str) -> None:
     retriever = SentenceWindowRetriever(vectorstore=chroma_store("explore"), lexical=LexicalIndex())
     retriever.add_documents([Document(d["text"], id=d["doc_id"]) for d in docs])
     retriever.warm()  # what queries hold in memory, built before the first
-    held = retriever._views.held
+    held = retriever._views.built
     assert held is not None
     assert held.whole
     assert held.bm25 is not None

@@ -24,7 +24,7 @@ from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.windows.bm25 import Bm25, Listed
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.reads import Reads
-from langchain_expand.windows.views import Current, Held, StoreViews
+from langchain_expand.windows.views import Build, Current, StoreViews
 
 from .conftest import Make
 
@@ -105,17 +105,17 @@ def exact_search(retriever: SentenceWindowRetriever) -> SentenceWindowRetriever:
     return retriever
 
 
-def snapshot_of(retriever: SentenceWindowRetriever) -> Held:
+def snapshot_of(retriever: SentenceWindowRetriever) -> Build:
     """What ``retriever`` holds in memory at its store's mark, built now: whole, the snapshot."""
     retriever.warm()
-    held = retriever._views.held
+    held = retriever._views.built
     assert held is not None
     assert held.whole
     assert held.columns is not None
     return held
 
 
-def nearest_of(snapshot: Held, retriever: SentenceWindowRetriever, query: list[float], k: int) -> Any:
+def nearest_of(snapshot: Build, retriever: SentenceWindowRetriever, query: list[float], k: int) -> Any:
     """The ``k`` sentences of ``snapshot`` nearest ``query``, as a query on it finds them."""
     current = Current(snapshot.columns, snapshot.heads, whole=True)
     return Reads(retriever._vectors, SentenceCache(), 0, retriever.token_counter, None, current).nearest(query, k)

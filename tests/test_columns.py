@@ -253,8 +253,8 @@ def test_past_the_snapshot_limit_growth_reads_nothing_once_the_columns_are_built
     queries = [q["query"] for q in load_queries("qmsum")]
     retriever.invoke(queries[0], max_tokens=1000)
     submit.run()
-    assert retriever._views.held is not None
-    assert retriever._views.held.columns is not None
+    assert retriever._views.built is not None
+    assert retriever._views.built.columns is not None
     retriever.clear_cache()
     during.clear()
     lexical.read.clear()
@@ -293,8 +293,8 @@ def test_past_the_snapshot_limit_no_sentences_vector_is_read_once_the_columns_ar
         retriever.invoke(queries[0], max_tokens=1000)
         if built:
             submit.run()
-            assert retriever._views.held is not None
-            assert retriever._views.held.columns is not None
+            assert retriever._views.built is not None
+            assert retriever._views.built.columns is not None
         asked.clear()
         answers[built] = [retriever.invoke(q, max_tokens=2000) for q in queries]
         assert (asked == []) == built, len(asked)
@@ -321,8 +321,8 @@ def test_past_the_snapshot_limit_columns_built_before_a_write_are_not_used_for_w
     submit.run()  # the columns of the old text
     assert any("red" in d.page_content for d in reader.invoke(query, max_tokens=120))
     writer.add_documents([Document(new, id="rooms")])
-    assert reader._views.held is not None
-    assert reader._views.held.columns is not None  # not built again yet: the old ones
+    assert reader._views.built is not None
+    assert reader._views.built.columns is not None  # not built again yet: the old ones
     fresh = SentenceWindowRetriever(
         vectorstore=store, lexical=LexicalIndex(lexical), performance=Performance(snapshot_limit=2)
     )

@@ -26,7 +26,7 @@ def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keep
     no_snapshot._views = StoreViews(lambda fn: fn())
     first = no_snapshot.invoke(query, max_tokens=1000)  # starts the build, which runs at once here
     assert no_snapshot.invoke(query, max_tokens=1000) == first
-    held = no_snapshot._views.held
+    held = no_snapshot._views.built
     assert held is not None
     assert held.columns is not None  # BM25 and growth's counts, cues and vectors
     assert held.bm25 is not None
@@ -37,10 +37,10 @@ def test_snapshot_limit_0_takes_the_path_past_the_limit_and_in_memory_false_keep
     nothing = reader(lexical=True, performance=Performance(in_memory=False))
     nothing._views = StoreViews(submit)
     assert shown(nothing.invoke(query, max_tokens=1000)) == shown(first)
-    assert nothing._views.held is None
+    assert nothing._views.built is None
     assert submit.waiting == []  # no build started
     nothing.warm()
-    assert nothing._views.held is None  # nor by warm(): nothing is held in memory
+    assert nothing._views.built is None  # nor by warm(): nothing is held in memory
 
 
 def test_every_memory_mode_answers_alike_where_the_store_searches_exactly(tmp_path: Path, minilm: Embeddings) -> None:
@@ -151,6 +151,6 @@ def test_warm_builds_nothing_on_a_store_without_a_change_mark_and_answers_alike(
     query = load_queries("emanual")[0]["query"]
     before = retriever.invoke(query, max_tokens=500)
     retriever.warm()
-    assert retriever._views.held is None
+    assert retriever._views.built is None
     assert before
     assert retriever.invoke(query, max_tokens=500) == before

@@ -134,17 +134,17 @@ def test_a_document_written_without_the_lexical_index_is_found_until_the_copies_
     reader.add_documents([Document("Rivers carry water to the sea. Fish swim in rivers.", id="rivers")])
     query = "which planet has the tallest volcano"
     assert all(d.metadata["doc_id"] == "rivers" for d in reader.invoke(query, max_tokens=200))
-    assert reader._views.held is not None
-    assert reader._views.held.whole
+    assert reader._views.built is not None
+    assert reader._views.built.whole
 
     mars = "Olympus Mons on Mars is the tallest volcano of any planet. It is three times as high as Everest."
     opened(False).add_documents([Document(mars, id="mars")])
     assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
-    assert not reader._views.held.whole  # built, but not whole: the store answered
+    assert not reader._views.built.whole  # built, but not whole: the store answered
 
     opened(True).add_documents([Document(mars, id="mars")])  # the copies, read back without embedding
     assert any(d.metadata["doc_id"] == "mars" for d in reader.invoke(query, max_tokens=200))
-    assert reader._views.held.whole
+    assert reader._views.built.whole
 
 
 def test_a_write_is_ranked_by_the_next_query_and_by_bm25_in_memory_once_built(
@@ -179,7 +179,7 @@ def test_over_its_limit_the_snapshot_is_not_built_and_the_store_answers(reader: 
     limited.warm()
     found = limited.invoke("who will design the remote control", max_tokens=500)
     assert found
-    held = limited._views.held
+    held = limited._views.built
     assert held is not None
     assert held.columns is not None
     assert not held.whole
@@ -212,11 +212,11 @@ def test_between_a_write_and_its_build_queries_answer_as_the_build_does(tmp_path
     calls: list[dict[str, Any]] = [{"max_tokens": 300}, {"max_tokens": 2000}, {"k": 3, "before": 1, "after": 1}]
     queries = [q["query"] for q in load_queries("friendsqa")[:3]] + ["one more line"]
     before = [retriever.invoke(q, **call) for q in queries for call in calls]
-    assert retriever._views.held is first  # not built again yet
+    assert retriever._views.built is first  # not built again yet
     builds.run()
     after = [retriever.invoke(q, **call) for q in queries for call in calls]
-    assert retriever._views.held is not first
-    assert retriever._views.held.whole
+    assert retriever._views.built is not first
+    assert retriever._views.built.whole
     assert [shown(found) for found in before] == [shown(found) for found in after]
     ids = {d.metadata["doc_id"] for found in after for d in found}
     assert "scene-1" not in ids

@@ -59,7 +59,7 @@ def test_past_the_snapshot_limit_bm25_in_memory_ranks_and_answers_as_the_index_d
         ), query
     assert searched == []  # every query was ranked in memory, filtered or not
     assert retriever.invoke(queries[0], max_tokens=1000) == first
-    held = retriever._views.held
+    held = retriever._views.built
     assert held is not None
     ranking = held.bm25
     assert ranking is not None
@@ -112,7 +112,7 @@ def test_a_build_that_fails_leaves_the_store_and_the_index_answering(
     assert answer
     assert "disk gone" in caplog.text
     assert retriever.invoke("How do I reset the remote?", max_tokens=300) == answer
-    held = retriever._views.held
+    held = retriever._views.built
     assert held is not None
     assert held.columns is None  # built at this mark, holding nothing: not tried again until the mark moves
     assert shown(answer) == shown(reads.invoke("How do I reset the remote?", max_tokens=300))
@@ -147,7 +147,7 @@ def test_past_the_snapshot_limit_every_head_is_listed_by_the_build_where_there_i
         assert any(i.endswith("::0") for i in log.taken())  # this query read the heads it met
         submit.run()
         assert log.taken() == []  # the build lists the heads, in one call: none read by id
-        held = retriever._views.held
+        held = retriever._views.built
         assert held is not None
         assert (held.heads is not None) == (room > 0)
         if held.heads is not None:
@@ -263,7 +263,7 @@ def test_past_the_snapshot_limit_a_filtered_query_is_searched_exactly_in_memory(
     for _ in range(2):  # the ranking and the columns built, then every head read ahead
         past.invoke(asked[0][0], max_tokens=500)
         submit.run()
-    held = past._views.held
+    held = past._views.built
     assert held is not None
     heads = held.heads
     assert heads is not None

@@ -26,7 +26,7 @@ from langchain_expand.windows.bm25 import Bm25, Bm25Search, Listed
 from langchain_expand.windows.cache import HeadsAtMark
 from langchain_expand.windows.columns import Columns
 
-__all__ = ["Beside", "Current", "Held", "StoreViews", "build"]
+__all__ = ["Beside", "Build", "Current", "StoreViews", "build"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Beside:
         return pool.submit(fn, *args, **kwargs)
 
 
-class Held(NamedTuple):
+class Build(NamedTuple):
     """What one build holds in memory, read at one change mark of the store."""
 
     mark: str
@@ -88,7 +88,7 @@ class Held(NamedTuple):
         return (self.mark, self.limit) == (mark, limit)
 
 
-def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Held:
+def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Build:
     """What queries hold at ``mark``: ``lexical``'s copies as columns, BM25 over them, the heads.
 
     The columns hold each committed document at its listed head's revision (a head's copy,
@@ -117,29 +117,29 @@ def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int,
                 for d, (doc, _) in heads.items()
             )
         )
-        return Held(mark, limit, lexical, columns, taken.bm25(), every, whole)
+        return Build(mark, limit, lexical, columns, taken.bm25(), every, whole)
     except Exception:
         logger.warning("Nothing could be built in memory from %r; it and the store answer", lexical, exc_info=True)
-        return Held(mark, limit, lexical, None, None, None, whole=False)
+        return Build(mark, limit, lexical, None, None, None, whole=False)
 
 
 class StoreViews:
-    """What queries hold in memory (:class:`Held`), and the heads read at the store's change mark."""
+    """What queries hold in memory (:class:`Build`), and the heads read at the store's change mark."""
 
     def __init__(self, submit: Callable[[Callable[[], None]], object] | None = None) -> None:
-        """Nothing held yet; builds run through ``submit`` (beside the queries by default)."""
+        """Nothing built yet; builds run through ``submit`` (beside the queries by default)."""
         self._lock = threading.Lock()
         self.beside = Beside()
         """Runs the lexical index's search beside the query's dense search, and the builds."""
         self._submit = submit or self.beside
-        self._held: Held | None = None
+        self._built: Build | None = None
         self._building: int | None = None  # the process a build runs in (a fork's parent's ends there)
         self._heads: HeadsAtMark | None = None
 
     @property
-    def held(self) -> Held | None:
+    def built(self) -> Build | None:
         """The last build; None before the first."""
-        return self._held
+        return self._built
 
     def current(
         self,
@@ -162,41 +162,41 @@ class StoreViews:
         mark = vectors.marked()  # in this thread: beside the embedding it competed with the model's for the cores
         if mark is None:
             return None
-        held = self._at(vectors, lexical, mark, limit, room) if limit is not None and lexical is not None else None
-        if held is None or not held.at(mark, limit):
-            return Current(None if held is None else held.columns, self._heads_at(mark, room))
-        heads = held.heads if held.heads is not None else self._heads_at(mark, room)
-        return Current(held.columns, heads, None if held.bm25 is None else Bm25Search(held.bm25), held.whole)
+        built = self._at(vectors, lexical, mark, limit, room) if limit is not None and lexical is not None else None
+        if built is None or not built.at(mark, limit):
+            return Current(None if built is None else built.columns, self._heads_at(mark, room))
+        heads = built.heads if built.heads is not None else self._heads_at(mark, room)
+        return Current(built.columns, heads, None if built.bm25 is None else Bm25Search(built.bm25), built.whole)
 
-    def _at(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Held | None:
+    def _at(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> Build | None:
         """The last build of ``lexical`` (at ``mark``, if done); a build starts where it is not at ``mark``."""
         with self._lock:
-            held = self._last(lexical)
-            if held is not None and held.at(mark, limit):
-                return held
+            built = self._last(lexical)
+            if built is not None and built.at(mark, limit):
+                return built
             start = self._building != os.getpid()
             if start:
                 self._building = os.getpid()
         if start:  # outside the lock, which the build takes when it is done; this query goes on without it
             self._submit(lambda: self._build(vectors, lexical, mark, limit, room))
-        return held
+        return built
 
-    def _last(self, lexical: BaseLexicalIndex) -> Held | None:
+    def _last(self, lexical: BaseLexicalIndex) -> Build | None:
         """The last build of ``lexical``, at whatever mark."""
-        held = self._held
-        return held if held is not None and held.lexical is lexical else None
+        built = self._built
+        return built if built is not None and built.lexical is lexical else None
 
     def _build(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> None:
-        held = build(vectors, lexical, mark, limit, room)
+        built = build(vectors, lexical, mark, limit, room)
         with self._lock:
-            self._held = held
+            self._built = built
             self._building = None
 
     def warm(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, limit: int, room: int) -> None:
         """Build at the store's current mark now, in this thread, unless it is built already."""
         mark = vectors.marked() if vectors.keeps_marks else None
-        held = self._last(lexical)
-        if mark is not None and (held is None or not held.at(mark, limit)):
+        built = self._last(lexical)
+        if mark is not None and (built is None or not built.at(mark, limit)):
             self._build(vectors, lexical, mark, limit, room)
 
     def forget_heads(self) -> None:
