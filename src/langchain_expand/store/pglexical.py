@@ -174,7 +174,7 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 sa.text(f"SELECT nextval('{t}_order') FROM generate_series(1, :n)"), {"n": len(ranked)}
             ).scalars()
             ordered = [(int(seq), *sentence) for seq, sentence in zip(places.all(), ranked, strict=True)]
-            driver = conn.connection.driver_connection  # psycopg's own: COPY writes 3-4x the rows INSERT does
+            driver = conn.connection.driver_connection  # psycopg's own, for COPY (benchmarks/README.md)
             assert driver is not None
             with driver.cursor() as cursor:
                 with cursor.copy(f"COPY {t} (seq, doc_id, i, rev, length) FROM STDIN") as copy:

@@ -34,8 +34,7 @@ STALE_WRITER = 3600.0
 TIE_SPARE = 64
 """Ids a search for ids asks beyond ``k + 1``: where repeated sentences tie the ``k``-th, the first
 search then holds most ties whole, not a second search asking more; up to its ``ef_search`` more
-ids cost Chroma little (at 1M sentences 4.4 ms p50 for 62, 4.7 for 110; benchmarks/README.md,
-"Scale")."""
+ids cost Chroma little (benchmarks/README.md, "Scale")."""
 
 
 def chroma_space(store: VectorStore) -> str:
