@@ -99,9 +99,8 @@ class LexicalIndex(BaseLexicalIndex):
 
         FTS5 keeps ``doc_id`` unindexed, so deleting or finding a document's rows by it scans
         the whole table: a re-add would cost time in proportion to the corpus. ``{table}_rows``
-        finds them by key. A file written before the
-        table existed gets it on first open, in one scan, under SQLite's write lock so that
-        two processes opening at once fill it once.
+        finds them by key. A file written before the table existed gets it on first open, in
+        one scan, under SQLite's write lock so that two processes opening at once fill it once.
         """
         rows = f"{self.table}_rows"
 

@@ -159,7 +159,7 @@ class StoreViews:
         in_memory = limit is not None and lexical is not None
         if not vectors.keeps_marks or vectors.embeddings is None or not (in_memory or room):
             return None
-        mark = vectors.marked()  # in this thread: beside the embedding it competed with the model's for the cores
+        mark = vectors.marked()  # in this thread: on a thread beside the embedding it waited for a core
         if mark is None:
             return None
         built = self._at(vectors, lexical, mark, limit, room) if limit is not None and lexical is not None else None
