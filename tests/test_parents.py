@@ -744,7 +744,7 @@ def test_a_filtered_parents_query_stays_hybrid(make_parents: Make, tmp_path: Pat
     differs = 0
     for q in load_queries("friendsqa")[::4]:
         plain = [(p.id, p.page_content) for p in hybrid.invoke(q["query"], max_tokens=1000)]
-        for every in ({"show": "friends"}, {"doc_id": {"$in": [r["doc_id"] for r in rows]}}):
+        for every in ({"show": "friends"}, {"doc_id": {"$in": [r["doc_id"] for r in rows]}}, {}):
             assert [(p.id, p.page_content) for p in hybrid.invoke(q["query"], max_tokens=1000, filter=every)] == plain
         differs += plain != [(p.id, p.page_content) for p in dense.invoke(q["query"], max_tokens=1000)]
         scoped = hybrid.invoke(q["query"], max_tokens=1000, filter={"doc_id": q["doc_id"]})

@@ -74,7 +74,7 @@ def test_a_filter_that_passes_every_document_answers_as_no_filter(tmp_path: Path
     rows = load_docs("friendsqa")
     documents = [Document(r["text"], id=r["doc_id"], metadata={"season": int(r["doc_id"][1:3])}) for r in rows]
     SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path)).add_documents(documents)
-    every = [{"season": {"$gte": 0}}, {"doc_id": {"$in": [r["doc_id"] for r in rows]}}, {"season": {"$ne": 99}}]
+    every = [{"season": {"$gte": 0}}, {"doc_id": {"$in": [r["doc_id"] for r in rows]}}, {"season": {"$ne": 99}}, {}]
     queries = [q for q in load_queries("friendsqa")[::8]]
     dense_only = SentenceWindowRetriever(vectorstore=store)
     differs = 0

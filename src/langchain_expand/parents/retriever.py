@@ -37,6 +37,7 @@ from langchain_expand.parents.hybrid import HybridChildren, within_filter
 from langchain_expand.parents.indexing import ParentIndexing
 from langchain_expand.parents.reads import CallReads, parent_units
 from langchain_expand.policy import BudgetPolicy
+from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.indexing import DocumentIndexed
@@ -347,11 +348,10 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         return (DEFAULT_K if k is None and max_tokens is None else k), max_tokens
 
     def _search_kwargs(self, metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
-        """``search_kwargs`` less what this class handles itself, plus a per-call filter."""
+        """``search_kwargs`` less what this class handles itself, with the call's filter in place of theirs."""
         kwargs = {key: v for key, v in self.search_kwargs.items() if key not in _MAPPED_SEARCH_KWARGS}
-        if metadata_filter is not None:
-            kwargs["filter"] = metadata_filter
-        return kwargs
+        where = filters.applied(kwargs.pop("filter", None) if metadata_filter is None else metadata_filter)
+        return kwargs if where is None else {**kwargs, "filter": where}
 
     def _expand(
         self,

@@ -28,7 +28,7 @@ from typing import Any
 
 from langchain_expand.units import PREFIX, STORED_DOC
 
-__all__ = ["Unsupported", "matches", "said_once", "whole_documents"]
+__all__ = ["Unsupported", "applied", "matches", "said_once", "whole_documents"]
 
 logger = logging.getLogger(__name__)
 _SAID: set[str] = set()
@@ -49,6 +49,16 @@ def said_once(message: str, *args: object) -> None:
     if line not in _SAID:
         _SAID.add(line)
         logger.info(line)
+
+
+def applied(where: Any) -> Any:
+    """The filter a query applies: ``where``, but None for an empty one (``{}``).
+
+    An empty filter keeps every document, as no filter does, so it takes the unfiltered path
+    (hybrid, from memory) and answers as no filter. Chroma would refuse it; the store's search
+    is given none.
+    """
+    return None if isinstance(where, dict) and not where else where
 
 
 class Unsupported(ValueError):

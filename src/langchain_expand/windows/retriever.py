@@ -25,6 +25,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 from langchain_expand import calls
 from langchain_expand.calls import AsyncByThread, check_query
 from langchain_expand.policy import BudgetPolicy
+from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.lexical import BaseLexicalIndex
@@ -168,7 +169,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     relative_score_threshold: float | None = None
     """No hit scoring below this fraction of the best hit's relevance is returned. Also per call."""
     filter: dict[str, Any] | None = None
-    """A metadata filter in the vector store's own syntax, e.g. ``{"source": "a.md"}`` for Chroma."""
+    """A metadata filter in the vector store's own syntax, e.g. ``{"source": "a.md"}`` for Chroma; ``{}`` is none."""
     splitter: Callable[[str], list[Span]] = Field(default=None)  # type: ignore[assignment]
     """Turns a text into sentence spans. By default a ``SentenceSplitter`` with ``table_rows``: a
     Markdown table's column headings are one sentence and each later row another, so a question
@@ -259,9 +260,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """The call's windows; ``given``: what it sets of :data:`_CALL_ARGUMENTS` (None: the field's value)."""
         calls.reject_unknown(f"{type(self).__name__}.invoke", given, _CALL_ARGUMENTS)
         check_query(query)
-        where = given.get("filter")
+        where = filters.applied(self.filter if given.get("filter") is None else given["filter"])
         plan = self._plan(**{name: given.get(name) for name in _CALL_ARGUMENTS if name != "filter"})
-        ranking, reads, dense = self._ranking(query, where if where is not None else self.filter, plan)
+        ranking, reads, dense = self._ranking(query, where, plan)
         found = answer(plan, ranking, dense, reads, self.token_counter)
         for _ in range(_REFILLS):  # a document being written meanwhile: answer again without it
             if not plan.skipped:
