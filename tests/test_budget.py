@@ -278,6 +278,27 @@ def test_an_unknown_argument_to_merge_overlaps_names_the_closest() -> None:
         MergeOverlaps(gaps=1)
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("a question", r"it was given a str: 'a question'"),
+        (Document("one unit"), r"it was given a Document"),
+        ({"context": [Document("x")]}, r"it was given a dict"),
+        ([Document("a"), "b"], r"item 1 is a str: 'b'"),
+        (None, r"it was given a NoneType"),
+    ],
+)
+def test_the_runnables_refuse_what_is_not_a_list_of_documents_naming_it(given: Any, said: str) -> None:
+    # A chain that pipes a string or a dict into them failed deep inside, on a missing attribute.
+    for runnable, owner in ((FitToBudget(max_tokens=50), "fit_to_budget"), (MergeOverlaps(), "merge_overlaps")):
+        with pytest.raises(TypeError, match=rf"{owner} takes a list of Documents .*{said}.*Pipe the retriever"):
+            runnable.invoke(given)
+    prompt = ChatPromptTemplate.from_messages([("system", "{context}"), ("human", "{question}")])
+    with pytest.raises(TypeError, match=r"FitToBudget, under 'context' of its input, .*a str: 'text'"):
+        FitToBudget(max_tokens=50, prompt=prompt).invoke({"context": "text", "question": "q"})
+    assert MergeOverlaps().invoke((Document("a"),)) == [Document("a")]  # any sequence of Documents
+
+
 def test_format_docs_labels_each_unit_and_budget_counts_the_formatted_text() -> None:
     docs = [window(h, 1, 1) for h in (10, 50, 90)]
     text = format_docs(docs)

@@ -33,6 +33,7 @@ from langchain_expand.units import (
     START,
     TOKENS,
     TRUNCATED,
+    checked_units,
 )
 
 logger = logging.getLogger(__name__)
@@ -97,20 +98,18 @@ def fit_to_budget(
 ) -> tuple[list[Document], BudgetReport]:
     """Keep the best-ranked units whose joined context fits ``max_tokens - reserve``.
 
-    Units are taken in rank (input) order. One that does not fit is first shrunk (a window
-    loses sentences from its edges but never its hit; a parent is cut to whole sentences,
-    tables and code blocks around its best child, or one of its units, rows or 48-token
-    pieces); if even that does not fit it is dropped, and smaller, lower-ranked units still
-    get their turn. Kept units are put in ``order``; shrunk ones carry ``truncated=True``, and
-    every one ``budget`` (the report as a dict). The input is never mutated.
+    Units are taken in rank (input) order. One that does not fit is first shrunk (a window loses sentences from its
+    edges but never its hit; a parent is cut to whole sentences, tables and code blocks around its best child, or
+    one of its units, rows or 48-token pieces); if even that does not fit it is dropped, and smaller, lower-ranked
+    units still get their turn. Kept units are put in ``order``; shrunk ones carry ``truncated=True``, and every one
+    ``budget`` (the report as a dict). The input is never mutated.
 
     Args:
         documents: Units, best first.
         max_tokens: The budget for the context (or the whole prompt, with ``measure``).
         token_counter: Counts tokens; a ``TokenCounter`` (cl100k_base) by default.
         separator: Joins the units when no ``formatter`` is given.
-        formatter: Builds the context string exactly as the chain will, e.g.
-            :func:`format_docs`; its output is what gets counted.
+        formatter: Builds the context string exactly as the chain will, e.g. :func:`format_docs`; its output is counted.
         reserve: Tokens kept free for the rest of the prompt.
         order: ``"rank"`` (as given), ``"score"``, ``"position"`` (document order) or
             ``"lost_in_middle"`` (best units at both ends, weakest in the middle).
@@ -130,7 +129,9 @@ def fit_to_budget(
 
     Raises:
         ValueError: When ``max_tokens`` or ``reserve`` is out of range or ``order`` unknown.
+        TypeError: When ``documents`` is not a list of ``Document``.
     """
+    documents = checked_units(documents, "fit_to_budget")
     _check(max_tokens, reserve, order, counts, len(documents))
     counter = token_counter or TokenCounter()
     context = Context(render(separator, formatter), measure or counter, max_tokens - reserve)
@@ -322,7 +323,7 @@ class FitToBudget(calls.Serialisable, RunnableSerializable[Any, Any]):
             return count_prompt_tokens(prompt.invoke({**input, key: context}), counter)
 
         kept, report = fit_to_budget(
-            list(input[key]),
+            checked_units(input[key], f"FitToBudget, under {key!r} of its input,"),
             self.max_tokens,
             token_counter=counter,
             formatter=formatted,

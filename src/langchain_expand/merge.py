@@ -19,7 +19,20 @@ from langchain_expand import calls
 from langchain_expand.text.cues import heading
 from langchain_expand.text.sentences import SentenceSplitter
 from langchain_expand.text.tokens import TokenCounter
-from langchain_expand.units import CROSSED, DOC_ID, END, HIT, HITS, SCORE, SENTENCES, SPAN, START, TOKENS, located
+from langchain_expand.units import (
+    CROSSED,
+    DOC_ID,
+    END,
+    HIT,
+    HITS,
+    SCORE,
+    SENTENCES,
+    SPAN,
+    START,
+    TOKENS,
+    checked_units,
+    located,
+)
 
 __all__ = ["MergeOverlaps", "merge_overlaps"]
 
@@ -60,7 +73,9 @@ def merge_overlaps(
 
     Raises:
         ValueError: When ``gap`` is negative, or a gap must be bridged without ``source``.
+        TypeError: When ``documents`` is not a list of ``Document``.
     """
+    documents = checked_units(documents, "merge_overlaps")
     if gap < 0:
         msg = f"`gap` must be >= 0, got {gap}."
         raise ValueError(msg)

@@ -22,8 +22,10 @@ on, below); they never reach a returned unit, and a source document may not use 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypedDict
+
+from langchain_core.documents import Document
 
 __all__ = [
     "BUDGET",
@@ -48,6 +50,7 @@ __all__ = [
     "ParentMetadata",
     "WindowMetadata",
     "check_served_keys",
+    "checked_units",
 ]
 
 # -- every unit ---------------------------------------------------------------------------
@@ -169,6 +172,30 @@ def check_served_keys(metadata: Mapping[str, Any], doc_id: str, served: frozense
             f"{metadata[key]!r} would be overwritten. Rename the key, e.g. to 'source_{key}'."
         )
         raise ValueError(msg)
+
+
+def checked_units(documents: object, owner: str) -> list[Document]:
+    """``documents`` as a list of units; anything else refused, naming what was given and the fix.
+
+    A chain that pipes a string, a dict or a single ``Document`` where a retriever's list of
+    Documents belongs would otherwise fail deep inside, on a missing attribute.
+
+    Raises:
+        TypeError: Naming ``owner`` and the first thing that is not a ``Document``.
+    """
+    if not isinstance(documents, Sequence) or isinstance(documents, str | bytes):
+        raise _not_units(owner, "it was given", documents)
+    for i, unit in enumerate(documents):
+        if not isinstance(unit, Document):
+            raise _not_units(owner, f"item {i} is", unit)
+    return list(documents)
+
+
+def _not_units(owner: str, what: str, given: object) -> TypeError:
+    return TypeError(
+        f"{owner} takes a list of Documents (a retriever's output), but {what} a "
+        f"{type(given).__name__}: {given!r:.80}. Pipe the retriever straight into it."
+    )
 
 
 class ChildRef(TypedDict):
