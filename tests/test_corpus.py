@@ -52,3 +52,18 @@ def test_a_file_named_twice_is_read_once_and_a_copy_is_skipped_with_a_note(tmp_p
         f"linked.md: the same text as {os.path.join('docs', 'a.md')}, read already",
         f"copy.md: the same text as {os.path.join('docs', 'a.md')}, read already",
     ]
+
+
+def test_a_blank_file_or_row_stops_reading_naming_it_or_is_skipped_with_skip_bad(tmp_path: Path) -> None:
+    # An empty file in a folder stopped `index` with the retriever's error, and --skip-bad,
+    # which skips what cannot be indexed, did not skip it.
+    (tmp_path / "good.txt").write_text("A sentence.")
+    (tmp_path / "empty.md").write_text(" \n\n")
+    (tmp_path / "rows.jsonl").write_text('{"doc_id": "r1", "text": "Text."}\n{"doc_id": "r2", "text": ""}\n')
+    with pytest.raises(ValueError, match=r"empty\.md: no text to index .*--skip-bad"):
+        list(read_corpus([tmp_path / "empty.md"], root=tmp_path))
+    with pytest.raises(ValueError, match=r"rows\.jsonl:2: a document row needs 'doc_id' and a 'text' string"):
+        list(read_corpus([tmp_path / "rows.jsonl"], root=tmp_path))
+    notes: list[str] = []
+    assert [d.id for d in read_corpus([tmp_path], skip_bad=True, skipped=notes, root=tmp_path)] == ["good.txt", "r1"]
+    assert [n.split(":")[0] for n in notes] == [str(tmp_path / "empty.md"), str(tmp_path / "rows.jsonl")]

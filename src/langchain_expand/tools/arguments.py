@@ -128,7 +128,8 @@ def _index_arguments(index: argparse.ArgumentParser) -> None:
     index.add_argument(
         "--skip-bad",
         action="store_true",
-        help="skip (and list) a file that is not UTF-8 text or a malformed JSON Lines row, instead of stopping",
+        help="skip (and list) a file that is not UTF-8 text or is blank, or a malformed JSON Lines row, "
+        "instead of stopping",
     )
     index.add_argument("--prune", action="store_true", help="remove indexed documents that are no longer in PATHS")
     index.add_argument(

@@ -46,14 +46,14 @@ def read_corpus(
 
     Args:
         paths: Files and folders.
-        skip_bad: Skip a file that is not UTF-8 text, or a malformed JSON Lines row, instead
-            of raising.
+        skip_bad: Skip a file that is not UTF-8 text or holds none, or a malformed JSON Lines row,
+            instead of raising.
         skipped: Collects ``"where: why"`` for each file or row skipped, for the caller to
             report; without it, each is logged as a warning.
         root: The folder file ids are relative to; the working directory by default.
 
     Raises:
-        ValueError: For a file that is not UTF-8 text, a malformed JSON Lines row (unless
+        ValueError: For a file that is not UTF-8 text or holds none, a malformed JSON Lines row (unless
             ``skip_bad``), or a document id seen before (ids compare as text: ``1`` and ``"1"`` are one id),
             naming the file (and line) and the fix. Raised before that document is yielded,
             so nothing already indexed is replaced.
@@ -169,13 +169,17 @@ def _text(path: Path) -> str:
         msg = f"{path}: looks binary (NUL bytes), not text. Convert it to UTF-8 text or leave it out."
         raise ValueError(msg)
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         msg = (
             f"{path}: not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 4]!r}). "
             "Re-encode it as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
         )
         raise ValueError(msg) from None
+    if not text.strip():
+        msg = f"{path}: no text to index (empty or whitespace only). Give it text or leave it out (or pass --skip-bad)."
+        raise ValueError(msg)
+    return text
 
 
 def _rows(
@@ -219,8 +223,8 @@ def _row(path: Path, line_no: int, line: str) -> dict[str, object]:
 def _jsonl(path: Path, skip_bad: bool, skipped: list[str]) -> Iterator[tuple[str, Document]]:
     for line_no, row in _rows(path, skip_bad, skipped):
         text = row.get("text")
-        if not isinstance(row.get(DOC_ID), str | int) or not isinstance(text, str):
-            msg = f"{path}:{line_no}: a document row needs 'doc_id' and a 'text' string."
+        if not isinstance(row.get(DOC_ID), str | int) or not isinstance(text, str) or not text.strip():
+            msg = f"{path}:{line_no}: a document row needs 'doc_id' and a 'text' string that is not blank."
             if not skip_bad:
                 raise ValueError(msg)
             _skip(skipped, msg)
