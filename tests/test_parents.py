@@ -301,6 +301,14 @@ def test_rerank_scores_children_and_expands_to_parents_after(make_parents: Make,
     for p in parents:
         assert "rerank_score" in p.metadata
         assert p.page_content in source_text()
+    # a window's shape asked of parents was a TypeError from expand_hits, after the search and the rerank
+    seen.clear()
+    with pytest.raises(ValueError, match=r"does not take `before`, which shape sentence windows: leave it out"):
+        pipeline.invoke(QUERY, before=2)
+    with pytest.raises(ValueError, match=r"does not take `after`, `merge`, .*: leave them out"):
+        pipeline.invoke(QUERY, after=1, merge=False, max_tokens=500)
+    assert not seen  # refused before anything was searched or reranked
+    assert pipeline.invoke(QUERY, max_tokens=500)
 
 
 async def test_async_add_query_and_delete(make_parents: Make) -> None:

@@ -132,6 +132,13 @@ def test_a_retriever_that_cannot_expand_is_refused(minilm: Embeddings) -> None:
 def test_k_above_fetch_k_is_refused(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
     with pytest.raises(ValueError, match="Need 1 <= `k` <= `fetch_k`"):
         RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=2, k=3)
+    # per call as when built: k=20 of fetch_k=10 was taken as 10, without a word
+    pipeline = RerankThenExpand(retriever=qmsum_index, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=10)
+    with pytest.raises(ValueError, match=r"Need 1 <= `k` <= `fetch_k`, got k=20, fetch_k=10"):
+        pipeline.invoke("the remote's price", k=20)
+    with pytest.raises(ValueError, match=r"Need 1 <= `k` <= `fetch_k`, got k=4, fetch_k=3"):
+        pipeline.model_copy(update={"k": 4}).invoke("the remote's price", fetch_k=3)
+    assert len(pipeline.invoke("the remote's price", k=3, fetch_k=3, merge=False)) == 3
 
 
 def test_an_unknown_argument_is_refused_naming_the_closest(

@@ -10,6 +10,7 @@ matches, keep the best ``k``, then expand the survivors into windows or parents.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -199,13 +200,32 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
             budget = max_tokens if max_tokens is not None else self.retriever.max_tokens
             k = self.retriever.budget_policy.kept_after_rerank(fetch, budget)
         keep = _k_of(f"{type(self).__name__}.invoke", k, top_n)
+        if keep > fetch:
+            msg = f"Need 1 <= `k` <= `fetch_k`, got k={keep}, fetch_k={fetch}: the reranker keeps k of fetch_k matches."
+            raise ValueError(msg)
+        given = {"before": before, "after": after, "merge": merge, "max_tokens": max_tokens}
+        shape = _expansion(self.retriever, {n: v for n, v in given.items() if v is not None})
         hits = self.retriever.invoke(
             query, config={"callbacks": run_manager.get_child()}, k=fetch, expand=False, **_where(filter)
         )
         best = rerank(self.reranker, hits, query, keep, callbacks=run_manager.get_child())
-        given = {"before": before, "after": after, "merge": merge, "max_tokens": max_tokens}
-        expanded: list[Document] = self.retriever.expand_hits(best, **{n: v for n, v in given.items() if v is not None})
+        expanded: list[Document] = self.retriever.expand_hits(best, **shape)
         return expanded
+
+
+def _expansion(retriever: Expandable, given: dict[str, Any]) -> dict[str, Any]:
+    """``given``, refused before anything is searched where the retriever's ``expand_hits`` does not take them.
+
+    ``before``, ``after`` and ``merge`` shape sentence windows; a parents retriever takes ``max_tokens`` alone.
+    """
+    taken = inspect.signature(retriever.expand_hits).parameters
+    refused = [name for name in given if name not in taken]
+    if refused and not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in taken.values()):
+        names = ", ".join(f"`{name}`" for name in refused)
+        them = "it" if len(refused) == 1 else "them"
+        msg = f"{type(retriever).__name__} does not take {names}, which shape sentence windows: leave {them} out."
+        raise ValueError(msg)
+    return given
 
 
 def _where(metadata_filter: dict[str, Any] | None) -> dict[str, Any]:
