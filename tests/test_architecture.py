@@ -12,7 +12,7 @@ import langchain_expand
 
 PACKAGE = Path(langchain_expand.__file__).parent
 LAYERS = [
-    {"units", "calls", "version", "policy"},
+    {"units", "calls", "rules", "version", "policy"},
     {"text"},
     {"store"},
     {"prompt", "shrink", "packing", "budget", "merge"},

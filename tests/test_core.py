@@ -25,7 +25,7 @@ from langchain_expand import (
     Performance,
     SentenceWindowRetriever,
 )
-from langchain_expand.calls import check_non_negative, check_optional_positive, check_positive, check_query
+from langchain_expand.rules import check_flag, check_non_negative, check_optional_positive, check_positive, check_query
 from langchain_expand.store.search import overfetch
 from langchain_expand.units import STORED_COUNT, STORED_START
 
@@ -179,6 +179,8 @@ def test_overfetch_doubles_until_the_caller_has_enough_or_the_store_runs_out() -
         (check_positive, 2.0, "`n` must be a positive integer, got 2.0."),
         (check_non_negative, -1, "`n` must be an integer >= 0, got -1."),
         (check_optional_positive, 0, "`n` must be a positive integer or None \\(no limit\\), got 0."),
+        (check_flag, "no", "`n` must be True or False, got 'no'."),
+        (check_flag, 0, "`n` must be True or False, got 0."),
     ],
 )
 def test_each_rule_has_one_wording_that_names_the_parameter(rule: Any, value: object, message: str) -> None:
@@ -191,9 +193,25 @@ def test_valid_values_pass_every_rule() -> None:
     check_non_negative("n", 0)
     check_optional_positive("n", None)
     check_optional_positive("n", 5)
+    check_flag("n", False)
     check_query("a question")
     with pytest.raises(ValueError, match="The query is empty"):
         check_query("  ")
+
+
+def test_a_flag_given_per_call_is_a_bool_on_both_retrievers() -> None:
+    # invoke(q, merge="no") merged ("no" is truthy) where the field, through pydantic, read "no" as False
+    store = RecordingStore()
+    window, parent = windows(store), parents(RecordingStore(), InMemoryStore())
+    window.add_documents([Document(TEXT, id="a")])
+    parent.add_documents([Document(MARKDOWN, id="m")])
+    for call in ({"merge": "no"}, {"expand": 0}):
+        with pytest.raises(ValueError, match=f"`{next(iter(call))}` must be True or False"):
+            window.invoke("alpha", **call)
+    with pytest.raises(ValueError, match="`expand` must be True or False, got 'false'"):
+        parent.invoke("alpha", expand="false")
+    assert window.invoke("alpha", merge=False, expand=True)
+    assert parent.invoke("alpha", expand=False)
 
 
 # -- issue 15, finding 9: bad input is refused before anything is written ------------------------

@@ -1,8 +1,8 @@
 """The call contract every retriever and runnable keeps: strict arguments, one wording per rule, async.
 
 A call's parameters are resolved against the instance's fields and checked once, by the rules
-here (one wording per rule, naming the parameter and the fix); an unknown keyword is refused
-with the closest valid name.
+of :mod:`langchain_expand.rules` (one wording per rule, naming the parameter and the fix); an
+unknown keyword is refused with the closest valid name.
 
 Sync and async share one implementation: :class:`AsyncByThread` runs the sync method in an
 executor, forwarding every argument. The default stack (Chroma, SQLite) has no native async
@@ -33,11 +33,6 @@ __all__ = [
     "ExpandDeprecationWarning",
     "Portable",
     "Serialisable",
-    "check_fraction",
-    "check_non_negative",
-    "check_optional_positive",
-    "check_positive",
-    "check_query",
     "deprecated",
     "from_search_kwargs",
     "list_fields",
@@ -150,52 +145,6 @@ def from_search_kwargs(owner: str, given: dict[str, Any], mapping: dict[str, str
             raise ValueError(msg)
         out[name] = value
     return out
-
-
-def check_query(query: str) -> None:
-    """An empty query matches nothing meaningfully: say so instead of returning noise.
-
-    A very long query is accepted; the embedding model reads its beginning (MiniLM: the
-    first 256 word pieces).
-    """
-    if not isinstance(query, str):
-        msg = f"The query must be text, got {type(query).__name__} {query!r}; pass the question as a str."
-        raise TypeError(msg)
-    if not query.strip():
-        msg = f"The query is empty ({query!r}); pass the question text."
-        raise ValueError(msg)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_positive(name: str, value: object) -> None:
-    """``value`` must be an integer >= 1."""
-    if not _is_int(value) or value < 1:  # type: ignore[operator]
-        msg = f"`{name}` must be a positive integer, got {value!r}."
-        raise ValueError(msg)
-
-
-def check_optional_positive(name: str, value: object) -> None:
-    """``value`` must be an integer >= 1, or None for "no limit"."""
-    if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
-        msg = f"`{name}` must be a positive integer or None (no limit), got {value!r}."
-        raise ValueError(msg)
-
-
-def check_non_negative(name: str, value: object) -> None:
-    """``value`` must be an integer >= 0."""
-    if not _is_int(value) or value < 0:  # type: ignore[operator]
-        msg = f"`{name}` must be an integer >= 0, got {value!r}."
-        raise ValueError(msg)
-
-
-def check_fraction(name: str, value: object) -> None:
-    """``value`` must be a number in [0, 1], or None."""
-    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 1):
-        msg = f"`{name}` must be a number between 0 and 1, or None, got {value!r}."
-        raise ValueError(msg)
 
 
 class AsyncQueryByThread:

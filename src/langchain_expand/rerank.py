@@ -23,8 +23,9 @@ from langchain_core.runnables import Runnable, RunnableLambda, RunnablePassthrou
 from pydantic import ConfigDict, model_validator
 
 from langchain_expand import calls
-from langchain_expand.calls import AsyncQueryByThread, check_positive, reject_unknown
+from langchain_expand.calls import AsyncQueryByThread, reject_unknown
 from langchain_expand.policy import BudgetPolicy
+from langchain_expand.rules import check_positive
 from langchain_expand.units import RELEVANCE_SCORE, RERANK_SCORE
 
 __all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "rerank", "rerank_then_expand_chain"]

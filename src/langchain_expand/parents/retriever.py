@@ -21,9 +21,9 @@ from langchain_core.stores import BaseStore
 from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitter
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
-from langchain_expand import calls
+from langchain_expand import calls, rules
 from langchain_expand.budget import fit_counted
-from langchain_expand.calls import AsyncByThread, check_query
+from langchain_expand.calls import AsyncByThread
 from langchain_expand.parents.assembly import (
     Parent,
     cap_parent,
@@ -37,6 +37,7 @@ from langchain_expand.parents.hybrid import HybridChildren, within_filter
 from langchain_expand.parents.indexing import ParentIndexing
 from langchain_expand.parents.reads import CallReads, parent_units
 from langchain_expand.policy import BudgetPolicy
+from langchain_expand.rules import check_query
 from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.defaults import FromTexts
@@ -67,10 +68,10 @@ def _default_child_splitter() -> TextSplitter:
 
 
 _RULES: dict[str, Callable[[str, object], None]] = {
-    "k": calls.check_optional_positive,
-    "max_parent_tokens": calls.check_optional_positive,
-    "max_tokens": calls.check_optional_positive,
-    "batch_size": calls.check_positive,
+    "k": rules.check_optional_positive,
+    "max_parent_tokens": rules.check_optional_positive,
+    "max_tokens": rules.check_optional_positive,
+    "batch_size": rules.check_positive,
 }
 """Every numeric parameter's rule, for the fields and for the same arguments per call."""
 
@@ -225,7 +226,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     def _validate(self) -> BudgetedParentDocumentRetriever:
         for name, rule in _RULES.items():
             rule(name, getattr(self, name))
-        calls.check_fraction("score_threshold", self.score_threshold)
+        rules.check_fraction("score_threshold", self.score_threshold)
         search_type = self._search_type
         if search_type not in ("similarity", "similarity_score_threshold", "mmr"):
             msg = f"`search_type` must be 'similarity', 'similarity_score_threshold' or 'mmr', got {search_type!r}."
@@ -237,8 +238,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             )
             raise ValueError(msg)
         lambda_mult = self.search_kwargs.get("lambda_mult", 0.5)
-        calls.check_fraction("search_kwargs['lambda_mult']", lambda_mult)
-        calls.check_positive("search_kwargs['fetch_k']", self.search_kwargs.get("fetch_k", MMR_FETCH_K))
+        rules.check_fraction("search_kwargs['lambda_mult']", lambda_mult)
+        rules.check_positive("search_kwargs['fetch_k']", self.search_kwargs.get("fetch_k", MMR_FETCH_K))
         self._derive()
         return self
 
@@ -271,8 +272,9 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     ) -> list[Document]:
         calls.reject_unknown(f"{type(self).__name__}.invoke", unknown, _CALL_ARGUMENTS)
         check_query(query)
+        rules.check_flag("expand", expand)
         k, max_tokens = self._resolve(k=k, max_tokens=max_tokens)
-        calls.check_fraction("score_threshold", score_threshold)
+        rules.check_fraction("score_threshold", score_threshold)
         floor = (
             self.search_kwargs.get("score_threshold", self.score_threshold)
             if score_threshold is None

@@ -19,7 +19,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.calls import check_query
+from langchain_expand.rules import check_query
 from langchain_expand.tools.arguments import parser
 from langchain_expand.tools.corpus import read_corpus
 from langchain_expand.tools.indexing import Stopped, for_windows, index

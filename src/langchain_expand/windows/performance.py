@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_expand import calls
+from langchain_expand import calls, rules
 
 __all__ = ["OLD_NAMES", "Performance", "from_old_names", "old_name"]
 
@@ -46,9 +46,9 @@ class Performance:
     under the store's own limit (Chroma: ``client.get_max_batch_size()``)."""
 
     def __post_init__(self) -> None:
-        calls.check_non_negative("snapshot_limit", self.snapshot_limit)
-        calls.check_non_negative("cache_size", self.cache_size)
-        calls.check_positive("batch_size", self.batch_size)
+        rules.check_non_negative("snapshot_limit", self.snapshot_limit)
+        rules.check_non_negative("cache_size", self.cache_size)
+        rules.check_positive("batch_size", self.batch_size)
         if not isinstance(self.in_memory, bool):
             msg = f"`in_memory` must be True or False, got {self.in_memory!r}."
             raise ValueError(msg)

@@ -13,7 +13,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand import calls
+from langchain_expand import rules
 from langchain_expand.policy import BudgetPolicy
 from langchain_expand.store.adapters.ties import TIES
 from langchain_expand.text.ranges import largest_fitting, window_bounds
@@ -260,14 +260,16 @@ def _shape(fields: Any, given: dict[str, Any], max_tokens: int | None, has_embed
 
 
 RULES: dict[str, Callable[[str, object], None]] = {
-    "k": calls.check_optional_positive,
-    "before": calls.check_non_negative,
-    "after": calls.check_non_negative,
-    "merge_gap": calls.check_non_negative,
-    "max_radius": calls.check_non_negative,
-    "max_tokens": calls.check_optional_positive,
-    "max_sentence_tokens": calls.check_optional_positive,
-    "score_threshold": calls.check_fraction,
-    "relative_score_threshold": calls.check_fraction,
+    "k": rules.check_optional_positive,
+    "expand": rules.check_flag,
+    "merge": rules.check_flag,
+    "before": rules.check_non_negative,
+    "after": rules.check_non_negative,
+    "merge_gap": rules.check_non_negative,
+    "max_radius": rules.check_non_negative,
+    "max_tokens": rules.check_optional_positive,
+    "max_sentence_tokens": rules.check_optional_positive,
+    "score_threshold": rules.check_fraction,
+    "relative_score_threshold": rules.check_fraction,
 }
-"""Every numeric parameter's rule, for the fields and for the same arguments per call."""
+"""Every numeric and flag parameter's rule, for the fields and for the same arguments per call."""

@@ -23,8 +23,9 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_expand import calls
-from langchain_expand.calls import AsyncByThread, check_query
+from langchain_expand.calls import AsyncByThread
 from langchain_expand.policy import BudgetPolicy
+from langchain_expand.rules import check_query
 from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter, adapt
 from langchain_expand.store.defaults import FromTexts
