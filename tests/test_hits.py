@@ -7,9 +7,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
+from langchain_core.stores import InMemoryStore
 
-from langchain_expand import LexicalIndex, Performance, SentenceWindowRetriever, chroma_store
+from langchain_expand import (
+    BudgetedParentDocumentRetriever,
+    LexicalIndex,
+    Performance,
+    SentenceWindowRetriever,
+    chroma_store,
+)
 from langchain_expand.store.records import unit_id
 from langchain_expand.windows.hits import Hit, Ranking
 from langchain_expand.windows.views import StoreViews
@@ -108,3 +116,15 @@ def test_a_record_another_writer_put_in_the_collection_is_an_error_naming_it(
     store.add_texts(["Total revenue in 2019 was 4.2 billion dollars."], ids=["not-a-sentence"])
     with pytest.raises(ValueError, match=r"without sentence positions \('not-a-sentence'\).*only it writes to"):
         retriever.invoke("total revenue in 2019", max_tokens=500, window=window)
+
+
+@pytest.mark.parametrize("window", ["guided", "fixed"])
+def test_a_parents_child_in_the_collection_is_the_same_error(tmp_path: Path, minilm: Embeddings, window: str) -> None:
+    # A child's id ("b::0") reads as a sentence's: guided growth read it as a head and failed
+    # with KeyError('lcx_gap'); a window retriever over a parents' collection now says what is wrong.
+    store = chroma_store("parents", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore()).add_documents(
+        [Document("Total revenue in 2019 was 4.2 billion dollars. Costs rose.", id="b")]
+    )
+    with pytest.raises(ValueError, match=r"without sentence positions \('b::0'\).*only it writes to"):
+        SentenceWindowRetriever(vectorstore=store).invoke("total revenue in 2019", max_tokens=500, window=window)

@@ -26,13 +26,9 @@ from langchain_expand.units import (
     HIT,
     N_SENTENCES,
     SCORE,
-    STORED_COUNT,
-    STORED_DOC,
-    STORED_INDEX,
-    STORED_REV,
 )
 from langchain_expand.windows.bm25 import Bm25Search
-from langchain_expand.windows.reads import Read, Reads
+from langchain_expand.windows.reads import Read, Reads, not_ours, position_of
 from langchain_expand.windows.regions import Lookup, Position
 
 __all__ = ["Hit", "Lexical", "Ranking", "from_match"]
@@ -53,21 +49,6 @@ class Hit:
     extra: dict[str, Any]
     cues: Cues = NO_CUES
     """What its sentence says of the text beside it (a table row, a heading)."""
-
-
-def _sentence_of(record: Document) -> Position:
-    """Where a record the dense search returned stands; a record without sentence positions is an error naming it."""
-    meta = record.metadata
-    if not all(key in meta for key in (STORED_DOC, STORED_INDEX, STORED_COUNT, STORED_REV)):
-        raise _not_ours(record.id)
-    return meta[STORED_DOC], int(meta[STORED_INDEX])
-
-
-def _not_ours(record_id: str | None) -> ValueError:
-    return ValueError(
-        f"The vector store returned a record without sentence positions ({record_id!r}). "
-        "Give SentenceWindowRetriever a collection that only it writes to."
-    )
 
 
 def from_match(doc: Document) -> Hit:
@@ -176,12 +157,12 @@ class Ranking:
         ids = self.dense.ids(k) if self.ids_first else None
         if ids is None:  # the records, read: their hits are made from them
             records = self.dense(k)
-            dense = Matches([(_sentence_of(doc), score) for doc, score in records], matched=matched(records))
+            dense = Matches([(position_of(doc), score) for doc, score in records], matched=matched(records))
             self.reads.saw(doc for doc, _ in records)
             return dense, lexical()
         for record_id, _ in ids:
             if unit_position(record_id) is None:
-                raise _not_ours(record_id)
+                raise not_ours(record_id)
         dense = Matches([(p, score) for i, score in ids if (p := unit_position(i)) is not None], matched=len(ids))
         found = lexical()
         self.reads.heads([*(doc_id for (doc_id, _), _ in dense), *(hit.doc_id for hit in found)])

@@ -22,13 +22,13 @@ from langchain_expand.store.records import record_cues, unit_id
 from langchain_expand.store.similarity import cosines, relevances
 from langchain_expand.text.cues import Cues, cues
 from langchain_expand.text.tokens import count_many, counter_key
-from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
+from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_GAP, STORED_INDEX, STORED_REV
 from langchain_expand.windows.cache import SentenceCache, completed, own_vector
 from langchain_expand.windows.columns import Columns, Scores, nearest
 from langchain_expand.windows.regions import Lookup, Position
 from langchain_expand.windows.views import Current
 
-__all__ = ["EXACT_ROWS", "Read", "Reads", "Run"]
+__all__ = ["EXACT_ROWS", "Read", "Reads", "Run", "not_ours", "position_of"]
 
 EXACT_ROWS = 50_000
 """Past the snapshot's limit, a filter's sentences searched exactly in memory, at most (as the snapshot's limit)."""
@@ -96,7 +96,7 @@ class Reads:
 
     def saw(self, docs: Iterable[Document]) -> None:
         """Keep the records the store's search just returned: this query reads them no more."""
-        self._learn((d, None) for d in docs if _position_of(d) not in self._read)
+        self._learn((d, None) for d in docs if position_of(d) not in self._read)
 
     def heads(self, doc_ids: Iterable[str]) -> None:
         """Read the documents' heads (sentence 0, the commit marker) with their vectors, once a query.
@@ -334,9 +334,7 @@ class Reads:
         """Records just read from the store: each one's sentence read as a copy, heads kept as records too; kept."""
         learned: list[Position] = []
         for doc, vector in read:
-            position = _position_of(doc)
-            if position is None:
-                continue  # another writer's record
+            position = position_of(doc)
             if position[1] == 0:
                 self._heads[position[0]] = doc
             copy, meta = copy_of(doc)._replace(vector=vector), doc.metadata
@@ -372,7 +370,21 @@ class Reads:
             self.cache.keep_copies(doc_id, rev, copies, self.size)
 
 
-def _position_of(record: Document) -> Position | None:
-    """Where a sentence record of this retriever stands; None for a record another writer made."""
+def position_of(record: Document) -> Position:
+    """Where a sentence record of this retriever stands; a record without sentence positions is an error naming it.
+
+    Another writer's record (a text added to the collection by hand, a parent's child, whose id
+    reads as a sentence's) lacks them.
+    """
     meta = record.metadata
-    return (meta[STORED_DOC], int(meta[STORED_INDEX])) if STORED_DOC in meta and record.id is not None else None
+    if not all(key in meta for key in (STORED_DOC, STORED_INDEX, STORED_COUNT, STORED_REV, STORED_GAP)):
+        raise not_ours(record.id)
+    return meta[STORED_DOC], int(meta[STORED_INDEX])
+
+
+def not_ours(record_id: str | None) -> ValueError:
+    """The error for a record in the collection that this retriever did not write."""
+    return ValueError(
+        f"The vector store returned a record without sentence positions ({record_id!r}). "
+        "Give SentenceWindowRetriever a collection that only it writes to."
+    )
