@@ -291,7 +291,9 @@ def test_an_unknown_argument_to_merge_overlaps_names_the_closest() -> None:
 def test_the_runnables_refuse_what_is_not_a_list_of_documents_naming_it(given: Any, said: str) -> None:
     # A chain that pipes a string or a dict into them failed deep inside, on a missing attribute.
     for runnable, owner in ((FitToBudget(max_tokens=50), "fit_to_budget"), (MergeOverlaps(), "merge_overlaps")):
-        with pytest.raises(TypeError, match=rf"{owner} takes a list of Documents .*{said}.*Pipe the retriever"):
+        with pytest.raises(
+            TypeError, match=rf"{owner} takes a list of Documents .*{said}.*Give it the list a retriever returns"
+        ):
             runnable.invoke(given)
     prompt = ChatPromptTemplate.from_messages([("system", "{context}"), ("human", "{question}")])
     with pytest.raises(TypeError, match=r"FitToBudget, under 'context' of its input, .*a str: 'text'"):

@@ -214,6 +214,24 @@ def test_a_flag_given_per_call_is_a_bool_on_both_retrievers() -> None:
     assert parent.invoke("alpha", expand=False)
 
 
+def test_expand_hits_names_what_is_not_a_match_of_its_own_retriever() -> None:
+    # parents' expand_hits failed with KeyError('parent_id') on another retriever's matches, and
+    # both with AttributeError on a string
+    window, parent = windows(RecordingStore()), parents(RecordingStore(), InMemoryStore())
+    window.add_documents([Document(TEXT, id="a")])
+    parent.add_documents([Document(MARKDOWN, id="m")])
+    sentences, children = window.invoke("alpha", expand=False), parent.invoke("alpha", expand=False)
+    assert window.expand_hits(sentences)
+    assert parent.expand_hits(children)
+    with pytest.raises(ValueError, match=r"needs the metadata of a match-only result \(parent_id, score\); .* lacks"):
+        parent.expand_hits(sentences)
+    with pytest.raises(ValueError, match=r"needs the metadata of a match-only result \(doc_id, hit, .* lacks 'hit'"):
+        window.expand_hits(children)
+    for retriever in (window, parent):
+        with pytest.raises(TypeError, match=r"expand_hits takes a list of Documents .* a str: 'alpha'"):
+            retriever.expand_hits("alpha")  # type: ignore[arg-type]
+
+
 # -- issue 15, finding 9: bad input is refused before anything is written ------------------------
 
 

@@ -194,7 +194,7 @@ def checked_units(documents: object, owner: str) -> list[Document]:
 def _not_units(owner: str, what: str, given: object) -> TypeError:
     return TypeError(
         f"{owner} takes a list of Documents (a retriever's output), but {what} a "
-        f"{type(given).__name__}: {given!r:.80}. Pipe the retriever straight into it."
+        f"{type(given).__name__}: {given!r:.80}. Give it the list a retriever returns."
     )
 
 

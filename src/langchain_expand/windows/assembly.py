@@ -60,9 +60,9 @@ def assemble(
         run = runs(unit.doc_id, unit.first, unit.last)
         if run is None or any(h.rev not in (None, run.rev) for h in unit.hits):
             logger.warning(
-                "Skipping a hit in document %r: the store holds an incomplete or "
-                "superseded version of it (an interrupted or running add_documents). "
-                "Re-run add_documents for it.",
+                "Skipping a hit in document %r: the store holds no whole version of it at the revision "
+                "matched (deleted since, or an add_documents interrupted or running: re-run it where the "
+                "document should be there).",
                 unit.doc_id,
             )
             if skipped is not None:

@@ -35,6 +35,7 @@ from langchain_expand.text.prefixes import EmbeddingPrefix, StructuralPrefix
 from langchain_expand.text.ranges import window_bounds
 from langchain_expand.text.sentences import SentenceSplitter, Span
 from langchain_expand.text.tokens import TokenCounter
+from langchain_expand.units import checked_units
 from langchain_expand.windows import scope
 from langchain_expand.windows.answer import answer, budgeted
 from langchain_expand.windows.assembly import assemble, runs_of
@@ -334,7 +335,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval.
         """
         plan = self._plan(k=len(hits) or 1, before=before, after=after, expand=True, merge=merge, max_tokens=max_tokens)
-        units = plan.units([from_match(doc) for doc in hits])
+        units = plan.units([from_match(doc) for doc in checked_units(hits, "expand_hits")])
         settings = self.performance
         reads = Reads(self._vectors, self._cache, settings.cache_size, self.token_counter, self.lexical)
         return budgeted(assemble(units, runs_of(reads, units), self.token_counter), plan.max_tokens, self.token_counter)
