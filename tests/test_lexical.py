@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import gc
 import os
+import re
 import signal
 import sqlite3
 import time
@@ -72,6 +73,17 @@ def test_bm25_puts_the_sentence_with_the_rare_exact_term_first() -> None:
     assert [h.score for h in found] == sorted((h.score for h in found), reverse=True)
     assert found[-1].score > 0
     assert index.search("zebra", 3) == []
+
+
+def test_a_path_that_is_not_a_sqlite_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    # a folder, or a file of another kind, was sqlite3's bare "unable to open database file" /
+    # "file is not a database", without the path
+    (tmp_path / "notes.txt").write_text("not a database " * 100)
+    for path in (tmp_path, tmp_path / "notes.txt"):
+        with pytest.raises(ValueError, match=rf"LexicalIndex cannot open {re.escape(str(path))} as a SQLite file"):
+            LexicalIndex(path)
+    assert (tmp_path / "notes.txt").read_text().startswith("not a database")  # left as it was
+    assert LexicalIndex(tmp_path / "new" / "index.sqlite").count() == 0
 
 
 def test_query_text_is_never_fts_syntax() -> None:

@@ -59,7 +59,7 @@ class LexicalIndex(BaseLexicalIndex):
                 with an error that says so.
 
         Raises:
-            ValueError: When ``table`` is not a plain identifier.
+            ValueError: When ``table`` is not a plain identifier, or ``path`` is not a SQLite file.
         """
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", table):
             msg = f"`table` must be a plain identifier (letters, digits, _), got {table!r}."
@@ -70,11 +70,15 @@ class LexicalIndex(BaseLexicalIndex):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.timeout = timeout
-        self._db = sqlite3.connect(
-            ":memory:" if self.path is None else str(self.path), timeout=timeout, check_same_thread=False
-        )
-        if self.path is not None:
-            self._db.execute("PRAGMA journal_mode=WAL")  # kept in the file: set once, by whoever opens it first
+        try:
+            self._db = sqlite3.connect(
+                ":memory:" if self.path is None else str(self.path), timeout=timeout, check_same_thread=False
+            )
+            if self.path is not None:
+                self._db.execute("PRAGMA journal_mode=WAL")  # kept in the file: set once, by whoever opens it first
+        except sqlite3.DatabaseError as exc:  # a folder, a file of another kind
+            msg = f"LexicalIndex cannot open {self.path} as a SQLite file ({exc}): give it a new file or its own."
+            raise ValueError(msg) from exc
         with self._lock, self._writing(), self._db:
             self._db.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} "
