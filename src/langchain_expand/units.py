@@ -49,6 +49,7 @@ __all__ = [
     "ChildRef",
     "ParentMetadata",
     "WindowMetadata",
+    "check_match",
     "check_served_keys",
     "checked_units",
 ]
@@ -189,6 +190,21 @@ def checked_units(documents: object, owner: str) -> list[Document]:
         if not isinstance(unit, Document):
             raise _not_units(owner, f"item {i} is", unit)
     return list(documents)
+
+
+def check_match(unit: Document, keys: Sequence[str]) -> None:
+    """Refuse a unit given to ``expand_hits`` without the ``keys`` of its retriever's match-only results, naming one.
+
+    Raises:
+        ValueError: Naming the unit, the key it lacks and how to get matches (``expand=False``).
+    """
+    missing = [key for key in keys if key not in unit.metadata]
+    if missing:
+        msg = (
+            f"expand_hits needs the metadata of a match-only result ({', '.join(keys)}); document {unit.id!r} "
+            f"lacks {missing[0]!r}. Retrieve it with expand=False."
+        )
+        raise ValueError(msg)
 
 
 def _not_units(owner: str, what: str, given: object) -> TypeError:

@@ -32,6 +32,7 @@ from langchain_expand.units import (
     STORED_REV,
     STORED_START,
     TOKENS,
+    check_match,
     checked_units,
 )
 
@@ -201,13 +202,7 @@ def parents_of_hits(hits: Sequence[Document]) -> list[Parent]:
     """The parents of matched children (``expand=False`` results), in the order of their first, scored by it."""
     groups: dict[str, Parent] = {}
     for hit in checked_units(hits, "expand_hits"):
-        if PARENT_ID not in hit.metadata or SCORE not in hit.metadata:
-            lacks = PARENT_ID if PARENT_ID not in hit.metadata else SCORE
-            msg = (
-                f"expand_hits needs the metadata of a match-only result ({PARENT_ID}, {SCORE}); document "
-                f"{hit.id!r} lacks {lacks!r}. Retrieve it with expand=False."
-            )
-            raise ValueError(msg)
+        check_match(hit, (PARENT_ID, SCORE))
         parent_id = str(hit.metadata[PARENT_ID])
         score = float(hit.metadata[SCORE])
         child = Document(hit.page_content, metadata=hit.metadata, id=hit.metadata.get(CHILD_ID))

@@ -26,6 +26,7 @@ from langchain_expand.units import (
     HIT,
     N_SENTENCES,
     SCORE,
+    check_match,
 )
 from langchain_expand.windows.bm25 import Bm25Search
 from langchain_expand.windows.reads import Read, Reads, not_ours, position_of
@@ -53,16 +54,10 @@ class Hit:
 
 def from_match(doc: Document) -> Hit:
     """A hit rebuilt from a match-only result (or any unit with the same metadata)."""
+    check_match(doc, (DOC_ID, HIT, N_SENTENCES, SCORE))
     m = doc.metadata
-    try:
-        extra = {key: m[key] for key in CARRIED if key in m}
-        return Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra)
-    except KeyError as exc:
-        msg = (
-            f"expand_hits needs the metadata of a match-only result ({DOC_ID}, {HIT}, {N_SENTENCES}, "
-            f"{SCORE}); document {doc.id!r} lacks {exc}. Retrieve it with expand=False."
-        )
-        raise ValueError(msg) from None
+    extra = {key: m[key] for key in CARRIED if key in m}
+    return Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra)
 
 
 class Ranking:
