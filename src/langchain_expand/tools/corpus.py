@@ -168,18 +168,23 @@ def _text(path: Path) -> str:
     if b"\x00" in data[:8192]:
         msg = f"{path}: looks binary (NUL bytes), not text. Convert it to UTF-8 text or leave it out."
         raise ValueError(msg)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = (
-            f"{path}: not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 4]!r}). "
-            "Re-encode it as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
-        )
-        raise ValueError(msg) from None
+    text = _utf8(data, f"{path}", "it")
     if not text.strip():
         msg = f"{path}: no text to index (empty or whitespace only). Give it text or leave it out (or pass --skip-bad)."
         raise ValueError(msg)
     return text
+
+
+def _utf8(data: bytes, where: str, what: str) -> str:
+    """``data`` as UTF-8; else an error naming ``where``, the first bad bytes and how to re-encode ``what``."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = (
+            f"{where}: not valid UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 4]!r}). "
+            f"Re-encode {what} as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
+        )
+        raise ValueError(msg) from None
 
 
 def _rows(
@@ -191,15 +196,7 @@ def _rows(
             if not raw.strip():
                 continue
             try:
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    msg = (
-                        f"{path}:{line_no}: not valid UTF-8 (byte {exc.start} of the line). "
-                        "Re-encode the file as UTF-8."
-                    )
-                    raise ValueError(msg) from None
-                row = _row(path, line_no, line)
+                row = _row(path, line_no, _utf8(raw, f"{path}:{line_no}", "the file"))
             except ValueError as exc:
                 if not skip_bad:
                     raise

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from langchain_core.documents import Document
@@ -60,6 +60,7 @@ def from_match(doc: Document) -> Hit:
     return Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra)
 
 
+@dataclass
 class Ranking:
     """The dense ranking fused with BM25's, best first, as hits; each hit's sentence's token count.
 
@@ -74,22 +75,14 @@ class Ranking:
     their revisions (fixed windows then read every neighbour in one call).
     """
 
-    def __init__(
-        self,
-        dense: VectorSearch,
-        reads: Reads,
-        lexical: Lexical | None,
-        beside: Callable[..., Future[Any]],
-        *,
-        ids_first: bool,
-    ) -> None:
-        """``beside`` runs the lexical index's search beside the dense one (a thread pool's submit)."""
-        self.dense = dense
-        self.reads = reads
-        self.lexical = lexical
-        self.beside = beside
-        self.ids_first = ids_first
-        self._tokens: dict[Position, int] = {}
+    dense: VectorSearch
+    reads: Reads
+    lexical: Lexical | None
+    beside: Callable[..., Future[Any]]
+    """Runs the lexical index's search beside the dense one (a thread pool's submit)."""
+    _: KW_ONLY
+    ids_first: bool
+    _tokens: dict[Position, int] = field(default_factory=dict, init=False, repr=False)
 
     def __call__(self, k: int) -> list[Hit]:
         """Both rankings' best ``k``, fused: up to ``2k`` hits, best first."""
