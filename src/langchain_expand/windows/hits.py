@@ -60,7 +60,7 @@ def from_match(doc: Document) -> Hit:
     return Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra)
 
 
-@dataclass
+@dataclass(eq=False)
 class Ranking:
     """The dense ranking fused with BM25's, best first, as hits; each hit's sentence's token count.
 

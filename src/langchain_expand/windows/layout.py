@@ -13,6 +13,7 @@ import functools
 import itertools
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.documents import Document
@@ -110,16 +111,14 @@ class SentenceRecords:
             yield LocalSentence(i, self.text[start:end], start, end, gap, tokens, counter, vector, joined)
 
 
+@dataclass(eq=False)
 class SentenceLayout:
     """Windows' storage: one vector-store record per sentence; sentence 0 is the head."""
 
-    def __init__(
-        self, store: StoreAdapter, batch_size: int, lexical: BaseLexicalIndex | None, counter: str | None
-    ) -> None:
-        self.store = store
-        self.batch_size = batch_size
-        self.lexical = lexical
-        self.counter = counter
+    store: StoreAdapter
+    batch_size: int
+    lexical: BaseLexicalIndex | None
+    counter: str | None
 
     def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
         """Each committed document's head: its revision and sentence count (documents without one left out)."""
