@@ -67,3 +67,21 @@ def test_a_blank_file_or_row_stops_reading_naming_it_or_is_skipped_with_skip_bad
     notes: list[str] = []
     assert [d.id for d in read_corpus([tmp_path], skip_bad=True, skipped=notes, root=tmp_path)] == ["good.txt", "r1"]
     assert [n.split(":")[0] for n in notes] == [str(tmp_path / "empty.md"), str(tmp_path / "rows.jsonl")]
+
+
+def test_a_row_no_store_can_write_stops_reading_naming_its_line_or_is_skipped_with_skip_bad(tmp_path: Path) -> None:
+    # JSON escapes can hold a lone surrogate, and JSON's NaN reads as a float: indexing refused
+    # such a row with the document's name only, and --skip-bad stopped on it instead of skipping it.
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(
+        '{"doc_id": "a", "text": "Fine text."}\n'
+        '{"doc_id": "b", "text": "Half \\ud800 a pair."}\n'
+        '{"doc_id": "c", "text": "Fine too.", "score": NaN}\n'
+        '{"doc_id": "d", "text": "Last.", "lcx_doc": "x"}\n'
+    )
+    with pytest.raises(ValueError, match=r"rows\.jsonl:2: Document 'b': its text holds a lone surrogate"):
+        list(read_corpus([rows], root=tmp_path))
+    notes: list[str] = []
+    assert [d.id for d in read_corpus([rows], skip_bad=True, skipped=notes, root=tmp_path)] == ["a"]
+    assert [n.split(": ")[0] for n in notes] == [f"{rows}:2", f"{rows}:3", f"{rows}:4"]
+    assert "lone surrogate" in notes[0] and "'score' is nan" in notes[1] and "reserved" in notes[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from langchain_core.documents import Document
 
-from langchain_expand.store.records import revision
+from langchain_expand.store.records import checked_text, encode_metadata, revision
 from langchain_expand.units import DOC_ID, SOURCE
 
 __all__ = ["SUFFIXES", "read_corpus", "read_queries"]
@@ -219,12 +219,26 @@ def _row(path: Path, line_no: int, line: str) -> dict[str, object]:
 
 def _jsonl(path: Path, skip_bad: bool, skipped: list[str]) -> Iterator[tuple[str, Document]]:
     for line_no, row in _rows(path, skip_bad, skipped):
-        text = row.get("text")
-        if not isinstance(row.get(DOC_ID), str | int) or not isinstance(text, str) or not text.strip():
-            msg = f"{path}:{line_no}: a document row needs 'doc_id' and a 'text' string that is not blank."
+        try:
+            doc = _row_document(path, row)
+        except ValueError as exc:
             if not skip_bad:
-                raise ValueError(msg)
-            _skip(skipped, msg)
+                raise ValueError(f"{path}:{line_no}: {exc}") from None
+            _skip(skipped, f"{path}:{line_no}: {exc}")
             continue
-        meta = {k: v for k, v in row.items() if k not in {DOC_ID, "text"}}
-        yield f"{path}:{line_no}", Document(text, id=str(row[DOC_ID]), metadata={SOURCE: str(path), **meta})
+        yield f"{path}:{line_no}", doc
+
+
+def _row_document(path: Path, row: dict[str, object]) -> Document:
+    """A JSON Lines row as a document; refused here, as indexing would refuse it, so ``--skip-bad`` can skip it.
+
+    JSON can hold what no store writes (a lone surrogate as ``\\ud800``, NaN, a reserved key).
+    """
+    text, doc_id = row.get("text"), row.get(DOC_ID)
+    if not isinstance(doc_id, str | int) or not isinstance(text, str) or not text.strip():
+        msg = "a document row needs 'doc_id' and a 'text' string that is not blank."
+        raise ValueError(msg)
+    meta = {SOURCE: str(path), **{k: v for k, v in row.items() if k not in {DOC_ID, "text"}}}
+    checked_text(text, str(doc_id))
+    encode_metadata(meta, str(doc_id))
+    return Document(text, id=str(doc_id), metadata=meta)
