@@ -222,9 +222,10 @@ def _jsonl(path: Path, skip_bad: bool, skipped: list[str]) -> Iterator[tuple[str
         try:
             doc = _row_document(path, row)
         except ValueError as exc:
+            msg = f"{path}:{line_no}: {exc}"
             if not skip_bad:
-                raise ValueError(f"{path}:{line_no}: {exc}") from None
-            _skip(skipped, f"{path}:{line_no}: {exc}")
+                raise ValueError(msg) from None
+            _skip(skipped, msg)
             continue
         yield f"{path}:{line_no}", doc
 
@@ -232,7 +233,7 @@ def _jsonl(path: Path, skip_bad: bool, skipped: list[str]) -> Iterator[tuple[str
 def _row_document(path: Path, row: dict[str, object]) -> Document:
     """A JSON Lines row as a document; refused here, as indexing would refuse it, so ``--skip-bad`` can skip it.
 
-    JSON can hold what no store writes (a lone surrogate as ``\\ud800``, NaN, a reserved key).
+    JSON can hold what no store writes (a lone surrogate as an escape, NaN, a reserved key).
     """
     text, doc_id = row.get("text"), row.get(DOC_ID)
     if not isinstance(doc_id, str | int) or not isinstance(text, str) or not text.strip():
