@@ -84,4 +84,6 @@ def test_a_row_no_store_can_write_stops_reading_naming_its_line_or_is_skipped_wi
     notes: list[str] = []
     assert [d.id for d in read_corpus([rows], skip_bad=True, skipped=notes, root=tmp_path)] == ["a"]
     assert [n.split(": ")[0] for n in notes] == [f"{rows}:2", f"{rows}:3", f"{rows}:4"]
-    assert "lone surrogate" in notes[0] and "'score' is nan" in notes[1] and "reserved" in notes[2]
+    assert "lone surrogate" in notes[0]
+    assert "'score' is nan" in notes[1]
+    assert "reserved" in notes[2]
