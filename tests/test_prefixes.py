@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand import SentenceSplitter, SentenceWindowRetriever, Span, StructuralPrefix, TokenCounter
+from langchain_expand import (
+    MarkdownSectionSplitter,
+    SentenceSplitter,
+    SentenceWindowRetriever,
+    Span,
+    StructuralPrefix,
+    TokenCounter,
+)
+from langchain_expand.text.cues import cues
 
 SPLITTER = SentenceSplitter(token_counter=TokenCounter())
 
@@ -41,6 +49,18 @@ def test_sentences_carry_the_heading_above_them_and_a_heading_its_parent() -> No
         ("Remote\n", "## Battery"),  # its parent, not the sibling section before it
         ("Battery\n", "Slide the cover off."),
     ]
+
+
+def test_a_byte_order_mark_hides_no_heading() -> None:
+    # A Markdown file saved on Windows may start with U+FEFF; its first heading then parsed as a
+    # paragraph: its section had no title, and its sentences no heading in their prefix or cue.
+    text = "# Setup\n\nInstall the tool first. Then run it.\n\n## Usage\n\nCall it with a path.\n"
+    marked = "\ufeff" + text
+    assert [(p, t.lstrip("\ufeff")) for p, t in prefixed(marked)] == prefixed(text)
+    assert prefixed(text)[1] == ("Setup\n", "Install the tool first.")
+    sections = MarkdownSectionSplitter().split_documents([Document(marked)])
+    assert [d.metadata["title"] for d in sections] == ["Setup", "Usage"]
+    assert cues("\ufeff# Setup", "\n\n").heading
 
 
 def test_a_tables_rows_carry_its_column_headings() -> None:

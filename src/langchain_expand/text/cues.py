@@ -14,7 +14,7 @@ from langchain_expand.text.lines import LIST_ITEM
 __all__ = ["EVERY_CUES", "NO_CUES", "Cues", "cues", "cues_code", "heading", "tied"]
 
 _ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
-_ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
+_ATX_HEADING = re.compile(r"\ufeff?#{1,6}(?:[ \t]|$)")  # after a file's byte-order mark too
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _UNDERLINE = re.compile(r" {0,3}(?:={3,}|-{3,})[ \t]*")
 _WORD_CHAR = re.compile(r"\w")

@@ -30,8 +30,10 @@ __all__ = [
     "tables",
 ]
 
-_MAYBE = re.compile(r"`{3,}|~{3,}|\||^ {0,3}#", re.MULTILINE)
+_MAYBE = re.compile(r"`{3,}|~{3,}|\||^\ufeff? {0,3}#", re.MULTILINE)
 """Text without any of these has no fence, table or heading: the parser is skipped."""
+_BOM = "\ufeff"
+"""The byte-order mark a file saved on Windows may start with: a heading on the line after it is still one."""
 HEADING_ROWS = 3
 """A table's column headings are at most this many rows (the header row and sub-header rows)."""
 _SEPARATOR = re.compile(r"\s*+\|?+(?:\s*+:?+-++:?+\s*+\|)++\s*+:?+-*+:?+\s*+\|?+\s*+")
@@ -66,7 +68,8 @@ def _parser() -> MarkdownIt:
 
 @lru_cache(maxsize=2)  # the splitters of one document share a parse
 def _tokens(text: str) -> tuple:  # type: ignore[type-arg]
-    return tuple(_parser().parse(text))
+    # A byte-order mark read as a space: the same lines, and a first line's heading parses as one.
+    return tuple(_parser().parse(" " + text[1:] if text.startswith(_BOM) else text))
 
 
 def blocks(text: str) -> list[Block]:
