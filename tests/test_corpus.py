@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from langchain_expand.tools.corpus import read_corpus
+from langchain_expand.tools.corpus import read_corpus, read_queries
 
 
 def test_a_file_has_one_id_however_its_folder_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -87,3 +87,13 @@ def test_a_row_no_store_can_write_stops_reading_naming_its_line_or_is_skipped_wi
     assert "lone surrogate" in notes[0]
     assert "'score' is nan" in notes[1]
     assert "reserved" in notes[2]
+
+
+def test_a_json_lines_file_that_starts_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    # A file saved on Windows may start with U+FEFF: its first row was "not valid JSON", and a
+    # queries file so saved was read as documents.
+    bom = "\ufeff".encode()
+    (tmp_path / "docs.jsonl").write_bytes(bom + b'{"doc_id": "a", "text": "First."}\n{"doc_id": "b", "text": "Two."}\n')
+    (tmp_path / "queries.jsonl").write_bytes(bom + b'{"query": "what is first?"}\n')
+    assert [d.id for d in read_corpus([tmp_path], root=tmp_path)] == ["a", "b"]
+    assert read_queries(tmp_path / "queries.jsonl") == [{"query": "what is first?"}]

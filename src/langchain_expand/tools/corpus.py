@@ -23,6 +23,9 @@ SUFFIXES = (".txt", ".md", ".jsonl")
 
 logger = logging.getLogger(__name__)
 
+_BOM = b"\xef\xbb\xbf"
+"""UTF-8's byte-order mark, which a file saved on Windows may start with: not part of its first row."""
+
 
 def read_corpus(
     paths: Sequence[Path | str],
@@ -155,7 +158,7 @@ def _is_query_file(path: Path) -> bool:
     if path.suffix != ".jsonl":
         return False
     with path.open("rb") as f:
-        first = f.readline()
+        first = f.readline().removeprefix(_BOM)
     try:
         row = json.loads(first)
     except ValueError:
@@ -193,6 +196,7 @@ def _rows(
     """Rows one line at a time, so a large JSON Lines file is never held in memory whole."""
     with path.open("rb") as f:
         for line_no, raw in enumerate(f, 1):
+            raw = raw.removeprefix(_BOM) if line_no == 1 else raw
             if not raw.strip():
                 continue
             try:
