@@ -61,6 +61,7 @@ def test_a_byte_order_mark_hides_no_heading() -> None:
     sections = MarkdownSectionSplitter().split_documents([Document(marked)])
     assert [d.metadata["title"] for d in sections] == ["Setup", "Usage"]
     assert cues("\ufeff# Setup", "\n\n").heading
+    assert cues("\ufeff| a | b |\n| --- | --- |", "\n").tied  # a table's column headings, then its rows
 
 
 def test_a_tables_rows_carry_its_column_headings() -> None:

@@ -28,7 +28,8 @@ def tied(text: str, gap: str) -> bool:
     line ends it). A table written without its outer pipes is not recognised: its rows
     grow one at a time, as sentences do.
     """
-    return text[:1] == "|" and text[-1:] == "|" and _ONE_LINE_BREAK.fullmatch(gap) is not None
+    first = text[:2].lstrip("\ufeff")[:1]  # after a file's byte-order mark too
+    return first == "|" and text[-1:] == "|" and _ONE_LINE_BREAK.fullmatch(gap) is not None
 
 
 def heading(text: str) -> bool:
