@@ -89,11 +89,17 @@ def test_a_row_no_store_can_write_stops_reading_naming_its_line_or_is_skipped_wi
     assert "reserved" in notes[2]
 
 
-def test_a_json_lines_file_that_starts_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
-    # A file saved on Windows may start with U+FEFF: its first row was "not valid JSON", and a
-    # queries file so saved was read as documents.
+def test_a_file_that_starts_with_a_byte_order_mark_is_read_without_it(tmp_path: Path) -> None:
+    # A file saved on Windows may start with U+FEFF: a JSON Lines file's first row was "not valid
+    # JSON", a queries file so saved was read as documents, and a text file's mark was returned.
     bom = "\ufeff".encode()
-    (tmp_path / "docs.jsonl").write_bytes(bom + b'{"doc_id": "a", "text": "First."}\n{"doc_id": "b", "text": "Two."}\n')
-    (tmp_path / "queries.jsonl").write_bytes(bom + b'{"query": "what is first?"}\n')
-    assert [d.id for d in read_corpus([tmp_path], root=tmp_path)] == ["a", "b"]
-    assert read_queries(tmp_path / "queries.jsonl") == [{"query": "what is first?"}]
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "a.md").write_bytes(bom + b"# Setup\n\nInstall it.\n")
+    assert [d.page_content for d in read_corpus([tmp_path / "text"], root=tmp_path)] == ["# Setup\n\nInstall it.\n"]
+    (tmp_path / "rows").mkdir()
+    (tmp_path / "rows" / "docs.jsonl").write_bytes(
+        bom + b'{"doc_id": "a", "text": "First."}\n{"doc_id": "b", "text": "Two."}\n'
+    )
+    (tmp_path / "rows" / "queries.jsonl").write_bytes(bom + b'{"query": "what is first?"}\n')
+    assert [d.id for d in read_corpus([tmp_path / "rows"], root=tmp_path)] == ["a", "b"]
+    assert read_queries(tmp_path / "rows" / "queries.jsonl") == [{"query": "what is first?"}]

@@ -24,7 +24,7 @@ SUFFIXES = (".txt", ".md", ".jsonl")
 logger = logging.getLogger(__name__)
 
 _BOM = b"\xef\xbb\xbf"
-"""UTF-8's byte-order mark, which a file saved on Windows may start with: not part of its first row."""
+"""UTF-8's byte-order mark, which a file saved on Windows may start with: not part of its text or first row."""
 
 
 def read_corpus(
@@ -167,7 +167,7 @@ def _is_query_file(path: Path) -> bool:
 
 
 def _text(path: Path) -> str:
-    data = path.read_bytes()
+    data = path.read_bytes().removeprefix(_BOM)
     if b"\x00" in data[:8192]:
         msg = f"{path}: looks binary (NUL bytes), not text. Convert it to UTF-8 text or leave it out."
         raise ValueError(msg)
