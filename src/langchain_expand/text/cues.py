@@ -10,14 +10,16 @@ import re
 from typing import NamedTuple
 
 from langchain_expand.text.lines import LIST_ITEM
+from langchain_expand.text.markdown import BOM
 
 __all__ = ["EVERY_CUES", "NO_CUES", "Cues", "cues", "cues_code", "heading", "tied"]
 
 _ONE_LINE_BREAK = re.compile(r"[ \t]*(?:\r\n|\r|\n)[ \t]*")
-_ATX_HEADING = re.compile(r"\ufeff?#{1,6}(?:[ \t]|$)")  # after a file's byte-order mark too
+_ATX_HEADING = re.compile(r"\ufeff?#{1,6}(?:[ \t]|$)")  # after a file's byte-order mark (BOM) too
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _UNDERLINE = re.compile(r" {0,3}(?:={3,}|-{3,})[ \t]*")
 _WORD_CHAR = re.compile(r"\w")
+_ROW_STARTS = ("|", BOM + "|")  # a table's first row after a file's byte-order mark too
 
 
 def tied(text: str, gap: str) -> bool:
@@ -28,8 +30,7 @@ def tied(text: str, gap: str) -> bool:
     line ends it). A table written without its outer pipes is not recognised: its rows
     grow one at a time, as sentences do.
     """
-    first = text[:2].lstrip("\ufeff")[:1]  # after a file's byte-order mark too
-    return first == "|" and text[-1:] == "|" and _ONE_LINE_BREAK.fullmatch(gap) is not None
+    return text.startswith(_ROW_STARTS) and text[-1:] == "|" and _ONE_LINE_BREAK.fullmatch(gap) is not None
 
 
 def heading(text: str) -> bool:

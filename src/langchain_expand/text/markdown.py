@@ -19,6 +19,7 @@ from typing import Literal
 from markdown_it import MarkdownIt
 
 __all__ = [
+    "BOM",
     "HEADING_ROWS",
     "Block",
     "Heading",
@@ -32,8 +33,8 @@ __all__ = [
 
 _MAYBE = re.compile(r"`{3,}|~{3,}|\||^\ufeff? {0,3}#", re.MULTILINE)
 """Text without any of these has no fence, table or heading: the parser is skipped."""
-_BOM = "\ufeff"
-"""The byte-order mark a file saved on Windows may start with: a heading on the line after it is still one."""
+BOM = "\ufeff"
+"""The byte-order mark a file saved on Windows may start with: not text (a heading after it is still one)."""
 HEADING_ROWS = 3
 """A table's column headings are at most this many rows (the header row and sub-header rows)."""
 _SEPARATOR = re.compile(r"\s*+\|?+(?:\s*+:?+-++:?+\s*+\|)++\s*+:?+-*+:?+\s*+\|?+\s*+")
@@ -69,7 +70,7 @@ def _parser() -> MarkdownIt:
 @lru_cache(maxsize=2)  # the splitters of one document share a parse
 def _tokens(text: str) -> tuple:  # type: ignore[type-arg]
     # A byte-order mark read as a space: the same lines, and a first line's heading parses as one.
-    return tuple(_parser().parse(" " + text[1:] if text.startswith(_BOM) else text))
+    return tuple(_parser().parse(" " + text[1:] if text.startswith(BOM) else text))
 
 
 def blocks(text: str) -> list[Block]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from langchain_core.documents import Document
 
 from langchain_expand.store.records import checked_text, encode_metadata, revision
+from langchain_expand.text.markdown import BOM
 from langchain_expand.units import DOC_ID, SOURCE
 
 __all__ = ["SUFFIXES", "read_corpus", "read_queries"]
@@ -23,8 +24,8 @@ SUFFIXES = (".txt", ".md", ".jsonl")
 
 logger = logging.getLogger(__name__)
 
-_BOM = b"\xef\xbb\xbf"
-"""UTF-8's byte-order mark, which a file saved on Windows may start with: not part of its text or first row."""
+_BOM = BOM.encode()
+"""The byte-order mark in UTF-8: not part of a file's text, nor of its first row."""
 
 
 def read_corpus(
@@ -171,7 +172,7 @@ def _text(path: Path) -> str:
     if b"\x00" in data[:8192]:
         msg = f"{path}: looks binary (NUL bytes), not text. Convert it to UTF-8 text or leave it out."
         raise ValueError(msg)
-    text = _utf8(data, f"{path}", "it")
+    text = _utf8(data, str(path), "it")
     if not text.strip():
         msg = f"{path}: no text to index (empty or whitespace only). Give it text or leave it out (or pass --skip-bad)."
         raise ValueError(msg)
