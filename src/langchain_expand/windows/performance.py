@@ -49,9 +49,7 @@ class Performance:
         rules.check_non_negative("snapshot_limit", self.snapshot_limit)
         rules.check_non_negative("cache_size", self.cache_size)
         rules.check_positive("batch_size", self.batch_size)
-        if not isinstance(self.in_memory, bool):
-            msg = f"`in_memory` must be True or False, got {self.in_memory!r}."
-            raise ValueError(msg)
+        rules.check_flag("in_memory", self.in_memory)
 
     @property
     def limit(self) -> int | None:

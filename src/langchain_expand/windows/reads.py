@@ -34,6 +34,10 @@ EXACT_ROWS = 50_000
 """Past the snapshot's limit, a filter's sentences searched exactly in memory, at most (as the snapshot's limit)."""
 
 
+_SENTENCE_KEYS = frozenset((STORED_DOC, STORED_INDEX, STORED_COUNT, STORED_REV, STORED_GAP))
+"""What every sentence record this retriever writes carries (:func:`position_of`)."""
+
+
 class Run(NamedTuple):
     """Consecutive sentences of one document, all at one revision: what a window is built from."""
 
@@ -377,7 +381,7 @@ def position_of(record: Document) -> Position:
     reads as a sentence's) lacks them.
     """
     meta = record.metadata
-    if not all(key in meta for key in (STORED_DOC, STORED_INDEX, STORED_COUNT, STORED_REV, STORED_GAP)):
+    if not meta.keys() >= _SENTENCE_KEYS:
         raise not_ours(record.id)
     return meta[STORED_DOC], int(meta[STORED_INDEX])
 
