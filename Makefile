@@ -21,12 +21,16 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/langchain-expand demo
 
+# Two workers (pytest-xdist), each given whole test files, so a module's fixtures are built
+# once, and torch on one thread in each: the two share this project's machines' two cores.
+WORKERS := OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
+
 test: $(STAMP)
-	$(PY) -m pytest
+	$(WORKERS)
 
 # The tests that need no model, no subprocess and no server: under a minute.
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "not integration"
+	$(WORKERS) -m "not integration"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests cookbooks scripts benchmarks
