@@ -23,14 +23,14 @@ demo: $(STAMP)
 
 # Two workers (pytest-xdist), each given whole test files, so a module's fixtures are built
 # once, and torch on one thread in each: the two share this project's machines' two cores.
-WORKERS := OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
+PYTEST := OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
 
 test: $(STAMP)
-	$(WORKERS)
+	$(PYTEST)
 
 # The tests that need no model, no subprocess and no server: under a minute.
 test-fast: $(STAMP)
-	$(WORKERS) -m "not integration"
+	$(PYTEST) -m "not integration"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests cookbooks scripts benchmarks
