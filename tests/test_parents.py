@@ -804,7 +804,7 @@ def test_a_childs_relevance_does_not_depend_on_what_is_read_with_it(make_parents
 
 
 class _Unkeyed:
-    """A token counter that cannot be a dict key: the parents it cuts are split on every call."""
+    """A token counter that cannot be a dict key: the parents it cuts are split, and all counted, on every call."""
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -816,10 +816,10 @@ def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parent
     """A budget gathers parents in rounds (k doubling): a query matches BM25 once, reads each child
     BM25 alone found and scores each dense candidate by BM25 once, its first dense search reads as far
     ahead as the last query's rounds went (and the first round reads and scores the children the rounds
-    after it will want), and the units of a parent cut to fit are kept between calls.
-    What is kept must answer as what it replaces: a search asked 4, then 8, then 16 children (read ahead
-    or not) as one asked 16 at once; parents cut by kept units as parents split again; a query read ahead
-    as one that asks each round's children alone."""
+    after it will want), and the units of a parent cut to fit and each parent's token count are kept
+    between calls. What is kept must answer as what it replaces: a search asked 4, then 8, then 16 children
+    (read ahead or not) as one asked 16 at once; parents cut by kept units and sized by kept counts as
+    parents split and counted again; a query read ahead as one that asks each round's children alone."""
     from langchain_expand import LexicalIndex
 
     hybrid = make_parents(

@@ -3,12 +3,14 @@
 A budget gathers parents in rounds, asking the search for twice as many children each time, and
 every round ranks, reads and fits again the parents the round before had (``retriever.py``).
 :class:`CallReads` serves each parent (and head) from the docstore once a call, and counts each
-text once; :func:`parent_units` keeps the units the last parents cut to fit were split into,
-between calls. Each gives what reading or splitting again would, so neither changes an answer.
+text once, its count kept between calls (:func:`kept_count`); :func:`parent_units` keeps the
+units the last parents cut to fit were split into. Each gives what reading, counting or
+splitting again would, so none changes an answer.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
@@ -16,12 +18,38 @@ from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
 
 from langchain_expand.text.sentences import SentenceSplitter, Span, Splitter
+from langchain_expand.text.tokens import counter_key
 from langchain_expand.units import DOC_ID
 
-__all__ = ["UNITS_REMEMBERED", "CallReads", "parent_units"]
+__all__ = ["COUNTS_REMEMBERED", "UNITS_REMEMBERED", "CallReads", "kept_count", "parent_units"]
 
 UNITS_REMEMBERED = 256
 """Parent texts whose units are kept between calls: a parent cut to fit one query is cut on the next that finds it."""
+COUNTS_REMEMBERED = 8192
+"""Parent texts whose token counts are kept between calls: a query counts every parent it gathers, most of them
+found again by the queries after it."""
+
+
+def kept_count(counter: Callable[[str], int], text: str) -> int:
+    """``counter(text)``; the counts of the last ``COUNTS_REMEMBERED`` texts are kept between calls.
+
+    A count is kept under its counter's :func:`~langchain_expand.text.tokens.counter_key` (a
+    ``TokenCounter``'s encoding; any other counter counts every time, as wherever counts are
+    kept) and a digest of the text, not the text: a parent may be long.
+    """
+    name = counter_key(counter)
+    if name is None:
+        return counter(text)
+    kept = _kept(name, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    if not kept:  # two threads may both count it: the counts are equal
+        kept.append(counter(text))
+    return kept[0]
+
+
+@lru_cache(maxsize=COUNTS_REMEMBERED)
+def _kept(name: str, digest: bytes) -> list[int]:
+    """Where one text's count by one encoding is kept: empty until it is counted."""
+    return []
 
 
 class CallReads:
@@ -50,10 +78,10 @@ class CallReads:
         return dict(zip(doc_ids, self.mget([self._head_id(d) for d in doc_ids]), strict=True))
 
     def count(self, text: str) -> int:
-        """``text``'s token count by the retriever's counter, counted once this call."""
+        """``text``'s token count by the retriever's counter: counted once this call, or kept from an earlier one."""
         counted = self._counts.get(text)
         if counted is None:
-            counted = self._counts[text] = self._counter(text)
+            counted = self._counts[text] = kept_count(self._counter, text)
         return counted
 
 
