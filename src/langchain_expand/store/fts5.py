@@ -45,10 +45,11 @@ def counts(db: sqlite3.Connection, table: str, terms: Sequence[str]) -> tuple[fl
 def words_of(
     db: sqlite3.Connection, table: str, sentences: Collection[tuple[str, int, str]]
 ) -> list[tuple[tuple[str, int, str], list[str]]]:
-    """The words of the rows at the sentences' places (document and index), each named ``(doc_id, index, rev)``.
+    """The words of the sentences' rows, each named ``(doc_id, index, rev)`` (a row at another revision is left out).
 
     From the local copies, in one join; for a document without them (its rows are ranked alone, as
-    the parents' children), from all of its rows. A document's rows have copies all or none.
+    the parents' children), from its rows, all read and the sentences' kept. A document's rows have
+    copies all or none.
     """
     places = json.dumps([[doc_id, i] for doc_id, i, _ in sentences])
     copied = db.execute(
@@ -64,10 +65,11 @@ def words_of(
             "ON f.rowid = m.row WHERE m.doc_id IN (SELECT value FROM json_each(?))",
             (json.dumps(bare),),
         ).fetchall()
-    found = [((d, int(i), str(rev)), words(text)) for d, i, rev, text in copied]
+    wanted = set(sentences)
+    found = [(key, words(text)) for d, i, rev, text in copied if (key := (d, int(i), str(rev))) in wanted]
     # a row holds fts_text's words; an ASCII one may hold its sentence's own text (a file written before
     # rows held words), whose words are the same
-    stored = [((str(d), int(i), str(rev)), text) for d, i, rev, text in ranked]
+    stored = [(key, text) for d, i, rev, text in ranked if (key := (str(d), int(i), str(rev))) in wanted]
     return found + [(key, words(text) if text.isascii() else fts_words(text)) for key, text in stored]
 
 
