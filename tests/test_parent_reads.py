@@ -55,6 +55,20 @@ def test_counts_are_kept_by_encoding_and_text() -> None:
     assert other.counted == [text + "!"]
 
 
+class _Chat(TokenCounter):
+    """Counts as a chat format does: each text's tokens and 4 of its own."""
+
+    def __call__(self, text: str) -> int:
+        return super().__call__(text) + 4
+
+
+def test_a_counter_class_that_counts_otherwise_keeps_its_own_counts() -> None:
+    """A subclass of ``TokenCounter`` on the same encoding is not given the counts of another class."""
+    assert [kept_count(TokenCounter(), t) for t in TEXTS] == [TokenCounter()(t) for t in TEXTS]
+    assert [kept_count(_Chat(), t) for t in TEXTS] == [TokenCounter()(t) + 4 for t in TEXTS]
+    assert [kept_count(TokenCounter(), t) for t in TEXTS] == [TokenCounter()(t) for t in TEXTS]
+
+
 def test_a_counter_without_a_key_counts_every_time() -> None:
     """Any counter other than a ``TokenCounter`` on an encoding has no name to keep its counts under."""
     counted: list[str] = []

@@ -33,22 +33,24 @@ found again by the queries after it."""
 def kept_count(counter: Callable[[str], int], text: str) -> int:
     """``counter(text)``; the counts of the last ``COUNTS_REMEMBERED`` texts are kept between calls.
 
-    A count is kept under its counter's :func:`~langchain_expand.text.tokens.counter_key` (a
-    ``TokenCounter``'s encoding; any other counter counts every time, as wherever counts are
-    kept) and a digest of the text, not the text: a parent may be long.
+    A count is kept under the counter's class, its :func:`~langchain_expand.text.tokens.counter_key`
+    (a ``TokenCounter``'s encoding) and a digest of the text (not the text: a parent may be long).
+    A counter without a key (any callable but a ``TokenCounter``) counts every time, as wherever
+    counts are kept; a subclass that counts otherwise (a chat format's overhead) keeps its own.
     """
     name = counter_key(counter)
     if name is None:
         return counter(text)
-    kept = _kept(name, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
+    kind: type = type(counter)
+    kept = _kept(kind, name, hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
     if not kept:  # two threads may both count it: the counts are equal
         kept.append(counter(text))
     return kept[0]
 
 
 @lru_cache(maxsize=COUNTS_REMEMBERED)
-def _kept(name: str, digest: bytes) -> list[int]:
-    """Where one text's count by one encoding is kept: empty until it is counted."""
+def _kept(kind: type, name: str, digest: bytes) -> list[int]:
+    """Where one text's count by one kind of counter and encoding is kept: empty until it is counted."""
     return []
 
 
