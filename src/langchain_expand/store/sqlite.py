@@ -341,7 +341,7 @@ class LexicalIndex(BaseLexicalIndex):
         if counts is None:
             return {}
         average, idfs = counts
-        scored = ((key, bm25(terms, idfs, row, average)) for key, row in rows if key in wanted)
+        scored = ((key, bm25(terms, idfs, row, average)) for key, row in rows)
         return {key: score for key, score in scored if score > 0}
 
 
