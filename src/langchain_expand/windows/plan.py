@@ -217,18 +217,15 @@ def plan_call(fields: Any, given: dict[str, Any], *, has_embeddings: bool) -> Pl
     if values["k"] is None and values["max_tokens"] is None:
         values["k"] = DEFAULT_K
     floors = {name: values.pop(name, getattr(fields, name)) for name in ("score_threshold", "relative_score_threshold")}
-    if not values["expand"]:
-        return Plan(
-            k=values["k"], before=0, after=0, merge=False, merge_gap=0, max_tokens=values["max_tokens"], **floors
-        )
+    expand = values["expand"]  # False: the matched sentences alone, each a window of one
     return Plan(
         k=values["k"],
-        before=values["before"],
-        after=values["after"],
-        merge=values["merge"],
-        merge_gap=fields.merge_gap,
+        before=values["before"] if expand else 0,
+        after=values["after"] if expand else 0,
+        merge=values["merge"] and expand,
+        merge_gap=fields.merge_gap if expand else 0,
         max_tokens=values["max_tokens"],
-        shape=_shape(fields, given, values["max_tokens"], has_embeddings),
+        shape=_shape(fields, given, values["max_tokens"], has_embeddings) if expand else "fixed",
         max_radius=fields.max_radius,
         policy=fields.budget_policy,
         **floors,
