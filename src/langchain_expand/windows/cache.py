@@ -1,14 +1,8 @@
-"""What queries keep between calls, each served only at its current revision.
+"""What queries keep between calls: sentences read (:class:`SentenceCache`), heads at a mark (:class:`HeadsAtMark`).
 
-A guided query reads a few hundred sentences, and the next queries over the same documents
-read many of them again. :class:`SentenceCache` keeps them as local copies (with their vectors
-and token counts where read), and :class:`~langchain_expand.windows.reads.Reads` serves a copy
-only at the revision of its document's head read this query: a revision hashes the document's
-text, splitter and metadata, so a copy of that revision is the record the store holds. Heads
-(the commit markers) are never served from it, so the final version check sees the store as it is.
-
-:class:`HeadsAtMark` keeps the heads read at one change mark of the store, shared by the
-queries that find that mark.
+A kept copy is served only at the revision of its document's head read by the query: a revision
+hashes the text, splitter and metadata, so a copy at it is the record the store holds. Heads (the
+commit markers) are never kept as copies, so the final version check sees the store as it is.
 """
 
 from __future__ import annotations
@@ -31,12 +25,10 @@ __all__ = ["HeadsAtMark", "SentenceCache", "completed", "own_vector"]
 
 
 class SentenceCache:
-    """The most recently used local copies of sentences, up to ``size``; safe to share between threads.
+    """The most recently used copies of sentences (the lexical index's, or records made into copies), up to ``size``.
 
-    A copy is the lexical index's, or a record read from the store made into one
-    (:func:`~langchain_expand.store.lexical.copy_of`), kept under its document, revision and
-    position with its cues, as a plain tuple (which the garbage collector stops tracking: a full
-    cache adds nothing to a collection).
+    Each is kept under its document, revision and index as a plain tuple, which the garbage
+    collector stops tracking: a full cache adds nothing to a collection. Safe to share between threads.
     """
 
     def __init__(self) -> None:
