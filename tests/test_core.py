@@ -232,6 +232,23 @@ def test_expand_hits_names_what_is_not_a_match_of_its_own_retriever() -> None:
             retriever.expand_hits("alpha")  # type: ignore[arg-type]
 
 
+def test_expand_hits_makes_fixed_windows_on_a_retriever_whose_windows_are_guided() -> None:
+    # window="guided" on the retriever refused expand_hits without a budget ("give max_tokens"),
+    # and with before/after ("sets the fixed window's shape"): RerankThenExpand could not expand
+    window = SentenceWindowRetriever(vectorstore=RecordingStore(), window="guided", max_tokens=500)
+    fixed = window.model_copy(update={"window": "fixed", "max_tokens": None})
+    window.add_documents([Document(TEXT, id="a")])
+    hits = window.invoke("Three of them", k=1, expand=False)
+    unbudgeted = window.model_copy(update={"max_tokens": None})  # each call gives its budget
+    for shape in ({}, {"before": 1, "after": 0}, {"before": 0, "after": 2, "max_tokens": 40}):
+        expected = [d.metadata["span"] for d in fixed.expand_hits(hits, **shape)]
+        for guided in (window, unbudgeted):
+            assert [d.metadata["span"] for d in guided.expand_hits(hits, **shape)] == expected
+    spans = [window.expand_hits(hits, **shape)[0].metadata["span"] for shape in ({}, {"before": 1, "after": 0})]
+    hit = hits[0].metadata["hit"]
+    assert spans == [[max(0, hit - 2), min(5, hit + 3)], [max(0, hit - 1), hit + 1]]
+
+
 # -- issue 15, finding 9: bad input is refused before anything is written ------------------------
 
 

@@ -331,10 +331,12 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         """Turn matched sentences (``expand=False`` results) into windows, keeping their order.
 
         This is the second half of rerank-then-expand: match, rerank the sentences,
-        then expand. Metadata the hits gained on the way (``rerank_score``) is kept.
+        then expand. Windows are fixed (``before``/``after``, else the fields'), also on a
+        retriever whose ``window`` is guided. Metadata the hits gained on the way (``rerank_score``) is kept.
         ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval.
         """
-        plan = self._plan(k=len(hits) or 1, before=before, after=after, expand=True, merge=merge, max_tokens=max_tokens)
+        shape = {"before": before, "after": after, "window": "fixed"}  # whatever the retriever's `window`
+        plan = self._plan(k=len(hits) or 1, expand=True, merge=merge, max_tokens=max_tokens, **shape)
         units = plan.units([from_match(doc) for doc in checked_units(hits, "expand_hits")])
         settings = self.performance
         reads = Reads(self._vectors, self._cache, settings.cache_size, self.token_counter, self.lexical)
