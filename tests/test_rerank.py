@@ -92,6 +92,24 @@ def test_reranker_sees_only_matched_sentences_and_expansion_comes_after(qmsum_in
     assert [(d.metadata["doc_id"], d.metadata["hit"]) for d in results] == best
 
 
+def test_the_reranker_scores_fetch_k_matches_whatever_the_retrievers_budget(
+    qmsum_index: SentenceWindowRetriever,
+) -> None:
+    # the matching call ran under the retriever's max_tokens: with a budget of 60 tokens the
+    # reranker was given the 3-4 matches that fit it, not fetch_k=15; the budget bounds the expansion
+    budgeted = qmsum_index.model_copy(update={"max_tokens": 60})
+    pipelines = {
+        "class": lambda reranker: RerankThenExpand(retriever=budgeted, reranker=reranker, fetch_k=15, k=2),
+        "chain": lambda reranker: rerank_then_expand_chain(budgeted, reranker, fetch_k=15, k=2),
+    }
+    for make in pipelines.values():
+        reranker = RecordingBM25()
+        results = make(reranker).invoke(QUERY)
+        assert len(reranker.received) == 15
+        assert results
+        assert sum(d.metadata["tokens"] for d in results) <= 60
+
+
 def test_crossencoder_reranker_keeps_its_scores(qmsum_index: SentenceWindowRetriever, minilm: Embeddings) -> None:
     scorer = MiniLMCrossScorer(minilm)
     pipeline = RerankThenExpand(

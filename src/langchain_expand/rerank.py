@@ -43,7 +43,7 @@ class Expandable(Protocol):
     budget_policy: BudgetPolicy
 
     def invoke(self, input: str, config: Any = None, **kwargs: Any) -> list[Document]:
-        """Retrieve; called with ``k=`` and ``expand=False`` for matches alone."""
+        """Retrieve; called with ``k=``, ``expand=False`` and an unbounded ``max_tokens`` for matches alone."""
         ...
 
     def expand_hits(self, hits: Sequence[Document], **kwargs: Any) -> list[Document]:
@@ -206,12 +206,26 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
             raise ValueError(msg)
         given = {"before": before, "after": after, "merge": merge, "max_tokens": max_tokens}
         shape = _expansion(self.retriever, {n: v for n, v in given.items() if v is not None})
-        hits = self.retriever.invoke(
-            query, config={"callbacks": run_manager.get_child()}, k=fetch, expand=False, **_where(filter)
-        )
+        hits = _matches(self.retriever, query, fetch, filter, callbacks=run_manager.get_child())
         best = rerank(self.reranker, hits, query, keep, callbacks=run_manager.get_child())
         expanded: list[Document] = self.retriever.expand_hits(best, **shape)
         return expanded
+
+
+_UNBOUNDED = 2**62
+"""The budget a matching call is given: none a retriever would cut its matches to (``None`` means its own)."""
+
+
+def _matches(
+    retriever: Expandable, query: str, k: int, where: dict[str, Any] | None = None, callbacks: Callbacks = None
+) -> list[Document]:
+    """The retriever's ``k`` best matches alone, for a reranker: all ``k``, whatever the retriever's budget.
+
+    A budget bounds what is expanded, after reranking; a match-only call under the retriever's
+    ``max_tokens`` would keep only the matches that fit it, and the reranker would choose among those.
+    """
+    config = {"callbacks": callbacks}
+    return retriever.invoke(query, config, k=k, expand=False, max_tokens=_UNBOUNDED, **_where(where))
 
 
 def _expansion(retriever: Expandable, given: dict[str, Any]) -> dict[str, Any]:
@@ -248,12 +262,14 @@ def rerank_then_expand_chain(
     expanded (4 by default; ``top_n`` is its old name, deprecated).
     """
     k = 4 if k is None and top_n is None else _k_of("rerank_then_expand_chain", k, top_n)
-    matches = RunnableLambda(lambda q: retriever.invoke(q, k=fetch_k, expand=False), name="match")
+    matched: RunnableLambda[str, list[Document]] = RunnableLambda(
+        lambda q: _matches(retriever, q, fetch_k), name="match"
+    )
     reranked: RunnableLambda[dict[str, Any], list[Document]] = RunnableLambda(
         lambda x: rerank(reranker, x["matches"], x["query"], k), name="rerank"
     )
     expanded = RunnableLambda(retriever.expand_hits, afunc=retriever.aexpand_hits, name="expand")
-    chain: Runnable[str, list[Document]] = {"query": RunnablePassthrough(), "matches": matches} | reranked | expanded
+    chain: Runnable[str, list[Document]] = {"query": RunnablePassthrough(), "matches": matched} | reranked | expanded
     return chain
 
 
