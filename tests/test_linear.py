@@ -45,6 +45,8 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "only spaces": lambda n: " " * n,
     "only punctuation": lambda n: "." * n,
     "mixed punctuation": lambda n: _repeat("?!.)'", n),
+    "CJK full stops": lambda n: "\u3002" * n,
+    "CJK sentences": lambda n: _repeat("\u5929\u6c14\u5f88\u597d\u3002\u300d", n),
     "| run": lambda n: "|" * n,
     "# run": lambda n: "#" * n,
     "= run": lambda n: "=" * n,

@@ -29,6 +29,15 @@ def test_quotes_stay_with_their_sentence_and_ellipsis_before_lowercase_continues
     assert pieces(text) == ['He said "stop."', "Then we waited... and waited.", "Why?", "Because!"]
 
 
+def test_chinese_and_japanese_sentences_end_at_their_marks_without_a_space() -> None:
+    # CJK text puts no space after 。！？: a whole paragraph was one sentence, cut only by the token cap
+    chinese = ["今天天气很好。", "我们去公园吧！", "你要来吗？", "好的。"]
+    assert pieces("".join(chinese)) == chinese
+    assert pieces("他说：「我明天来。」然后走了。") == ["他说：「我明天来。」", "然后走了。"]  # its bracket stays
+    assert pieces("東京は晴れです。明日も晴れるでしょう｡") == ["東京は晴れです。", "明日も晴れるでしょう｡"]
+    assert pieces("Version 3.5 is out。It works.") == ["Version 3.5 is out。", "It works."]
+
+
 def test_each_transcript_line_is_a_boundary() -> None:
     text = "Grad C: So we had a long discussion\nPhD D: It didn't move . So .\nGrad C: OK ."
     assert pieces(text) == ["Grad C: So we had a long discussion", "PhD D: It didn't move .", "So .", "Grad C: OK ."]

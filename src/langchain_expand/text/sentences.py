@@ -52,12 +52,17 @@ ABBREVIATIONS = frozenset(
 
 SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
+_CLOSERS = "\"'\u201d\u2019)]\u300d\u300f\uff09"
+"""What closes a sentence after its mark: quotes and brackets, the CJK corner brackets and parenthesis too."""
 _TERMINATOR = re.compile(
-    r"(?<![.!?\u2026\u3002\uff01\uff1f])[.!?\u2026\u3002\uff01\uff1f]++[\"'\u201d\u2019)\]]*+(?=\s)"
+    r"(?<![.!?\u2026\u3002\uff01\uff1f\uff61])"
+    r"(?:[.!?\u2026\u3002\uff01\uff1f\uff61]++[\"'\u201d\u2019)\]]*+(?=\s)"
+    r"|[\u3002\uff01\uff1f\uff61]++[\"'\u201d\u2019)\]\u300d\u300f\uff09]*+)"
 )
-"""Sentence-ending punctuation, closing quotes and brackets, then whitespace. It starts only at the
-first mark of a run and never backtracks, so a run of 100k dots is one linear scan, not a
-quadratic one."""
+"""Sentence-ending punctuation and what closes it, then whitespace; a CJK full stop, exclamation or
+question mark (``。！？``) needs none, as Chinese and Japanese put no space after a sentence. It
+starts only at the first mark of a run and never backtracks, so a run of 100k dots is one linear
+scan, not a quadratic one."""
 _WORD = re.compile(r"\S+")
 
 
@@ -261,11 +266,11 @@ class SentenceSplitter:
         yield from trimmed(text, cut, end)
 
     def _ends_sentence(self, text: str, m: re.Match[str], end: int) -> bool:
-        mark = m.group().rstrip("\"'\u201d\u2019)]")
+        mark = m.group().rstrip(_CLOSERS)
         after = next_visible(text, m.end(), end)
         if after is None:
             return True
-        if mark[-1] in "!?\uff01\uff1f\u3002":
+        if mark[-1] in "!?\uff01\uff1f\u3002\uff61":
             return True
         if after.islower():
             return False  # "e.g. the", "Well... maybe", "approx. five"
