@@ -54,13 +54,13 @@ SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
 """A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
 _CLOSERS = "\"'\u201d\u2019)]\u300d\u300f\uff09"
 """What closes a sentence after its mark: quotes and brackets, the CJK corner brackets and parenthesis too."""
+_CJK_MARKS = "\u3002\uff01\uff1f\uff61"
+"""The Chinese and Japanese full stop, exclamation and question marks (``。！？｡``): no space follows them."""
+_MARKS = ".!?\u2026" + _CJK_MARKS
 _TERMINATOR = re.compile(
-    r"(?<![.!?\u2026\u3002\uff01\uff1f\uff61])"
-    r"(?:[.!?\u2026\u3002\uff01\uff1f\uff61]++[\"'\u201d\u2019)\]]*+(?=\s)"
-    r"|[\u3002\uff01\uff1f\uff61]++[\"'\u201d\u2019)\]\u300d\u300f\uff09]*+)"
+    rf"(?<![{_MARKS}])(?:[{_MARKS}]++[{re.escape(_CLOSERS)}]*+(?=\s)|[{_CJK_MARKS}]++[{re.escape(_CLOSERS)}]*+)"
 )
-"""Sentence-ending punctuation and what closes it, then whitespace; a CJK full stop, exclamation or
-question mark (``。！？``) needs none, as Chinese and Japanese put no space after a sentence. It
+"""Sentence-ending punctuation and what closes it, then whitespace (none after a CJK mark). It
 starts only at the first mark of a run and never backtracks, so a run of 100k dots is one linear
 scan, not a quadratic one."""
 _WORD = re.compile(r"\S+")
@@ -270,7 +270,7 @@ class SentenceSplitter:
         after = next_visible(text, m.end(), end)
         if after is None:
             return True
-        if mark[-1] in "!?\uff01\uff1f\u3002\uff61":
+        if mark[-1] in "!?" + _CJK_MARKS:
             return True
         if after.islower():
             return False  # "e.g. the", "Well... maybe", "approx. five"

@@ -1,6 +1,7 @@
 """What queries keep between calls: sentences read (:class:`SentenceCache`), heads at a mark (:class:`HeadsAtMark`).
 
-A kept copy is served only at the revision of its document's head read by the query: a revision
+A guided query reads a few hundred sentences, and the next queries read many of them again. A
+kept copy is served only at the revision of its document's head read by the query: a revision
 hashes the text, splitter and metadata, so a copy at it is the record the store holds. Heads (the
 commit markers) are never kept as copies, so the final version check sees the store as it is.
 """
