@@ -636,7 +636,7 @@ def test_bm25_finds_the_words_of_every_script_alike_in_fts5_in_memory_and_past_t
 def test_words_keep_a_script_whole_and_read_back_as_they_were() -> None:
     assert words("İstanbul Straße ΣΊΣΥΦΟΣ café") == ["istanbul", "strasse", "σισυφοσ", "cafe"]
     assert words("हिन्दी भाषा") == ["हिनदी", "भाषा"]  # one word each: not cut at the vowel signs
-    assert words("한국어") == ["한국어"]  # Hangul syllables, not their letters
+    assert words("한국어") == ["한국", "국어"]  # pairs of Hangul syllables, not their letters
     for text, _ in SCRIPTS.values():
         found = words(text)
         assert words(" ".join(found)) == found  # what the lexical indexes store and read back
@@ -659,6 +659,61 @@ def test_an_index_written_before_fts5_was_handed_words_opens_and_finds_every_scr
     for row, name in enumerate(names):
         assert reopened.search(SCRIPTS[name][1], 1)[0].index == row, name
     assert reopened.search("plain ascii", 1)[0].index == len(names)
+
+
+UNSPACED = [
+    "我们今天去北京吃烤鸭，哈哈哈。",
+    "東京の天気は晴れです。",
+    "저는 한국어를 공부합니다.",
+    "Roast duck in Beijing, and the weather in Tokyo.",
+]
+"""Chinese, Japanese and Korean sentences whose words run on without a space (or with a particle joined)."""
+UNSPACED_QUERIES = {"烤鸭": 0, "北京": 0, "天気": 1, "한국어": 2}
+"""A word inside each run, and the sentence it is in."""
+
+
+def test_a_chinese_japanese_or_korean_word_inside_a_run_finds_its_sentence_alike_in_fts5_and_in_memory() -> None:
+    # words() kept a run of Han, kana or Hangul whole, so "烤鸭" matched no sentence that says
+    # more than "烤鸭": hybrid search was dense only in these languages. A run is now counted
+    # in pairs of characters, and FTS5 and both BM25s in memory find the same sentences.
+    assert words("北京烤鸭") == ["北京", "京烤", "烤鸭"]
+    assert words("哈哈哈") == ["哈哈", "哈哈"]
+    assert words("京") == ["京"]
+    assert words("iPhone手机") == ["iphone", "手机"]
+    index = LexicalIndex()
+    index.replace([("d", "r", copied(UNSPACED))])
+    bm25 = Bm25.of(UNSPACED, lambda row, score: LexicalHit("d", row, "r", score))
+    listed = ranked_bm25(index)
+    assert listed is not None
+    for query, row in UNSPACED_QUERIES.items():
+        found = index.search(query, 4)
+        assert [hit.index for hit in found] == [row], query
+        assert bm25.search(query, 4) == found == listed.search(query, 4), query
+
+
+def whole_runs(text: str) -> list[str]:
+    """The words of ``text`` as format 1 made them: each run of Han, kana or Hangul one word."""
+    return [w for run in re.findall(r"\w+", text.casefold()) for w in (words(run) if run.isascii() else [run])]
+
+
+def test_an_index_whose_words_kept_runs_whole_splits_them_again_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    LexicalIndex(path).replace([("d", "r", copied(UNSPACED)), ("bare", "r", UNSPACED)])
+    db = sqlite3.connect(path)  # as format 1 left it: each run one word, in the FTS5 rows
+    for row, i in db.execute("SELECT rowid, i FROM sentences").fetchall():
+        db.execute("UPDATE sentences SET text = ? WHERE rowid = ?", (fts_text(whole_runs(UNSPACED[i])), row))
+    db.execute("UPDATE sentences_words SET format = 1")
+    db.commit()
+    pair = fts_text(["烤鸭"])
+    assert db.execute("SELECT rowid FROM sentences WHERE sentences MATCH ?", (f'"{pair}"',)).fetchall() == []
+    db.close()
+    reopened = LexicalIndex(path)
+    assert sqlite3.connect(path).execute("SELECT format FROM sentences_words").fetchall() == [(2,)]
+    fresh = LexicalIndex()
+    fresh.replace([("d", "r", copied(UNSPACED)), ("bare", "r", UNSPACED)])
+    for query in UNSPACED_QUERIES:
+        assert reopened.search(query, 8) == fresh.search(query, 8) != [], query
+    assert reopened.scores("烤鸭 北京", [("bare", 0, "r")]) == fresh.scores("烤鸭 北京", [("bare", 0, "r")])
 
 
 def test_an_index_written_before_its_rows_table_gets_it_on_open_and_deletes_by_it(tmp_path: Path) -> None:

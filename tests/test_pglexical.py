@@ -4,6 +4,7 @@ SQL connections that a forked worker does not share with its parent."""
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -29,7 +30,7 @@ from langchain_expand.windows.bm25 import Bm25
 from .conftest import in_threads, load_docs, load_queries
 from .memory import unscored
 from .test_core import RecordingStore
-from .test_lexical import SCRIPTS
+from .test_lexical import SCRIPTS, UNSPACED, UNSPACED_QUERIES, whole_runs
 
 pytestmark = pytest.mark.integration  # a PostgreSQL server
 
@@ -290,3 +291,32 @@ def test_tables_written_before_words_kept_marks_are_recounted_once_on_open(postg
     reopened = PostgresLexicalIndex(postgres_url, table=index.table)
     assert [(h.index, h.rev) for h in reopened.search(SCRIPTS["devanagari"][1], 2)] == [(0, "r")]
     assert reopened.search("plain", 1)[0].index == 1
+
+
+def test_words_that_kept_runs_whole_are_split_again_once_on_open_copied_or_not(postgres_url: str) -> None:
+    index = fresh(postgres_url)
+    copied = [LocalSentence(i, t, 0, len(t), "") for i, t in enumerate(UNSPACED)]
+    index.replace([("d", "r", copied), ("bare", "r", UNSPACED)])
+    t = index.table
+    with sa.create_engine(postgres_url).begin() as conn:  # as format 1 counted them: each run one word
+        conn.execute(sa.text(f"DELETE FROM {t}_words"))
+        for doc_id in ("d", "bare"):
+            for i, text in enumerate(UNSPACED):
+                terms = collections.Counter(whole_runs(text))
+                key = {"doc": doc_id, "i": i, "length": terms.total()}
+                conn.execute(sa.text(f"UPDATE {t} SET length = :length WHERE doc_id = :doc AND i = :i"), key)
+                conn.execute(
+                    sa.text(
+                        f"INSERT INTO {t}_words (term, doc_id, i, rev, seq, length, tf) SELECT :term, :doc, :i, rev, "
+                        f"seq, :length, :tf FROM {t} WHERE doc_id = :doc AND i = :i"
+                    ),
+                    [{**key, "term": term, "tf": n} for term, n in terms.items()],
+                )
+        conn.execute(sa.text(f"UPDATE {t}_format SET format = 1"))
+    assert index.search("烤鸭", 8) == []
+    reopened, fts5 = PostgresLexicalIndex(postgres_url, table=t), LexicalIndex()
+    fts5.replace([("d", "r", UNSPACED), ("bare", "r", UNSPACED)])
+    for query in UNSPACED_QUERIES:
+        assert reopened.search(query, 8) == fts5.search(query, 8) != [], query
+    with sa.create_engine(postgres_url).connect() as conn:
+        assert conn.execute(sa.text(f"SELECT format FROM {t}_format")).all() == [(2,)]

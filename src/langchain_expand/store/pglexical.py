@@ -31,7 +31,7 @@ import sqlalchemy as sa
 
 from langchain_expand.store.docstore import engine_for, forget_connections_after_fork
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row
-from langchain_expand.store.words import K1, B, words
+from langchain_expand.store.words import K1, WORDS, B, words
 
 __all__ = ["PostgresLexicalIndex"]
 
@@ -101,26 +101,43 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 "joined INTEGER, PRIMARY KEY (doc_id, i))",
             ):
                 conn.execute(sa.text(statement))
-            if not conn.execute(sa.text(f"SELECT to_regclass('{table}_format')")).scalar_one():
-                self._store_words(conn)
+            held = 0
+            if conn.execute(sa.text(f"SELECT to_regclass('{table}_format')")).scalar_one():
+                held = conn.execute(sa.text(f"SELECT format FROM {table}_format")).scalar_one()
+            if held < WORDS:
+                self._store_words(conn, held)
 
-    def _store_words(self, conn: sa.Connection) -> None:
-        """Count each copied sentence's words as :func:`words` makes them now, once, in tables written before.
+    def _store_words(self, conn: sa.Connection, held: int) -> None:
+        """Count each sentence's words as :func:`words` makes them now, once, in tables written before.
 
-        :func:`words` once cut words at combining marks and kept some of them, so a sentence
-        with other characters than ASCII was counted under other words than a query's. The
-        table ``{table}_format`` says the words are counted as now; it is made in the
-        transaction that recounts them, under the lock every opening takes.
+        :func:`words` once cut words at combining marks and kept some of them (tables without
+        ``{table}_format``): a copied sentence with other characters than ASCII is counted again
+        from its text. Format 1 kept a run of Han, kana or Hangul whole: each such word is split
+        as :func:`words` splits it now, in every sentence, copied or not. ``{table}_format``
+        holds the format (:data:`WORDS`); it is changed in the transaction that recounts them,
+        under the lock every opening takes.
         """
         t = self.table
-        stale = conn.execute(
-            sa.text(
-                f"SELECT r.doc_id, r.i, r.rev, s.seq, r.text FROM {t}_records AS r JOIN {t} AS s "
-                "ON s.doc_id = r.doc_id AND s.i = r.i AND s.rev = r.rev WHERE r.text ~ '[^\\x01-\\x7f]'"
-            )
-        ).all()
-        for doc_id, i, rev, seq, text in stale:
-            terms = Counter(words(text))
+        found: dict[tuple[str, int, str, int], Counter[str]] = {}
+        if not held:
+            stale = f"SELECT r.doc_id, r.i, r.rev, s.seq, r.text FROM {t}_records AS r JOIN {t} AS s "
+            stale += "ON s.doc_id = r.doc_id AND s.i = r.i AND s.rev = r.rev WHERE r.text ~ '[^\\x01-\\x7f]'"
+            found = {
+                (doc_id, i, rev, seq): Counter(words(text))
+                for doc_id, i, rev, seq, text in conn.execute(sa.text(stale))
+            }
+        rows = f"SELECT doc_id, i, rev, seq, term, tf FROM {t}_words WHERE (doc_id, i) IN "
+        rows += f"(SELECT doc_id, i FROM {t}_words WHERE term ~ '[^\\x01-\\x7f]')"
+        split: dict[tuple[str, int, str, int], Counter[str]] = {}
+        changed = set()
+        for doc_id, i, rev, seq, term, tf in conn.execute(sa.text(rows)):
+            now, terms = words(term), split.setdefault((doc_id, i, rev, seq), Counter())
+            for word in now:
+                terms[word] += tf
+            if now != [term]:
+                changed.add((doc_id, i, rev, seq))
+        # a copied sentence counted from its text just now is not split again
+        for (doc_id, i, rev, seq), terms in {**{row: split[row] for row in changed}, **found}.items():
             key = {"doc": doc_id, "i": i, "rev": rev, "seq": seq, "length": terms.total()}
             conn.execute(sa.text(f"DELETE FROM {t}_words WHERE doc_id = :doc AND i = :i"), key)
             conn.execute(sa.text(f"UPDATE {t} SET length = :length WHERE doc_id = :doc AND i = :i"), key)
@@ -132,8 +149,9 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                     ),
                     [{**key, "term": term, "tf": n} for term, n in terms.items()],
                 )
+        conn.execute(sa.text(f"DROP TABLE IF EXISTS {t}_format"))
         conn.execute(sa.text(f"CREATE TABLE {t}_format (format INTEGER NOT NULL)"))
-        conn.execute(sa.text(f"INSERT INTO {t}_format (format) VALUES (1)"))
+        conn.execute(sa.text(f"INSERT INTO {t}_format (format) VALUES ({WORDS})"))
 
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)

@@ -13,11 +13,17 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
-__all__ = ["K1", "B", "bm25", "fts_text", "fts_words", "idf", "words"]
+__all__ = ["K1", "WORDS", "B", "bm25", "fts_text", "fts_words", "idf", "words"]
 
 K1 = 1.2
 B = 0.75
 """FTS5's ``bm25()`` constants: how a term's count saturates, and how much a row's length weighs."""
+
+WORDS = 2
+"""How :func:`words` splits a text, as a lexical index notes it: 2 counts a run of Han, kana or Hangul in pairs.
+
+An index written under an earlier way holds other words, and splits them again when opened.
+"""
 
 _DROPPED = frozenset({"Mn", "Me"})
 """Unicode categories :func:`words` drops from a word: non-spacing and enclosing marks."""
@@ -39,6 +45,11 @@ _TOKEN = re.compile(f"[\\w{_marks()}]+")
 """A word: letters, digits and combining marks (``_`` is made a space first)."""
 _ASCII_TOKEN = re.compile("[a-z0-9]+")
 """A word of a case-folded ASCII text."""
+_UNSPACED = re.compile(
+    "[\u3005-\u3007\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+    "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]+"
+)
+"""A run of Han, kana or Hangul: scripts written without spaces between words, counted in pairs (:func:`words`)."""
 
 
 def words(text: str) -> list[str]:
@@ -47,9 +58,13 @@ def words(text: str) -> list[str]:
     A word is a run of letters, digits and combining marks (so a Devanagari, Tamil or Hebrew
     word is not cut at its vowel signs), case-folded (``Straße`` is ``strasse``, a final
     sigma a sigma), with its non-spacing marks dropped (``café`` is ``cafe``, ``Σίσυφος``
-    ``σισυφος``, ``İstanbul`` ``istanbul``) and recomposed (Hangul stays in syllables). The
-    words of a text's words joined by spaces are those words again, so they can be stored
-    and read back (:func:`fts_text`).
+    ``σισυφος``, ``İstanbul`` ``istanbul``) and recomposed (Hangul stays in syllables).
+    Chinese and Japanese put no space between words, and Korean joins its particles to
+    them, so a run of Han, kana or Hangul (:data:`_UNSPACED`) is counted as its overlapping
+    pairs of characters, as Lucene's CJK analyzer does (``北京烤鸭`` is ``北京 京烤 烤鸭``;
+    a lone character is itself): a query's ``烤鸭`` finds it. The words of a text's words
+    joined by spaces are those words again, so they can be stored and read back
+    (:func:`fts_text`).
     """
     folded = text.casefold()
     if folded.isascii():
@@ -61,7 +76,25 @@ def words(text: str) -> list[str]:
             token = unicodedata.normalize("NFC", bare)
             if not token:  # marks alone
                 continue
+            if _UNSPACED.search(token):
+                found.extend(_pairs(token))
+                continue
         found.append(token)
+    return found
+
+
+def _pairs(token: str) -> list[str]:
+    """``token`` with each run of :data:`_UNSPACED` characters cut into its overlapping pairs."""
+    found: list[str] = []
+    at = 0
+    for run in _UNSPACED.finditer(token):
+        if run.start() > at:
+            found.append(token[at : run.start()])
+        chars = run.group()
+        found.extend(chars[i : i + 2] for i in range(max(len(chars) - 1, 1)))
+        at = run.end()
+    if at < len(token):
+        found.append(token[at:])
     return found
 
 
