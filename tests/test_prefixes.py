@@ -39,6 +39,11 @@ def test_a_turns_later_sentences_carry_its_speaker() -> None:
     ]
 
 
+def test_a_chinese_turns_later_sentences_carry_its_speaker() -> None:
+    text = "张三：你好。我们今天去北京。\n李四：好的。"  # a full-width colon, no space after it
+    assert prefixed(text) == [("", "张三：你好。"), ("张三： ", "我们今天去北京。"), ("", "李四：好的。")]
+
+
 def test_sentences_carry_the_heading_above_them_and_a_heading_its_parent() -> None:
     text = "# Remote\n\n## Pairing\nPoint it at the TV. Hold both buttons.\n\n## Battery\nSlide the cover off.\n"
     assert prefixed(text) == [

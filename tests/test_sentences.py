@@ -43,6 +43,15 @@ def test_each_transcript_line_is_a_boundary() -> None:
     assert pieces(text) == ["Grad C: So we had a long discussion", "PhD D: It didn't move .", "So .", "Grad C: OK ."]
 
 
+def test_a_chinese_transcripts_lines_are_boundaries_and_wrapped_chinese_prose_joins() -> None:
+    # a full-width colon ends a speaker label with no space after it; and a line that ends in 。
+    # ends a sentence, so prose wrapped mid-sentence is not cut at each line
+    transcript = "张三：你好。我们今天去北京\n李四：好的\n王五：明天见！"
+    assert pieces(transcript) == ["张三：你好。", "我们今天去北京", "李四：好的", "王五：明天见！"]
+    wrapped = "今天天气很好，我们去公园\n散步。然后我们回家\n吃饭。晚上看电视，\n然后睡觉。"
+    assert pieces(wrapped) == ["今天天气很好，我们去公园\n散步。", "然后我们回家\n吃饭。", "晚上看电视，\n然后睡觉。"]
+
+
 def test_wrapped_prose_lines_join_into_one_sentence() -> None:
     text = "If the remote does not pair to the TV, point it at the\nsensor and hold the buttons. Then wait."
     assert pieces(text) == [

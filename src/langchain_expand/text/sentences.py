@@ -50,8 +50,8 @@ ABBREVIATIONS = frozenset(
 )
 """Words that a period follows without ending the sentence (lower case, no final '.')."""
 
-SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}:\s")
-"""A transcript line's speaker label (``Ross Geller: ``), at the start of the line."""
+SPEAKER = re.compile(r"[^\W\d][\w .'()&-]{0,40}(?::\s|\uff1a\s*)")
+"""A transcript line's speaker label (``Ross Geller: ``; ``张三：``, a full-width colon, needs no space after it)."""
 _CLOSERS = "\"'\u201d\u2019)]\u300d\u300f\uff09"
 """What closes a sentence after its mark: quotes and brackets, the CJK corner brackets and parenthesis too."""
 _CJK_MARKS = "\u3002\uff01\uff1f\uff61"
@@ -217,7 +217,7 @@ class SentenceSplitter:
         speakers = sum(1 for c in content if SPEAKER.match(c))
         if speakers >= 0.5 * len(content):
             return True
-        ended = sum(1 for c in content if c[-1] in ".!?:;\u2026")
+        ended = sum(1 for c in content if c[-1] in ".!?:;\u2026\uff1a" + _CJK_MARKS)
         wrapped = sum(1 for a, b in itertools.pairwise(content) if a[-1].isalpha() and b[0].islower())
         return ended < 0.2 * len(content) and wrapped < 0.05 * len(content)
 
