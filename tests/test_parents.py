@@ -847,3 +847,21 @@ def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parent
             cut += any(p.metadata.get("truncated") for p in parents)
     assert cut, "no parent was cut to fit: the test shows nothing of the kept units"
     assert read_ahead > 4, "no query went past its first round: the test shows nothing of the read-ahead"
+
+
+def test_a_match_only_call_fits_its_children_to_the_budget_whole(make_parents: Make) -> None:
+    # expand=False ignored max_tokens: 4 children of ~50 tokens came back under a budget of 30
+    retriever = make_parents()
+    retriever.add_documents(manual())
+    ranking = [d.metadata["child_id"] for d in retriever.invoke(QUERY, expand=False, k=60)]
+    for budget in (60, 400, 2000):
+        found = retriever.invoke(QUERY, expand=False, max_tokens=budget)
+        assert COUNTER("\n\n".join(d.page_content for d in found)) <= budget
+        ids = [d.metadata["child_id"] for d in found]
+        assert ids == [i for i in ranking if i in ids]  # whole children, best first
+        for child in found:
+            assert child.page_content == stored_child(retriever, child.metadata["child_id"])[0].page_content
+        if budget == 2000:
+            assert len(found) > 4  # as many as the budget holds, not the default 4
+    assert len(retriever.invoke(QUERY, expand=False, k=2, max_tokens=2000)) == 2
+    assert retriever.invoke(QUERY, expand=False, max_tokens=5) == []  # no child fits: none is cut

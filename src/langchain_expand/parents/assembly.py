@@ -39,6 +39,7 @@ from langchain_expand.units import (
 __all__ = [
     "Parent",
     "aggregate",
+    "best_children",
     "cap_parent",
     "child_out",
     "parent_out",
@@ -93,6 +94,11 @@ def child_out(child: Document, score: float, id_key: str) -> Document:
         SCORE: score,
     }
     return Document(child.page_content, metadata=metadata, id=child.id)
+
+
+def best_children(ranked: Sequence[Parent], id_key: str, k: int | None = None) -> list[Document]:
+    """Each parent's best child, best first, as match-only results: the first ``k`` parents' (all, for None)."""
+    return [child_out(child, score, id_key) for parent in ranked[:k] for child, score in parent.children[:1]]
 
 
 def parent_out(parent: Parent, doc: Document, counter: Callable[[str], int]) -> Document:

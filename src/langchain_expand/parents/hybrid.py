@@ -11,6 +11,7 @@ it treats a dense hit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,11 +21,11 @@ from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.adapters.base import Matches, matched, relevance
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, Within
 from langchain_expand.store.records import unit_id
-from langchain_expand.store.search import VectorSearch, fuse_scores
+from langchain_expand.store.search import Diversified, VectorSearch, fuse_scores
 from langchain_expand.store.similarity import cosines
 from langchain_expand.units import STORED_INDEX, STORED_REV
 
-__all__ = ["LEXICAL_AHEAD", "HybridChildren", "within_filter"]
+__all__ = ["LEXICAL_AHEAD", "HybridChildren", "children_ranking", "within_filter"]
 
 LEXICAL_AHEAD = 64
 """BM25's best children matched at once for a query: a budget asks for ever more (4, 8, 16, ...)
@@ -127,3 +128,29 @@ def within_filter(vectors: StoreAdapter, lexical: BaseLexicalIndex, where: Any, 
         return None
     parents = vectors.documents_where(where, id_key)
     return None if parents is None else Within(lexical, parents)
+
+
+def children_ranking(
+    dense: VectorSearch,
+    lexical: BaseLexicalIndex | None,
+    vectors: StoreAdapter,
+    where: Any,
+    id_key: str,
+    mmr: tuple[int, float] | None = None,
+) -> Callable[[int], list[tuple[Document, float]]]:
+    """The children's ranking: by similarity, fused with BM25's where there is a ``lexical`` index, or by MMR.
+
+    ``dense``: the children's dense search; ``where``: its filter, on the units' metadata. With
+    ``mmr`` (its ``fetch_k`` and ``lambda_mult``), LangChain's ``maximal_marginal_relevance`` on
+    the stored vectors reorders the best ``max(n, fetch_k)`` children so each next one is
+    relevant and unlike those before it; each keeps its relevance score, and parents come in the
+    order of their first child.
+    """
+    if mmr is not None:
+        return Diversified(dense, *mmr)
+    if lexical is None:
+        return dense
+    if where is None:
+        return HybridChildren(dense, lexical, vectors, id_key)
+    within = within_filter(vectors, lexical, where, id_key)
+    return dense if within is None else HybridChildren(dense, within, vectors, id_key)

@@ -22,18 +22,18 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitte
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_expand import calls, rules
-from langchain_expand.budget import fit_counted
+from langchain_expand.budget import fit_counted, fit_to_budget
 from langchain_expand.calls import AsyncByThread
 from langchain_expand.parents.assembly import (
     Parent,
+    best_children,
     cap_parent,
-    child_out,
     parent_out,
     parents_of_hits,
     ranked_parents,
     servable,
 )
-from langchain_expand.parents.hybrid import HybridChildren, within_filter
+from langchain_expand.parents.hybrid import HybridChildren, children_ranking
 from langchain_expand.parents.indexing import ParentIndexing
 from langchain_expand.parents.reads import CallReads, parent_units
 from langchain_expand.policy import BudgetPolicy
@@ -148,7 +148,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     max_parent_tokens: int | None = None
     """Cap on each returned parent; a parent over it becomes a span around its children."""
     max_tokens: int | None = None
-    """Cap on the joined context of all returned parents (``"\\n\\n"`` between them)."""
+    """Cap on the joined context of all returned parents (``"\\n\\n"`` between them); with
+    ``expand=False``, of the matched children, each sent whole or not at all."""
     token_counter: Callable[[str], int] = Field(default_factory=TokenCounter)
     """Counts tokens for ``tokens`` and both budgets."""
     child_prefix: EmbeddingPrefix | None = Field(default_factory=StructuralPrefix)
@@ -292,7 +293,13 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             for scored in overfetch(search, first, first):
                 ranked = ranked_parents(scored, floor, self.id_key, self.aggregate, keep_order=in_order)
                 stored = reads.mget([p.parent_id for p in ranked]) if expand else []
-                if k is None and expand:  # the budget decides: enough parents to hold it
+                if k is None and not expand:  # the budget decides: enough matched children to fill it
+                    assert max_tokens is not None
+                    matched = best_children(ranked, self.id_key)
+                    if sum(self.token_counter(c.page_content) for c in matched) >= max_tokens:
+                        break
+                    continue
+                if k is None:  # the budget decides: enough parents to hold it
                     assert max_tokens is not None
                     capped = self._capped(ranked, None, stored, reads)
                     policy = self.budget_policy  # gather past the budget until the fitted parents fill it
@@ -307,27 +314,17 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
                     break
         finally:
             self._ahead = dense.reached  # the next query's first search reads as far ahead as this one went
-        if not expand:
-            return [child_out(c, s, self.id_key) for p in ranked[: k or DEFAULT_K] for c, s in p.children[:1]]
+        if not expand:  # each child whole or not at all, as a window retriever's match
+            matched = best_children(ranked, self.id_key, k)
+            return fit_to_budget(matched, max_tokens, token_counter=self.token_counter)[0] if max_tokens else matched
         return self._expand(ranked, k, stored, max_tokens, reads)
 
     def _search(self, dense: VectorSearch, where: Any) -> Callable[[int], list[tuple[Document, float]]]:
-        """The children's ranking for ``search_type``: by similarity (fused with BM25's, with ``lexical``), or by MMR.
-
-        ``dense``: the children's dense search; ``where``: its filter, on the units' metadata.
-        MMR (LangChain's ``maximal_marginal_relevance``, on the stored vectors) reorders the
-        best ``max(n, fetch_k)`` children so each next one is relevant and unlike those before
-        it; each keeps its relevance score, and parents come in the order of their first child.
-        """
-        if self._search_type != "mmr":
-            if self.lexical is None:
-                return dense
-            if where is None:
-                return HybridChildren(dense, self.lexical, self._vectors, self.id_key)
-            within = within_filter(self._vectors, self.lexical, where, self.id_key)
-            return dense if within is None else HybridChildren(dense, within, self._vectors, self.id_key)
-        fetch_k = int(self.search_kwargs.get("fetch_k", MMR_FETCH_K))
-        return Diversified(dense, fetch_k, float(self.search_kwargs.get("lambda_mult", 0.5)))
+        """The children's ranking for ``search_type`` (:func:`~langchain_expand.parents.hybrid.children_ranking`)."""
+        mmr = None
+        if self._search_type == "mmr":
+            mmr = int(self.search_kwargs.get("fetch_k", MMR_FETCH_K)), float(self.search_kwargs.get("lambda_mult", 0.5))
+        return children_ranking(dense, self.lexical, self._vectors, where, self.id_key, mmr)
 
     def expand_hits(self, hits: Sequence[Document], *, max_tokens: int | None = None) -> list[Document]:
         """Parents of matched children (``expand=False`` results), in the given order.
