@@ -666,9 +666,11 @@ UNSPACED = [
     "東京の天気は晴れです。",
     "저는 한국어를 공부합니다.",
     "Roast duck in Beijing, and the weather in Tokyo.",
+    "売上は２０１９年に増えました。",
 ]
-"""Chinese, Japanese and Korean sentences whose words run on without a space (or with a particle joined)."""
-UNSPACED_QUERIES = {"烤鸭": 0, "北京": 0, "天気": 1, "한국어": 2}
+"""Chinese, Japanese and Korean sentences whose words run on without a space (or with a particle joined),
+one with full-width digits."""
+UNSPACED_QUERIES = {"烤鸭": 0, "北京": 0, "天気": 1, "한국어": 2, "2019": 4}
 """A word inside each run, and the sentence it is in."""
 
 
@@ -680,6 +682,7 @@ def test_a_chinese_japanese_or_korean_word_inside_a_run_finds_its_sentence_alike
     assert words("哈哈哈") == ["哈哈", "哈哈"]
     assert words("京") == ["京"]
     assert words("iPhone手机") == ["iphone", "手机"]
+    assert words("ｉＰｈｏｎｅ ２０１９") == ["iphone", "2019"]  # full-width letters and digits as typed in ASCII
     index = LexicalIndex()
     index.replace([("d", "r", copied(UNSPACED))])
     bm25 = Bm25.of(UNSPACED, lambda row, score: LexicalHit("d", row, "r", score))

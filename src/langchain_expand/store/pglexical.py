@@ -112,10 +112,10 @@ class PostgresLexicalIndex(BaseLexicalIndex):
 
         :func:`words` once cut words at combining marks and kept some of them (tables without
         ``{table}_format``): a copied sentence with other characters than ASCII is counted again
-        from its text. Format 1 kept a run of Han, kana or Hangul whole: each such word is split
-        as :func:`words` splits it now, in every sentence, copied or not. ``{table}_format``
-        holds the format (:data:`WORDS`); it is changed in the transaction that recounts them,
-        under the lock every opening takes.
+        from its text. Format 1 kept a run of Han, kana or Hangul whole and full-width forms
+        unfolded: each such word is split as :func:`words` splits it now, in every sentence,
+        copied or not. ``{table}_format`` holds the format (:data:`WORDS`); it is changed in the
+        transaction that recounts them, under the lock every opening takes.
         """
         t = self.table
         found: dict[tuple[str, int, str, int], Counter[str]] = {}

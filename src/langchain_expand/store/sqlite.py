@@ -122,11 +122,11 @@ class LexicalIndex(BaseLexicalIndex):
 
         A file written before rows held words holds each sentence's own text, which FTS5
         tokenized its own way (the same words as :func:`words` makes for ASCII text, others for
-        the rest); one of format 1 holds words with each run of Han, kana or Hangul whole. So
-        rows with other characters than ASCII are rewritten, from their text or from the words
-        they hold. The table ``{table}_words`` holds the format (:data:`WORDS`); it is changed in
-        the same transaction as the rows, under SQLite's write lock, so two processes opening at
-        once rewrite them once.
+        the rest); one of format 1 holds words with each run of Han, kana or Hangul whole and
+        full-width forms unfolded. So rows with other characters than ASCII are rewritten, from
+        their text or from the words they hold. The table ``{table}_words`` holds the format
+        (:data:`WORDS`); it is changed in the same transaction as the rows, under SQLite's write
+        lock, so two processes opening at once rewrite them once.
         """
         marker = f"{self.table}_words"
 

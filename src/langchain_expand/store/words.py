@@ -20,7 +20,7 @@ B = 0.75
 """FTS5's ``bm25()`` constants: how a term's count saturates, and how much a row's length weighs."""
 
 WORDS = 2
-"""How :func:`words` splits a text, as a lexical index notes it: 2 counts a run of Han, kana or Hangul in pairs.
+"""How :func:`words` splits a text, as a lexical index notes it: 2 folds NFKC and pairs Han, kana and Hangul.
 
 An index written under an earlier way holds other words, and splits them again when opened.
 """
@@ -56,8 +56,9 @@ def words(text: str) -> list[str]:
     """The text's words: what BM25 counts, in every lexical index and in memory alike.
 
     A word is a run of letters, digits and combining marks (so a Devanagari, Tamil or Hebrew
-    word is not cut at its vowel signs), case-folded (``Straße`` is ``strasse``, a final
-    sigma a sigma), with its non-spacing marks dropped (``café`` is ``cafe``, ``Σίσυφος``
+    word is not cut at its vowel signs), in its compatibility form (NFKC: full-width letters and
+    digits are ASCII ones, a ligature its letters, half-width kana full), case-folded (``Straße`` is
+    ``strasse``, a final sigma a sigma), with its non-spacing marks dropped (``café`` is ``cafe``, ``Σίσυφος``
     ``σισυφος``, ``İstanbul`` ``istanbul``) and recomposed (Hangul stays in syllables).
     Chinese and Japanese put no space between words, and Korean joins its particles to
     them, so a run of Han, kana or Hangul (:data:`_UNSPACED`) is counted as its overlapping
@@ -67,6 +68,9 @@ def words(text: str) -> list[str]:
     (:func:`fts_text`).
     """
     folded = text.casefold()
+    if folded.isascii():
+        return _ASCII_TOKEN.findall(folded)
+    folded = unicodedata.normalize("NFKC", folded).casefold()
     if folded.isascii():
         return _ASCII_TOKEN.findall(folded)
     found: list[str] = []
