@@ -3,7 +3,8 @@
 FTS5's ``bm25()`` takes the row count and the total length from its averages record, and each
 term's rows from its doclist. Read here, a few sentences are scored as a match would score them
 (:func:`~langchain_expand.store.words.bm25`) without matching every row of their documents that
-holds a query word (:meth:`~langchain_expand.store.sqlite.LexicalIndex.scores`).
+holds a query word (:meth:`~langchain_expand.store.sqlite.LexicalIndex.scores`). And the words a
+row holds, written again where an older file holds other words (:func:`store_words`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import json
 import sqlite3
 from collections.abc import Collection, Sequence
 
-from langchain_expand.store.words import fts_text, fts_words, idf, words
+from langchain_expand.store.words import WORDS, fts_text, fts_words, idf, words
 
-__all__ = ["counts", "open_vocabulary", "words_of"]
+__all__ = ["counts", "open_vocabulary", "store_words", "words_format", "words_of"]
 
 
 def open_vocabulary(db: sqlite3.Connection, table: str) -> None:
@@ -71,6 +72,41 @@ def words_of(
     # rows held words), whose words are the same
     stored = [(key, text) for d, i, rev, text in ranked if (key := (str(d), int(i), str(rev))) in wanted]
     return found + [(key, words(text) if text.isascii() else fts_words(text)) for key, text in stored]
+
+
+def words_format(db: sqlite3.Connection, table: str) -> int:
+    """How the words in ``table``'s rows were made (:data:`~langchain_expand.store.words.WORDS`); 0: texts."""
+    marker = f"{table}_words"
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (marker,)).fetchone():
+        return 0
+    found = db.execute(f"SELECT format FROM {marker}").fetchone()
+    return found[0] if found else 0
+
+
+def store_words(db: sqlite3.Connection, table: str) -> None:
+    """Hand FTS5 the words of each row as :func:`words` makes them now, in a file written before (one transaction).
+
+    A file written before rows held words holds each sentence's own text, which FTS5
+    tokenized its own way (the same words as :func:`words` makes for ASCII text, others for
+    the rest); one of format 1 holds words with each run of Han, kana or Hangul whole and
+    full-width forms unfolded. So rows with other characters than ASCII are rewritten, from
+    their text or from the words they hold. The table ``{table}_words`` holds the format; the
+    caller changes it in the transaction that rewrites the rows, under SQLite's write lock, so
+    two processes opening at once rewrite them once.
+    """
+    old = words_format(db, table)
+    rows = db.execute(f"SELECT rowid, text FROM {table}").fetchall()
+    db.executemany(
+        f"UPDATE {table} SET text = ? WHERE rowid = ?",
+        (
+            (new, row)
+            for row, text in rows
+            if not text.isascii() and (new := fts_text(words(" ".join(fts_words(text)) if old else text))) != text
+        ),
+    )
+    db.execute(f"DROP TABLE IF EXISTS {table}_words")
+    db.execute(f"CREATE TABLE {table}_words (format INTEGER NOT NULL)")
+    db.execute(f"INSERT INTO {table}_words (format) VALUES ({WORDS})")
 
 
 def _varints(blob: bytes) -> list[int]:

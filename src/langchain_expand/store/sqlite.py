@@ -19,7 +19,7 @@ import numpy as np
 from langchain_expand.store import fts5
 from langchain_expand.store.commit import batched
 from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row
-from langchain_expand.store.words import WORDS, bm25, fts_text, fts_words, words
+from langchain_expand.store.words import WORDS, bm25, fts_text, words
 
 __all__ = ["LexicalIndex"]
 
@@ -96,7 +96,7 @@ class LexicalIndex(BaseLexicalIndex):
                 self._db.execute(f"ALTER TABLE {table}_records ADD COLUMN joined INTEGER")
         with self._writing():
             self._map_rows()
-            self._store_words()
+            self._once(lambda: fts5.words_format(self._db, table) >= WORDS, lambda: fts5.store_words(self._db, table))
 
     def _map_rows(self) -> None:
         """Create the table that maps each document to its FTS5 rows, filled from them once.
@@ -116,41 +116,6 @@ class LexicalIndex(BaseLexicalIndex):
             self._db.execute(f"INSERT INTO {rows} (doc_id, row) SELECT doc_id, rowid FROM {self.table}")
 
         self._once(lambda: self._has_table(rows), fill)
-
-    def _store_words(self) -> None:
-        """Hand FTS5 the words of each row as :func:`words` makes them now, once, in a file written before.
-
-        A file written before rows held words holds each sentence's own text, which FTS5
-        tokenized its own way (the same words as :func:`words` makes for ASCII text, others for
-        the rest); one of format 1 holds words with each run of Han, kana or Hangul whole and
-        full-width forms unfolded. So rows with other characters than ASCII are rewritten, from
-        their text or from the words they hold. The table ``{table}_words`` holds the format
-        (:data:`WORDS`); it is changed in the same transaction as the rows, under SQLite's write
-        lock, so two processes opening at once rewrite them once.
-        """
-        marker = f"{self.table}_words"
-
-        def held() -> int:
-            found = self._has_table(marker) and self._db.execute(f"SELECT format FROM {marker}").fetchone()
-            return found[0] if found else 0
-
-        def rewrite() -> None:
-            old = held()
-            rows = self._db.execute(f"SELECT rowid, text FROM {self.table}").fetchall()
-            self._db.executemany(
-                f"UPDATE {self.table} SET text = ? WHERE rowid = ?",
-                (
-                    (new, row)
-                    for row, text in rows
-                    if not text.isascii()
-                    and (new := fts_text(words(" ".join(fts_words(text)) if old else text))) != text
-                ),
-            )
-            self._db.execute(f"DROP TABLE IF EXISTS {marker}")
-            self._db.execute(f"CREATE TABLE {marker} (format INTEGER NOT NULL)")
-            self._db.execute(f"INSERT INTO {marker} (format) VALUES ({WORDS})")
-
-        self._once(lambda: held() >= WORDS, rewrite)
 
     def _once(self, done: Callable[[], bool], make: Callable[[], None]) -> None:
         """Run ``make`` unless ``done()``, in one transaction under the write lock.
