@@ -28,10 +28,12 @@ from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
 from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import (
+    BudgetedParentDocumentRetriever,
     LexicalIndex,
     Performance,
     SentenceSplitter,
     SentenceWindowRetriever,
+    SQLDocStore,
     TokenCounter,
     chroma_store,
 )
@@ -809,3 +811,44 @@ def test_a_named_sentences_bm25_score_is_the_one_search_gives_it_in_fts5_and_in_
     emptied.delete(["accents"])
     assert emptied.scores("the café", [("accents", 0, "r")]) == {}  # every row deleted
     assert index.scores("the", []) == {} == listed.scores("", [(docs[0]["doc_id"], 0, "r")])
+
+
+MANUAL = [
+    Document("The remote pairs with the TV. Hold the back and return buttons for three seconds.", id="m1"),
+    Document("Clean the screen with a dry cloth. Do not spray water on it. Unplug the TV first.", id="m2"),
+]
+
+
+def test_a_window_and_a_parents_retriever_cannot_share_a_lexical_table_and_lose_nothing(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    # Both wrote the table "sentences" of one file: the parents' add replaced the windows' rows of
+    # the same documents (their copies gone, children ranked as sentences), silently.
+    path = tmp_path / "lexical.sqlite"
+
+    def windows(table: str = "sentences") -> SentenceWindowRetriever:
+        store = chroma_store("windows", persist_directory=tmp_path / "chroma", embeddings=minilm)
+        return SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path, table=table), k=2)
+
+    def parents(table: str = "sentences") -> BudgetedParentDocumentRetriever:
+        store = chroma_store("children", persist_directory=tmp_path / "chroma", embeddings=minilm)
+        docstore = SQLDocStore(f"sqlite:///{tmp_path}/parents.sqlite")
+        return BudgetedParentDocumentRetriever(
+            vectorstore=store, docstore=docstore, lexical=LexicalIndex(path, table=table)
+        )
+
+    windows().add_documents(MANUAL)
+    before = [(d.page_content, d.metadata["span"]) for d in windows().invoke("spray water")]
+    copies = LexicalIndex(path).count()
+    with pytest.raises(ValueError, match=r"holds a SentenceWindowRetriever's sentences.*table='children'"):
+        parents()
+    parents(table="children").add_documents(MANUAL)  # a table of its own, in the same file
+    assert [(d.page_content, d.metadata["span"]) for d in windows().invoke("spray water")] == before
+    assert LexicalIndex(path).count() == copies == 5
+    with pytest.raises(ValueError, match=r"holds a BudgetedParentDocumentRetriever's children.*table='sentences'"):
+        windows(table="children")
+    # an index written before tables were claimed is told by its rows: copies are sentences
+    sqlite3.connect(path).execute("DELETE FROM sentences_units").connection.commit()
+    with pytest.raises(ValueError, match="holds a SentenceWindowRetriever's sentences"):
+        parents()
+    assert LexicalIndex(path).claim(None) == "sentences"

@@ -320,3 +320,16 @@ def test_words_that_kept_runs_whole_are_split_again_once_on_open_copied_or_not(p
         assert reopened.search(query, 8) == fts5.search(query, 8) != [], query
     with sa.create_engine(postgres_url).connect() as conn:
         assert conn.execute(sa.text(f"SELECT format FROM {t}_format")).all() == [(2,)]
+
+
+def test_a_table_holds_one_retrievers_units_and_a_retriever_of_the_other_kind_is_refused(postgres_url: str) -> None:
+    index = fresh(postgres_url)
+    assert index.claim(None) is None
+    index.check_units("children", "BudgetedParentDocumentRetriever")  # an empty table is claimed by its first
+    assert PostgresLexicalIndex(postgres_url, table=index.table).claim("sentences") == "children"
+    with pytest.raises(ValueError, match=r"holds a BudgetedParentDocumentRetriever's children.*table='sentences'"):
+        index.check_units("sentences", "SentenceWindowRetriever")
+    copied = fresh(postgres_url)  # written before tables were claimed: its copies say whose it is
+    copied.replace([("d", "r", [LocalSentence(0, "One.", 0, 4, "")])])
+    with pytest.raises(ValueError, match="holds a SentenceWindowRetriever's sentences"):
+        copied.check_units("children", "BudgetedParentDocumentRetriever")

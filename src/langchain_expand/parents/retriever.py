@@ -251,6 +251,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     def _derive(self) -> None:
         """The store's adapter, built again when ``vectorstore`` is assigned, copied or unpickled."""
         self._vectors = adapt(self.vectorstore, type(self).__name__)
+        if self.lexical is not None:
+            self.lexical.check_units("children", type(self).__name__)
 
     @property
     def _search_type(self) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from langchain_core.documents import Document
@@ -35,6 +35,7 @@ __all__ = [
     "BaseLexicalIndex",
     "LexicalHit",
     "LocalSentence",
+    "Units",
     "Within",
     "copy_of",
     "copy_of_row",
@@ -94,6 +95,11 @@ def copy_of_row(row: Sequence[Any]) -> LocalSentence:
     return LocalSentence(i, text, start, end, gap, tokens, counter, vector_of(blob), joined)
 
 
+Units = Literal["sentences", "children"]
+"""What a lexical index ranks: a window retriever's sentences, or a parents retriever's children."""
+_OWNERS = {"sentences": "SentenceWindowRetriever", "children": "BudgetedParentDocumentRetriever"}
+
+
 class BaseLexicalIndex(ABC):
     """What the window retriever asks of a lexical index: BM25 over its sentences and their local copies.
 
@@ -104,6 +110,31 @@ class BaseLexicalIndex(ABC):
 
     def check_text(self, text: str, doc_id: str) -> None:  # noqa: B027  (optional: most indexes hold any text)
         """Refuse a document's text this index cannot hold, before anything of its batch is written."""
+
+    def claim(self, units: Units | None) -> str | None:
+        """Whose units the index holds (:data:`Units`), stored as ``units`` where none is yet; None: only read.
+
+        An index that keeps no claim (this default) holds whatever it is given.
+        """
+        return units
+
+    def check_units(self, units: Units, owner: str) -> None:
+        """Refuse to serve ``owner``, a retriever of ``units``, from an index that holds the other retriever's.
+
+        A window retriever's sentences (ranked, with local copies) and a parents retriever's
+        children (ranked alone) in one table would overwrite each other's rows of a document of
+        the same id, and rank each other's units as their own. An index claimed by neither yet
+        is told by its rows: copies are sentences, rows without them children.
+        """
+        held = self.claim(None) or self.claim(
+            "sentences" if self.count() else "children" if self.documents() else units
+        )
+        if held is not None and held != units:
+            msg = (
+                f"{owner} cannot use {self!r}: it holds a {_OWNERS[held]}'s {held}, and rows of both in one "
+                f"table overwrite each other. Give each retriever a table of its own (table={units!r})."
+            )
+            raise ValueError(msg)
 
     @abstractmethod
     def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:

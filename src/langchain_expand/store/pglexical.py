@@ -30,7 +30,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from langchain_expand.store.docstore import engine_for, forget_connections_after_fork
-from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, Units, copy_of_row
 from langchain_expand.store.words import K1, WORDS, B, words
 
 __all__ = ["PostgresLexicalIndex"]
@@ -95,6 +95,8 @@ class PostgresLexicalIndex(BaseLexicalIndex):
                 "i INTEGER NOT NULL, rev TEXT NOT NULL, seq BIGINT NOT NULL, length INTEGER NOT NULL, "
                 "tf INTEGER NOT NULL, PRIMARY KEY (term, doc_id, i))",
                 f"CREATE INDEX IF NOT EXISTS {table}_words_doc ON {table}_words (doc_id)",
+                f"CREATE TABLE IF NOT EXISTS {table}_units (one INTEGER PRIMARY KEY CHECK (one = 1), "
+                "units TEXT NOT NULL)",
                 f"CREATE TABLE IF NOT EXISTS {table}_records (seq BIGSERIAL, doc_id TEXT NOT NULL, "
                 'i INTEGER NOT NULL, rev TEXT NOT NULL, start INTEGER NOT NULL, "end" INTEGER NOT NULL, '
                 "gap TEXT NOT NULL, text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BYTEA, "
@@ -156,6 +158,15 @@ class PostgresLexicalIndex(BaseLexicalIndex):
     def __repr__(self) -> str:
         url = self._engine.url.render_as_string(hide_password=True)
         return f"PostgresLexicalIndex({url!r}, table={self.table!r})"
+
+    def claim(self, units: Units | None) -> str | None:
+        """See :meth:`BaseLexicalIndex.claim`: ``{table}_units``, one row."""
+        with self._engine.begin() as conn:
+            if units is not None:
+                insert = f"INSERT INTO {self.table}_units (one, units) VALUES (1, :units) ON CONFLICT DO NOTHING"
+                conn.execute(sa.text(insert), {"units": units})
+            held = conn.execute(sa.text(f"SELECT units FROM {self.table}_units")).scalar_one_or_none()
+        return None if held is None else str(held)
 
     def check_text(self, text: str, doc_id: str) -> None:
         """Refuse a NUL character: PostgreSQL's text cannot hold one."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from langchain_expand.store import fts5
 from langchain_expand.store.commit import batched
-from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, copy_of_row
+from langchain_expand.store.lexical import BaseLexicalIndex, LexicalHit, LocalSentence, Units, copy_of_row
 from langchain_expand.store.words import WORDS, bm25, fts_text, words
 
 __all__ = ["LexicalIndex"]
@@ -90,6 +90,10 @@ class LexicalIndex(BaseLexicalIndex):
                 "text TEXT NOT NULL, tokens INTEGER, counter TEXT, vector BLOB, joined INTEGER, "
                 "PRIMARY KEY (doc_id, i))"
             )
+            self._db.execute(
+                f"CREATE TABLE IF NOT EXISTS {table}_units (one INTEGER PRIMARY KEY CHECK (one = 1), "
+                "units TEXT NOT NULL)"
+            )
             fts5.open_vocabulary(self._db, table)
             columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table}_records)")}
             if "joined" not in columns:  # an index written before joined counts were kept: its rows have none
@@ -155,6 +159,14 @@ class LexicalIndex(BaseLexicalIndex):
                 "was written; run it again."
             )
             raise RuntimeError(msg) from exc
+
+    def claim(self, units: Units | None) -> str | None:
+        """See :meth:`BaseLexicalIndex.claim`: ``{table}_units``, one row."""
+        with self._lock, self._writing(), self._db:
+            if units is not None:
+                self._db.execute(f"INSERT OR IGNORE INTO {self.table}_units (one, units) VALUES (1, ?)", (units,))
+            held = self._db.execute(f"SELECT units FROM {self.table}_units").fetchone()
+        return None if held is None else str(held[0])
 
     def replace(self, documents: Iterable[tuple[str, str, Iterable[str | LocalSentence]]]) -> None:
         """See :meth:`BaseLexicalIndex.replace`. A document's rows are built and inserted ``_ROWS`` at a time."""

@@ -241,6 +241,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         if wired is not None and wired[0] is self.vectorstore and wired[1] is self.lexical:
             return
         self._vectors = adapt(self.vectorstore, type(self).__name__)
+        if self.lexical is not None and (wired is None or wired[1] is not self.lexical):
+            self.lexical.check_units("sentences", type(self).__name__)
         if wired is not None:
             self._cache = SentenceCache()
             self._views = StoreViews()
