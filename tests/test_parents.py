@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from langchain_expand import (
     BudgetedParentDocumentRetriever,
     BudgetPolicy,
     EmbeddingsReranker,
+    LexicalIndex,
     MarkdownSectionSplitter,
     RerankThenExpand,
     SectionSplitter,
@@ -690,7 +692,6 @@ def test_a_stock_index_is_named_in_the_warning_and_migrated_in_place(
 def test_parents_fused_with_bm25_by_both_scores_hold_more_of_the_evidence(make_parents: Make, tmp_path: Path) -> None:
     # issue #52, finding 9: "What are the three ownership rules?" put the section that names
     # them 4th; the windows, which fuse BM25, put its sentence first
-    from langchain_expand import LexicalIndex
 
     rows = load_docs("friendsqa")
     sources = {r["doc_id"]: r["text"] for r in rows}
@@ -739,7 +740,6 @@ def test_parents_fused_with_bm25_by_both_scores_hold_more_of_the_evidence(make_p
 def test_a_filtered_parents_query_stays_hybrid(make_parents: Make, tmp_path: Path) -> None:
     # issue #49: a filter dropped BM25. One that passes every document answers as no filter;
     # one on a document keeps to it; one on a child's own key is the store's alone (dense).
-    from langchain_expand import LexicalIndex
 
     rows = load_docs("friendsqa")
     hybrid = make_parents(
@@ -767,7 +767,6 @@ def test_a_filtered_parents_query_stays_hybrid(make_parents: Make, tmp_path: Pat
 
 
 def test_the_parents_lexical_rows_follow_every_add_delete_and_a_later_index(make_parents: Make, tmp_path: Path) -> None:
-    from langchain_expand import LexicalIndex
 
     retriever = make_parents()  # built without a lexical index: its rows come with the next add
     retriever.add_documents(manual())
@@ -790,7 +789,6 @@ def test_a_childs_relevance_does_not_depend_on_what_is_read_with_it(make_parents
     """A child BM25 alone found is scored from its stored vector; scored in one matrix product
     with the others read, its last bits followed its row's place in BLAS's blocks, and two copies
     of one section (the manual repeats its pairing steps) tied or not by where they were read."""
-    from langchain_expand import LexicalIndex
 
     hybrid = make_parents(lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
     hybrid.add_documents(manual())
@@ -820,7 +818,6 @@ def test_what_a_budgets_rounds_read_once_answers_as_reading_it_again(make_parent
     between calls. What is kept must answer as what it replaces: a search asked 4, then 8, then 16 children
     (read ahead or not) as one asked 16 at once; parents cut by kept units and sized by kept counts as
     parents split and counted again; a query read ahead as one that asks each round's children alone."""
-    from langchain_expand import LexicalIndex
 
     hybrid = make_parents(
         parent_splitter=RecursiveCharacterTextSplitter(chunk_size=2000),
@@ -865,3 +862,27 @@ def test_a_match_only_call_fits_its_children_to_the_budget_whole(make_parents: M
             assert len(found) > 4  # as many as the budget holds, not the default 4
     assert len(retriever.invoke(QUERY, expand=False, k=2, max_tokens=2000)) == 2
     assert retriever.invoke(QUERY, expand=False, max_tokens=5) == []  # no child fits: none is cut
+
+
+def test_a_parents_add_writes_each_bm25_row_once_and_an_unchanged_re_add_none(
+    make_parents: Make, tmp_path: Path
+) -> None:
+    # the rows' revisions were read from the local copies, which children never have: every add
+    # wrote BM25's rows twice (in the commit, then again as "behind"), and every re-add again
+    path = tmp_path / "lexical.sqlite"
+    retriever = make_parents(lexical=LexicalIndex(path, table="children"))
+    docs = manual()[:3]
+    retriever.add_documents(docs)
+
+    def rows() -> tuple[int, int]:
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT COUNT(*), MAX(rowid) FROM children").fetchone()
+
+    written = rows()
+    assert written[0] == written[1] > 0  # each row written once: rowids 1..n
+    retriever.add_documents(docs)
+    assert rows() == written
+    changed = [Document(docs[0].page_content + "\n\nA new closing line.", id=docs[0].id), *docs[1:]]
+    retriever.add_documents(changed)
+    assert rows()[1] > written[1]  # the changed document's rows, written anew
+    assert retriever.invoke("new closing line", k=1)[0].metadata["doc_id"] == docs[0].id

@@ -256,7 +256,7 @@ def test_a_document_with_a_nul_character_is_refused_before_its_batch_writes_anyt
     assert sorted((d, rev, s.text) for d, rev, s in writer.lexical.copies()) == rows
 
 
-def test_revisions_are_those_of_each_documents_local_copies(postgres_url: str) -> None:
+def test_revisions_are_those_of_each_documents_local_copies_or_of_its_ranked_rows(postgres_url: str) -> None:
     index = fresh(postgres_url)
     sqlite = LexicalIndex()
     for each in (index, sqlite):
@@ -265,6 +265,7 @@ def test_revisions_are_those_of_each_documents_local_copies(postgres_url: str) -
         )
         each.replace([("a", "r3", [LocalSentence(0, "Two.", 0, 4, " ", 1, "c", None, 3)])])
         assert each.revisions(["a", "b", "c"]) == {"a": {"r3"}}  # b has no copies
+        assert each.revisions(["a", "b", "c"], ranked=True) == {"a": {"r3"}, "b": {"r2"}}  # its rows do
 
 
 def test_bm25_in_postgresql_finds_the_words_of_every_script_as_fts5_does(postgres_url: str) -> None:

@@ -130,7 +130,7 @@ class ParentIndexing:
         layout = self._layout(kwargs)
         done = commit.index(layout, prepared)
         if self.lexical is not None:  # rows missing or at another revision: the index came later
-            held = self.lexical.revisions([kids.parent_id for p in prepared for kids in p.payload[1]])
+            held = self.lexical.revisions([kids.parent_id for p in prepared for kids in p.payload[1]], ranked=True)
             behind = [p for p in prepared if any(held.get(k.parent_id) != {p.version} for k in p.payload[1])]
             self.lexical.replace(layout.lexical_rows(behind))
         return done

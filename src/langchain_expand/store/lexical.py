@@ -184,16 +184,15 @@ class BaseLexicalIndex(ABC):
         With ``among``, only those of these ids: a lookup, not a scan of the whole index.
         """
 
-    def revisions(self, doc_ids: Collection[str]) -> dict[str, set[str]]:
+    @abstractmethod
+    def revisions(self, doc_ids: Collection[str], *, ranked: bool = False) -> dict[str, set[str]]:
         """The revisions the local copies of each of ``doc_ids`` are at (a document without copies is left out).
 
-        A document's rows and copies are replaced in one transaction, so one revision each,
-        unless the index was written by a version of this library that did otherwise.
+        With ``ranked``, the revisions its ranked rows are at, copied or not (a parents
+        retriever's children have no copies). A document's rows and copies are replaced in one
+        transaction, so one revision each, unless the index was written by a version of this
+        library that did otherwise.
         """
-        held: dict[str, set[str]] = {}
-        for doc_id, rev, _ in self.copies(doc_ids):
-            held.setdefault(doc_id, set()).add(rev)
-        return held
 
     @abstractmethod
     def search(self, query: str, k: int, within: Collection[str] | None = None) -> list[LexicalHit]:

@@ -273,9 +273,10 @@ class PostgresLexicalIndex(BaseLexicalIndex):
         with self._engine.connect() as conn:
             return set(conn.execute(sa.text(f"SELECT DISTINCT doc_id FROM {table}{where}"), params).scalars())
 
-    def revisions(self, doc_ids: Collection[str]) -> dict[str, set[str]]:
+    def revisions(self, doc_ids: Collection[str], *, ranked: bool = False) -> dict[str, set[str]]:
         """See :meth:`BaseLexicalIndex.revisions`."""
-        statement = sa.text(f"SELECT DISTINCT doc_id, rev FROM {self.table}_records WHERE doc_id = ANY(:ids)")
+        table = self.table if ranked else f"{self.table}_records"
+        statement = sa.text(f"SELECT DISTINCT doc_id, rev FROM {table} WHERE doc_id = ANY(:ids)")
         held: dict[str, set[str]] = {}
         with self._engine.connect() as conn:
             for doc_id, rev in conn.execute(statement, {"ids": list(doc_ids)}):

@@ -272,11 +272,14 @@ class LexicalIndex(BaseLexicalIndex):
                 return {row[0] for row in self._db.execute(f"SELECT DISTINCT doc_id FROM {table}")}
             return {row[0] for row in self._among(f"SELECT DISTINCT doc_id FROM {table}", among)}
 
-    def revisions(self, doc_ids: Collection[str]) -> dict[str, set[str]]:
+    def revisions(self, doc_ids: Collection[str], *, ranked: bool = False) -> dict[str, set[str]]:
         """See :meth:`BaseLexicalIndex.revisions`."""
-        held: dict[str, set[str]] = {}
+        t, held = self.table, dict[str, set[str]]()
+        rows = f"(SELECT m.doc_id AS doc_id, f.rev AS rev FROM {t}_rows AS m JOIN {t} AS f ON f.rowid = m.row)"
         with self._lock:
-            for doc_id, rev in self._among(f"SELECT DISTINCT doc_id, rev FROM {self.table}_records", doc_ids):
+            for doc_id, rev in self._among(
+                f"SELECT DISTINCT doc_id, rev FROM {rows if ranked else t + '_records'}", doc_ids
+            ):
                 held.setdefault(doc_id, set()).add(rev)
         return held
 
