@@ -20,6 +20,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import (
     BudgetedParentDocumentRetriever,
+    LexicalIndex,
     MarkdownSectionSplitter,
     SentenceWindowRetriever,
     chroma_store,
@@ -126,10 +127,24 @@ def test_from_texts_builds_on_the_embedded_defaults_and_reopens_without_embeddin
     again = cls.from_documents(docs, persist_directory=tmp_path, embeddings=counting)  # a restart
     assert counting.documents_embedded == embedded  # unchanged documents are not embedded again
     assert texts(again.invoke(QUERY)) == texts(answer)
+    assert again.lexical is not None  # BM25 as the README's settings have it, in a table of its own
+    assert again.lexical.claim(None) == ("sentences" if cls is SentenceWindowRetriever else "children")
     with pytest.raises(TypeError, match="builds vectorstore itself"):
         cls.from_documents(docs, persist_directory=tmp_path, vectorstore=first.vectorstore)
     with pytest.raises(ValueError, match="got 2 texts and 1 ids"):
         cls.from_texts(["a.", "b."], ids=["a"], persist_directory=tmp_path)
+
+
+def test_both_retrievers_from_documents_share_a_folder(tmp_path: Path, minilm: Embeddings) -> None:
+    docs = manual()
+    windows = SentenceWindowRetriever.from_documents(docs, persist_directory=tmp_path, embeddings=minilm)
+    parents = BudgetedParentDocumentRetriever.from_documents(docs, persist_directory=tmp_path, embeddings=minilm)
+    assert windows.invoke(QUERY, k=2) == SentenceWindowRetriever.from_documents(
+        docs, persist_directory=tmp_path, embeddings=minilm
+    ).invoke(QUERY, k=2)  # the parents' rows touched none of the windows'
+    assert parents.invoke(QUERY, k=1)
+    tables = {r.lexical.table for r in (windows, parents) if isinstance(r.lexical, LexicalIndex)}
+    assert tables == {"sentences", "children"}
 
 
 @pytest.mark.filterwarnings("ignore:The function `loads` is in beta")

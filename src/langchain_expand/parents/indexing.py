@@ -81,10 +81,18 @@ class ParentIndexing:
 
     @classmethod
     def _on_defaults(cls, folder: Path, embeddings: Embeddings | None, fields: dict[str, Any]) -> dict[str, Any]:
-        """A Chroma collection ``children`` in ``folder/chroma``, the parents in ``folder/docstore.sqlite``."""
+        """A Chroma collection ``children`` in ``folder/chroma``, the parents in ``folder/docstore.sqlite``.
+
+        And BM25 over the children in ``folder/lexical.sqlite`` (its table ``children``, beside a
+        window retriever's ``sentences``), unless ``lexical`` is given (None: dense only): the
+        README's settings for meetings and manuals fuse it, and the command line's index has it.
+        """
         from langchain_expand.store.defaults import chroma_store
         from langchain_expand.store.docstore import SQLDocStore
+        from langchain_expand.store.sqlite import LexicalIndex
 
+        if "lexical" not in fields:
+            fields["lexical"] = LexicalIndex(folder / "lexical.sqlite", table="children")
         store = chroma_store("children", persist_directory=folder / "chroma", embeddings=embeddings)
         return {"vectorstore": store, "docstore": SQLDocStore(f"sqlite:///{folder / 'docstore.sqlite'}")}
 
