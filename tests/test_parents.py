@@ -886,3 +886,31 @@ def test_a_parents_add_writes_each_bm25_row_once_and_an_unchanged_re_add_none(
     retriever.add_documents(changed)
     assert rows()[1] > written[1]  # the changed document's rows, written anew
     assert retriever.invoke("new closing line", k=1)[0].metadata["doc_id"] == docs[0].id
+
+
+def test_two_collections_cannot_share_a_docstore_and_the_first_keeps_its_parents(
+    tmp_path: Path, minilm: Embeddings
+) -> None:
+    # A retriever over sections and one over 4,000-char parents, given one SQLDocStore: the second's
+    # add replaced the first's heads and parents of the same manual, and the first then answered nothing.
+    url = f"sqlite:///{tmp_path}/parents.sqlite"
+
+    def over(collection: str, splitter: Any, table: str = "langchain_expand_docs") -> BudgetedParentDocumentRetriever:
+        store = chroma_store(collection, persist_directory=tmp_path / "chroma", embeddings=minilm)
+        return BudgetedParentDocumentRetriever(
+            vectorstore=store, docstore=SQLDocStore(url, table=table), parent_splitter=splitter
+        )
+
+    docs = manual()[:1]
+    sections = over("sections", MarkdownSectionSplitter())
+    sections.add_documents(docs)
+    before = sections.invoke(QUERY, k=3)
+    chars = RecursiveCharacterTextSplitter(chunk_size=4000)
+    with pytest.raises(ValueError, match=r"collection 'sections'.*table='chars_parents'"):
+        over("chars", chars)
+    over("chars", chars, table="chars_parents").add_documents(docs)  # a docstore of its own
+    assert over("sections", MarkdownSectionSplitter()).invoke(QUERY, k=3) == before
+    assert SQLDocStore(url).claim(None) == "sections"
+    keys = list(SQLDocStore(url, table="chars_parents").yield_keys())
+    assert keys
+    assert all(key.startswith(f"{docs[0].id}.p") for key in keys)  # the claim is no key of its own

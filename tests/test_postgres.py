@@ -34,6 +34,19 @@ def test_concurrent_writers_of_the_same_keys_all_succeed(postgres_url: str) -> N
     assert all(doc is not None and doc.page_content.startswith("worker ") for doc in stored)
 
 
+def test_workers_claiming_one_store_at_once_all_read_the_one_claim_kept(postgres_url: str) -> None:
+    table = f"claims_{next(_tables)}"
+    assert SQLDocStore(postgres_url, table=table).claim(None) is None
+    found: list[str | None] = []
+
+    def worker(n: int) -> None:
+        found.append(SQLDocStore(postgres_url, table=table).claim(f"collection-{n}"))
+
+    assert in_threads(worker, 6) == []
+    assert len(set(found)) == 1  # the first claim stands; the others read it
+    assert SQLDocStore(postgres_url, table=table).claim("another") == found[0]
+
+
 def test_a_second_worker_reads_the_parents_the_first_wrote(
     postgres_url: str, tmp_path: Path, minilm: Embeddings
 ) -> None:

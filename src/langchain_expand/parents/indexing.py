@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand.parents.layout import Children, ParentLayout, parent_key
+from langchain_expand.parents.layout import Children, ParentLayout, claim_docstore, parent_key
 from langchain_expand.parents.migration import Migrated, migrate_stock_index
 from langchain_expand.store import commit
+from langchain_expand.store.adapters import collection_name
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.records import (
     checked_text,
@@ -136,6 +137,7 @@ class ParentIndexing:
         doc_ids = document_ids(documents, ids)
         prepared = [self._prepare(doc, doc_id) for doc, doc_id in zip(documents, doc_ids, strict=True)]
         layout = self._layout(kwargs)
+        claim_docstore(self.docstore, collection_name(self._vectors.store), type(self).__name__, write=bool(prepared))
         done = commit.index(layout, prepared)
         if self.lexical is not None:  # rows missing or at another revision: the index came later
             held = self.lexical.revisions([kids.parent_id for p in prepared for kids in p.payload[1]], ranked=True)

@@ -35,11 +35,12 @@ from langchain_expand.parents.assembly import (
 )
 from langchain_expand.parents.hybrid import HybridChildren, children_ranking
 from langchain_expand.parents.indexing import ParentIndexing
+from langchain_expand.parents.layout import claim_docstore
 from langchain_expand.parents.reads import CallReads, parent_units
 from langchain_expand.policy import BudgetPolicy
 from langchain_expand.rules import check_query
 from langchain_expand.store import filters
-from langchain_expand.store.adapters import StoreAdapter, adapt
+from langchain_expand.store.adapters import StoreAdapter, adapt, collection_name
 from langchain_expand.store.defaults import FromTexts
 from langchain_expand.store.indexing import DocumentIndexed
 from langchain_expand.store.lexical import BaseLexicalIndex
@@ -251,6 +252,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     def _derive(self) -> None:
         """The store's adapter, built again when ``vectorstore`` is assigned, copied or unpickled."""
         self._vectors = adapt(self.vectorstore, type(self).__name__)
+        claim_docstore(self.docstore, collection_name(self.vectorstore), type(self).__name__, write=False)
         if self.lexical is not None:
             self.lexical.check_units("children", type(self).__name__)
 

@@ -102,11 +102,15 @@ class SQLDocStore(BaseStore[str, Document]):
         self.url = url
         sqlite = url.startswith("sqlite")
         self._engine = engine_for(url, **({"timeout": _SQLITE_BUSY_SECONDS} if sqlite else {}))
+        metadata = sa.MetaData()
         self._table = sa.Table(
             table,
-            sa.MetaData(),
+            metadata,
             sa.Column("key", sa.String(512), primary_key=True),
             sa.Column("value", sa.Text, nullable=False),
+        )
+        self._claim = sa.Table(
+            f"{table}_claim", metadata, sa.Column("one", sa.Integer, primary_key=True), sa.Column("owner", sa.Text)
         )
         try:
             self._table.metadata.create_all(self._engine)
@@ -114,6 +118,22 @@ class SQLDocStore(BaseStore[str, Document]):
             if not sa.inspect(self._engine).has_table(table):
                 raise
         self._upsert = _upsert(self._table, self._engine.dialect.name)
+
+    def claim(self, owner: str | None) -> str | None:
+        """Whose parents the store holds (a parents retriever's collection), stored as ``owner`` where none is yet.
+
+        None: only read. Of two workers claiming at once, the first's claim is kept.
+        """
+        with self._engine.connect() as conn:
+            held = conn.execute(sa.select(self._claim.c.owner)).scalar_one_or_none()
+        if held is not None or owner is None:
+            return held
+        try:
+            with self._engine.begin() as conn:
+                conn.execute(self._claim.insert().values(one=1, owner=owner))
+        except sa.exc.IntegrityError:  # another worker claimed it meanwhile: its claim stands
+            return self.claim(None)
+        return owner
 
     def __repr__(self) -> str:
         return f"SQLDocStore({self._engine.url.render_as_string(hide_password=True)!r})"

@@ -47,7 +47,7 @@ from langchain_core.vectorstores import VectorStore
 
 from langchain_expand.store.adapters.base import Scored, StoreAdapter, Vector, relevance
 
-__all__ = ["Scored", "StoreAdapter", "Vector", "adapt", "relevance"]
+__all__ = ["Scored", "StoreAdapter", "Vector", "adapt", "collection_name", "relevance"]
 
 
 def adapt(store: VectorStore, owner: str) -> StoreAdapter:
@@ -64,6 +64,12 @@ def adapt(store: VectorStore, owner: str) -> StoreAdapter:
         )
         raise TypeError(msg)
     return _adapter_class(store)(store)
+
+
+def collection_name(store: VectorStore) -> str | None:
+    """The name of the collection ``store`` writes (Chroma's, Qdrant's, PGVector's ``collection_name``); else None."""
+    named = getattr(getattr(store, "_collection", None), "name", None) or getattr(store, "collection_name", None)
+    return named if isinstance(named, str) else None
 
 
 def _adapter_class(store: VectorStore) -> type[StoreAdapter]:
