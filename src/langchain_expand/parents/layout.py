@@ -264,9 +264,9 @@ def claim_docstore(docstore: BaseStore[str, Document], collection: str | None, o
 
     Two parents retrievers given one docstore (one SQL table) and two collections overwrite each
     other's parents: an add replaces the other's heads and parents of the same documents, whose
-    children then find none (probed: a retriever over sections answered nothing after one over
-    4,000-char parents added the same manual). A docstore that keeps no claim (any but
-    :class:`~langchain_expand.store.docstore.SQLDocStore`), or a collection without a name, is not checked.
+    children then find none, so the other answers nothing. A docstore that keeps no claim (any
+    but :class:`~langchain_expand.store.docstore.SQLDocStore`), or a collection without a name,
+    is not checked.
     """
     claim = getattr(docstore, "claim", None)
     if collection is None or not callable(claim):

@@ -131,7 +131,7 @@ class BaseLexicalIndex(ABC):
         )
         if held is not None and held != units:
             msg = (
-                f"{owner} cannot use {self!r}: it holds a {_OWNERS[held]}'s {held}, and rows of both in one "
+                f"{owner} cannot use {self!r}: it holds a {_OWNERS.get(held, held)}'s {held}, and rows of both in one "
                 f"table overwrite each other. Give each retriever a table of its own (table={units!r})."
             )
             raise ValueError(msg)

@@ -56,16 +56,16 @@ def words(text: str) -> list[str]:
     """The text's words: what BM25 counts, in every lexical index and in memory alike.
 
     A word is a run of letters, digits and combining marks (so a Devanagari, Tamil or Hebrew
-    word is not cut at its vowel signs), in its compatibility form (NFKC: full-width letters and
-    digits are ASCII ones, a ligature its letters, half-width kana full), case-folded (``Straße`` is
-    ``strasse``, a final sigma a sigma), with its non-spacing marks dropped (``café`` is ``cafe``, ``Σίσυφος``
-    ``σισυφος``, ``İstanbul`` ``istanbul``) and recomposed (Hangul stays in syllables).
-    Chinese and Japanese put no space between words, and Korean joins its particles to
-    them, so a run of Han, kana or Hangul (:data:`_UNSPACED`) is counted as its overlapping
-    pairs of characters, as Lucene's CJK analyzer does (``北京烤鸭`` is ``北京 京烤 烤鸭``;
-    a lone character is itself): a query's ``烤鸭`` finds it. The words of a text's words
-    joined by spaces are those words again, so they can be stored and read back
-    (:func:`fts_text`).
+    word is not cut at its vowel signs), in its compatibility form (NFKC: full-width letters
+    and digits are ASCII ones, a ligature its letters, half-width kana full), case-folded
+    (``Straße`` is ``strasse``, a final sigma a sigma), with its non-spacing marks dropped
+    (``café`` is ``cafe``, ``Σίσυφος`` ``σισυφος``, ``İstanbul`` ``istanbul``) and recomposed
+    (Hangul stays in syllables). Chinese and Japanese put no space between words, and Korean
+    joins its particles to them, so a run of Han, kana or Hangul (:data:`_UNSPACED`) is
+    counted as its overlapping pairs of characters, as Lucene's CJK analyzer does
+    (``北京烤鸭`` is ``北京 京烤 烤鸭``; a lone character is itself): a query's ``烤鸭``
+    finds it. The words of a text's words joined by spaces are those words again, so they
+    can be stored and read back (:func:`fts_text`).
     """
     folded = text.casefold()
     if folded.isascii():
