@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand.parents.layout import Children, ParentLayout, claim_docstore, parent_key
+from langchain_expand.parents.layout import Children, ParentLayout, parent_key
 from langchain_expand.parents.migration import Migrated, migrate_stock_index
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import collection_name
 from langchain_expand.store.commit import Indexed, Prepared
+from langchain_expand.store.docstore import claim_docstore
 from langchain_expand.store.records import (
     checked_text,
     document_ids,

@@ -30,7 +30,7 @@ from langchain_expand.units import (
     STORED_START,
 )
 
-__all__ = ["Children", "ParentLayout", "claim_docstore", "parent_key"]
+__all__ = ["Children", "ParentLayout", "parent_key"]
 
 
 _PROBE = 16
@@ -257,25 +257,3 @@ def parent_key(doc_id: str, index: int) -> str:
     letters, digits and ``_.-/``) are added to the document id.
     """
     return f"{doc_id}.p{index}"
-
-
-def claim_docstore(docstore: BaseStore[str, Document], collection: str | None, owner: str, *, write: bool) -> None:
-    """Refuse a docstore that holds the parents of another collection's children; with ``write``, claim it.
-
-    Two parents retrievers given one docstore (one SQL table) and two collections overwrite each
-    other's parents: an add replaces the other's heads and parents of the same documents, whose
-    children then find none, so the other answers nothing. A docstore that keeps no claim (any
-    but :class:`~langchain_expand.store.docstore.SQLDocStore`), or a collection without a name,
-    is not checked.
-    """
-    claim = getattr(docstore, "claim", None)
-    if collection is None or not callable(claim):
-        return
-    held = claim(collection if write else None)
-    if held is not None and held != collection:
-        msg = (
-            f"{owner}: its docstore holds the parents of the children in collection {held!r}, and its own "
-            f"children are in {collection!r}: two retrievers' parents in one docstore overwrite each other. "
-            f"Give each collection a docstore of its own, e.g. SQLDocStore(url, table={collection + '_parents'!r})."
-        )
-        raise ValueError(msg)

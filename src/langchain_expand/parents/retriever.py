@@ -35,13 +35,13 @@ from langchain_expand.parents.assembly import (
 )
 from langchain_expand.parents.hybrid import HybridChildren, children_ranking
 from langchain_expand.parents.indexing import ParentIndexing
-from langchain_expand.parents.layout import claim_docstore
 from langchain_expand.parents.reads import CallReads, parent_units
 from langchain_expand.policy import BudgetPolicy
 from langchain_expand.rules import check_query
 from langchain_expand.store import filters
 from langchain_expand.store.adapters import StoreAdapter, adapt, collection_name
 from langchain_expand.store.defaults import FromTexts
+from langchain_expand.store.docstore import claim_docstore
 from langchain_expand.store.indexing import DocumentIndexed
 from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.store.search import Diversified, VectorSearch, overfetch

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
 
-__all__ = ["SQLDocStore", "engine_for", "forget_connections_after_fork"]
+__all__ = ["SQLDocStore", "claim_docstore", "engine_for", "forget_connections_after_fork"]
 
 DEFAULT_PATH = Path(".langchain-expand") / "docstore.sqlite"
 MAX_KEY_CHARS = 512
@@ -256,3 +256,25 @@ def _dump(key: str, doc: Document) -> str:
 def _load(value: str) -> Document:
     data = json.loads(value)
     return Document(page_content=data["page_content"], metadata=data["metadata"], id=data.get("id"))
+
+
+def claim_docstore(docstore: BaseStore[str, Document], collection: str | None, owner: str, *, write: bool) -> None:
+    """Refuse a docstore that holds the parents of another collection's children; with ``write``, claim it.
+
+    Two parents retrievers given one docstore (one SQL table) and two collections overwrite each
+    other's parents: an add replaces the other's heads and parents of the same documents, whose
+    children then find none, so the other answers nothing. A docstore that keeps no claim (any
+    but :class:`SQLDocStore`), or a collection without a name,
+    is not checked.
+    """
+    claim = getattr(docstore, "claim", None)
+    if collection is None or not callable(claim):
+        return
+    held = claim(collection if write else None)
+    if held is not None and held != collection:
+        msg = (
+            f"{owner}: its docstore holds the parents of the children in collection {held!r}, and its own "
+            f"children are in {collection!r}: two retrievers' parents in one docstore overwrite each other. "
+            f"Give each collection a docstore of its own, e.g. SQLDocStore(url, table={collection + '_parents'!r})."
+        )
+        raise ValueError(msg)
