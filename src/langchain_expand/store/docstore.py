@@ -264,8 +264,7 @@ def claim_docstore(docstore: BaseStore[str, Document], collection: str | None, o
     Two parents retrievers given one docstore (one SQL table) and two collections overwrite each
     other's parents: an add replaces the other's heads and parents of the same documents, whose
     children then find none, so the other answers nothing. A docstore that keeps no claim (any
-    but :class:`SQLDocStore`), or a collection without a name,
-    is not checked.
+    but :class:`SQLDocStore`), or a collection without a name, is not checked.
     """
     claim = getattr(docstore, "claim", None)
     if collection is None or not callable(claim):

@@ -57,6 +57,8 @@ _CLOSERS = "\"'\u201d\u2019)]\u300d\u300f\uff09"
 _CJK_MARKS = "\u3002\uff01\uff1f\uff61"
 """The Chinese and Japanese full stop, exclamation and question marks (``。！？｡``): no space follows them."""
 _MARKS = ".!?\u2026" + _CJK_MARKS
+_LINE_ENDS = ".!?:;\u2026\uff1a" + _CJK_MARKS
+"""What a line ends in when it ends a sentence or a label; where few lines do (and few run on), each line is a unit."""
 _TERMINATOR = re.compile(
     rf"(?<![{_MARKS}])(?:[{_MARKS}]++[{re.escape(_CLOSERS)}]*+(?=\s)|[{_CJK_MARKS}]++[{re.escape(_CLOSERS)}]*+)"
 )
@@ -217,7 +219,7 @@ class SentenceSplitter:
         speakers = sum(1 for c in content if SPEAKER.match(c))
         if speakers >= 0.5 * len(content):
             return True
-        ended = sum(1 for c in content if c[-1] in ".!?:;\u2026\uff1a" + _CJK_MARKS)
+        ended = sum(1 for c in content if c[-1] in _LINE_ENDS)
         wrapped = sum(1 for a, b in itertools.pairwise(content) if a[-1].isalpha() and b[0].islower())
         return ended < 0.2 * len(content) and wrapped < 0.05 * len(content)
 
