@@ -906,11 +906,14 @@ def test_two_collections_cannot_share_a_docstore_and_the_first_keeps_its_parents
     sections.add_documents(docs)
     before = sections.invoke(QUERY, k=3)
     chars = RecursiveCharacterTextSplitter(chunk_size=4000)
-    with pytest.raises(ValueError, match=r"collection 'sections'.*table='chars_parents'"):
+    with pytest.raises(ValueError, match=r"collection 'sections'.*table='chars_parents'.*unclaim\(\)"):
         over("chars", chars)
     over("chars", chars, table="chars_parents").add_documents(docs)  # a docstore of its own
     assert over("sections", MarkdownSectionSplitter()).invoke(QUERY, k=3) == before
     assert SQLDocStore(url).claim(None) == "sections"
+    SQLDocStore(url).unclaim()  # "sections" renamed "renamed": the docstore follows it
+    over("renamed", MarkdownSectionSplitter()).add_documents(docs)
+    assert SQLDocStore(url).claim(None) == "renamed"
     keys = list(SQLDocStore(url, table="chars_parents").yield_keys())
     assert keys
     assert all(key.startswith(f"{docs[0].id}.p") for key in keys)  # the claim is no key of its own

@@ -135,6 +135,11 @@ class SQLDocStore(BaseStore[str, Document]):
             return self.claim(None)
         return owner
 
+    def unclaim(self) -> None:
+        """Forget whose parents the store holds: the next retriever to add claims it (its collection was renamed)."""
+        with self._engine.begin() as conn:
+            conn.execute(self._claim.delete())
+
     def __repr__(self) -> str:
         return f"SQLDocStore({self._engine.url.render_as_string(hide_password=True)!r})"
 
@@ -274,6 +279,7 @@ def claim_docstore(docstore: BaseStore[str, Document], collection: str | None, o
         msg = (
             f"{owner}: its docstore holds the parents of the children in collection {held!r}, and its own "
             f"children are in {collection!r}: two retrievers' parents in one docstore overwrite each other. "
-            f"Give each collection a docstore of its own, e.g. SQLDocStore(url, table={collection + '_parents'!r})."
+            f"Give each collection a docstore of its own, e.g. SQLDocStore(url, table={collection + '_parents'!r}); "
+            f"if {held!r} was renamed {collection!r}, call the store's unclaim() once."
         )
         raise ValueError(msg)
