@@ -138,10 +138,10 @@ def test_from_texts_builds_on_the_embedded_defaults_and_reopens_without_embeddin
 def test_both_retrievers_from_documents_share_a_folder(tmp_path: Path, minilm: Embeddings) -> None:
     docs = manual()
     windows = SentenceWindowRetriever.from_documents(docs, persist_directory=tmp_path, embeddings=minilm)
+    before = windows.invoke(QUERY, k=2)
     parents = BudgetedParentDocumentRetriever.from_documents(docs, persist_directory=tmp_path, embeddings=minilm)
-    assert windows.invoke(QUERY, k=2) == SentenceWindowRetriever.from_documents(
-        docs, persist_directory=tmp_path, embeddings=minilm
-    ).invoke(QUERY, k=2)  # the parents' rows touched none of the windows'
+    reopened = SentenceWindowRetriever.from_documents(docs, persist_directory=tmp_path, embeddings=minilm)
+    assert reopened.invoke(QUERY, k=2) == before  # the parents' rows touched none of the windows'
     assert parents.invoke(QUERY, k=1)
     tables = {r.lexical.table for r in (windows, parents) if isinstance(r.lexical, LexicalIndex)}
     assert tables == {"sentences", "children"}
