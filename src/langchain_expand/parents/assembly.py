@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from langchain_core.documents import Document
 
+from langchain_expand.budget import fit_to_budget
 from langchain_expand.parents.migration import is_stock_parent
 from langchain_expand.shrink import trim
 from langchain_expand.store.records import (
@@ -42,6 +43,7 @@ __all__ = [
     "best_children",
     "cap_parent",
     "child_out",
+    "matched_children",
     "parent_out",
     "parents_of_hits",
     "ranked_parents",
@@ -99,6 +101,27 @@ def child_out(child: Document, score: float, id_key: str) -> Document:
 def best_children(ranked: Sequence[Parent], id_key: str, k: int | None = None) -> list[Document]:
     """Each parent's best child, best first, as match-only results: the first ``k`` parents' (all, for None)."""
     return [child_out(child, score, id_key) for parent in ranked[:k] for child, score in parent.children[:1]]
+
+
+def matched_children(
+    ranked: Sequence[Parent],
+    id_key: str,
+    k: int | None,
+    max_tokens: int | None,
+    counter: Callable[[str], int],
+    count: Callable[[str], int],
+) -> list[Document]:
+    """A match-only answer: :func:`best_children`, fitted to ``max_tokens`` each whole or not at all.
+
+    As a window retriever's matches. ``count`` is ``counter``'s count of a child, kept for the
+    call (:meth:`~langchain_expand.parents.reads.CallReads.count`), so the rounds that gather
+    children to fill a budget and the fit count each once.
+    """
+    matched = best_children(ranked, id_key, k)
+    if max_tokens is None:
+        return matched
+    counts = [count(child.page_content) for child in matched]
+    return fit_to_budget(matched, max_tokens, token_counter=counter, counts=counts, counts_exact=True)[0]
 
 
 def parent_out(parent: Parent, doc: Document, counter: Callable[[str], int]) -> Document:

@@ -22,12 +22,13 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter, TextSplitte
 from pydantic import ConfigDict, Field, PrivateAttr, model_validator
 
 from langchain_expand import calls, rules
-from langchain_expand.budget import fit_counted, fit_to_budget
+from langchain_expand.budget import fit_counted
 from langchain_expand.calls import AsyncByThread
 from langchain_expand.parents.assembly import (
     Parent,
     best_children,
     cap_parent,
+    matched_children,
     parent_out,
     parents_of_hits,
     ranked_parents,
@@ -300,7 +301,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
                 if k is None and not expand:  # the budget decides: enough matched children to fill it
                     assert max_tokens is not None
                     matched = best_children(ranked, self.id_key)
-                    if sum(self.token_counter(c.page_content) for c in matched) >= max_tokens:
+                    if sum(reads.count(c.page_content) for c in matched) >= max_tokens:
                         break
                     continue
                 if k is None:  # the budget decides: enough parents to hold it
@@ -318,9 +319,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
                     break
         finally:
             self._ahead = dense.reached  # the next query's first search reads as far ahead as this one went
-        if not expand:  # each child whole or not at all, as a window retriever's match
-            matched = best_children(ranked, self.id_key, k)
-            return fit_to_budget(matched, max_tokens, token_counter=self.token_counter)[0] if max_tokens else matched
+        if not expand:
+            return matched_children(ranked, self.id_key, k, max_tokens, self.token_counter, reads.count)
         return self._expand(ranked, k, stored, max_tokens, reads)
 
     def _search(self, dense: VectorSearch, where: Any) -> Callable[[int], list[tuple[Document, float]]]:
