@@ -65,6 +65,18 @@ def test_every_memory_mode_answers_alike_where_the_store_searches_exactly(tmp_pa
         assert {m["doc_id"] for _, m in answers["in memory"]} == {doc_id}
 
 
+def test_a_sentence_kept_from_a_records_search_scores_as_its_local_copy(tmp_path: Path, minilm: Embeddings) -> None:
+    # Found probing package READMEs in every mode: a fixed window's search returns records
+    # without vectors, and the sentence cache kept them so. A later hybrid query found the copy
+    # held, read its vector from the store, which hands a cosine collection's vector back a few
+    # bits off the one written (the local copy's, the snapshot's), and the hit's score differed
+    # from the snapshot's in its last bits. A copy kept without its vector is read again locally.
+    retrievers = in_every_mode(tmp_path, minilm, as_documents(load_docs("tatqa")))
+    for q in load_queries("tatqa")[::5]:
+        for call in ({"k": 4}, {"max_tokens": 1000}):  # the records first, then their sentences scored
+            assert answered_alike(retrievers, q["query"], **call)
+
+
 def test_a_filter_that_passes_every_document_answers_as_no_filter(tmp_path: Path, minilm: Embeddings) -> None:
     # issue #49: any filter turned BM25 and the snapshot off, so a multi-tenant app's every query
     # was dense only. Now the filter narrows the hybrid search: one that passes every document
