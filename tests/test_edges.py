@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.documents import Document
@@ -13,6 +14,7 @@ from langchain_core.vectorstores import InMemoryVectorStore
 from langchain_expand import BudgetedParentDocumentRetriever, LexicalIndex, SentenceWindowRetriever, chroma_store
 
 from .conftest import load_docs, run_python
+from .stores import make_store
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +41,24 @@ def test_a_dict_filter_on_the_in_memory_store_says_which_filter_it_takes(minilm:
     with pytest.raises(ValueError, match="InMemoryVectorStore filters with a function of a Document"):
         retriever.invoke("warranty", filter={"source": "a.md"})
     assert retriever.invoke("warranty", filter=lambda doc: True)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("design", ["windows", "parents"])
+def test_a_dict_filter_on_qdrant_says_which_filter_it_takes(design: str, tmp_path: Path, minilm: Embeddings) -> None:
+    # Found probing every store in every memory mode: Chroma's syntax on Qdrant failed deep in
+    # its client, with "'dict' object has no attribute 'must'".
+    from qdrant_client import models
+
+    store = make_store("qdrant-cosine", tmp_path, minilm)
+    if design == "parents":
+        retriever: Any = BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore())
+    else:
+        retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
+    retriever.add_documents([Document("The warranty lasts two years. Returns take thirty days.", id="a")])
+    with pytest.raises(ValueError, match=r"Qdrant filters with a qdrant_client.models.Filter, not a dict"):
+        retriever.invoke("warranty", filter={"doc_id": "a"})
+    kept = models.FieldCondition(key="metadata.doc_id", match=models.MatchValue(value="a"))
+    assert retriever.invoke("warranty", filter=models.Filter(must=[kept]))
 
 
 def test_a_reader_keeps_fetching_past_records_another_process_deleted(

@@ -35,8 +35,20 @@ class QdrantAdapter(StoreAdapter):
         return str(uuid.uuid5(_ID_NAMESPACE, own))
 
     def unit_filter(self, where: Any) -> Any:
-        """A Qdrant ``Filter`` whose conditions on the metadata's ``doc_id`` read ``lcx_doc``."""
+        """A Qdrant ``Filter`` whose conditions on the metadata's ``doc_id`` read ``lcx_doc``; another kind is refused.
+
+        ``langchain-qdrant`` takes a ``models.Filter`` and fails on a dict (Chroma's syntax) deep
+        in the client, with an error that names neither.
+        """
         from qdrant_client import models
+
+        if not isinstance(where, models.Filter):
+            msg = (
+                f"Qdrant filters with a qdrant_client.models.Filter, not a {type(where).__name__}: e.g. "
+                "filter=models.Filter(must=[models.FieldCondition(key='metadata.source', "
+                "match=models.MatchValue(value='a.md'))])."
+            )
+            raise ValueError(msg)
 
         key = f"{getattr(self.store, 'metadata_payload_key', 'metadata')}."
 
