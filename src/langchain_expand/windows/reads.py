@@ -294,9 +294,9 @@ class Reads:
             head, rev = committed
             held = self._held_copies(doc_id, rev, indices)
             known.append((doc_id, int(head.metadata[STORED_COUNT]), rev, held))
-            # a record kept without its vector is read again from its local copy, as a query that
-            # had not kept it would: the store hands a vector back a few bits off the copy's
-            unheld = set(indices) - {s.i for s, _ in held if s.vector is not None}
+            # a record kept without its vector is read again from its local copy, as a query that had
+            # not kept it would: the store hands a vector back a few bits off the copy's (a head's has none)
+            unheld = set(indices) - {s.i for s, _ in held if s.vector is not None or s.i == 0}
             if unheld and self.local is not None:
                 missing[(doc_id, rev)] = sorted(unheld)
         fetched = self.local.sentences_of(missing) if self.local is not None and missing else {}
