@@ -3,7 +3,7 @@
 A refactor of the query (a path merged, a cache dropped) must leave every answer as it was.
 ``build`` indexes the six latency slices once (`latency.sliced`); ``dump`` answers their
 queries in every memory mode (the snapshot, past its limit, nothing in memory, no lexical
-index) and five call shapes, and writes each window's document, span, score and count;
+index) and five call shapes, and writes each window's document, span, score (to the last bit) and count;
 ``compare`` counts the answers two dumps differ on. Run ``dump`` once per commit, on the same
 index, each with that commit's ``src`` first on ``PYTHONPATH``:
 
@@ -79,7 +79,7 @@ def dump(root: Path, out: Path) -> None:
                     windows = retriever.invoke(query, **call)
                     key = f"{name}|{mode}|{query}|{json.dumps(call)}"
                     found[key] = [
-                        [w.metadata["doc_id"], w.metadata["span"], round(w.metadata["score"], 6), w.metadata["tokens"]]
+                        [w.metadata["doc_id"], w.metadata["span"], w.metadata["score"], w.metadata["tokens"]]
                         for w in windows
                     ]
     out.write_text(json.dumps(found))
