@@ -249,6 +249,23 @@ def test_expand_hits_makes_fixed_windows_on_a_retriever_whose_windows_are_guided
     assert spans == [[max(0, hit - 2), min(5, hit + 3)], [max(0, hit - 1), hit + 1]]
 
 
+def test_expand_hits_builds_no_window_around_another_sentence_a_rewrite_put_at_the_hits_index() -> None:
+    # Found probing rerank-then-expand with a writer: a document rewritten between the match and
+    # its expansion had its window built around whatever sentence then stood at the hit's index,
+    # labelled as the hit. Parents already refused a child of another revision.
+    window = windows(RecordingStore())
+    window.add_documents([Document(TEXT, id="a")])
+    hits = window.invoke("Three of them", k=1, expand=False)
+    matched = hits[0].page_content
+    window.add_documents([Document(TEXT + " Six to end.", id="a")])  # the hit stays where it was
+    assert [d.page_content for d in window.expand_hits(hits, before=0, after=0)] == [matched]
+    window.add_documents([Document("A new first line. " + TEXT, id="a")])  # every sentence moves down one
+    assert window.expand_hits(hits, before=1, after=1) == []
+    again = window.invoke(matched, k=4, expand=False)
+    again = [d for d in again if d.page_content == matched]
+    assert [d.page_content for d in window.expand_hits(again, before=0, after=0)] == [matched]
+
+
 # -- issue 15, finding 9: bad input is refused before anything is written ------------------------
 
 

@@ -31,6 +31,7 @@ from langchain_expand.units import (
     START,
     TOKENS,
 )
+from langchain_expand.windows.hits import Hit
 from langchain_expand.windows.plan import Unit
 from langchain_expand.windows.reads import Reads, Run
 
@@ -58,7 +59,7 @@ def assemble(
     key = counter_key(counter)
     for unit in units:
         run = runs(unit.doc_id, unit.first, unit.last)
-        if run is None or any(h.rev not in (None, run.rev) for h in unit.hits):
+        if run is None or any(_another(h, run, unit.first) for h in unit.hits):
             logger.warning(
                 "Skipping a hit in document %r: the store holds no whole version of it at the revision "
                 "matched (deleted since, or an add_documents interrupted or running: re-run it where the "
@@ -74,6 +75,15 @@ def assemble(
     for doc, tokens in zip(out, derived, strict=True):
         doc.metadata[TOKENS] = next(counted) if tokens is None else tokens
     return out
+
+
+def _another(hit: Hit, run: Run, first: int) -> bool:
+    """Whether ``run`` is not the version ``hit`` was matched in: another revision, or another sentence at its index."""
+    if hit.matched is None:
+        return hit.rev not in (None, run.rev)
+    start, text = hit.matched  # a match-only result's hit, which names no revision
+    sentence = run.sentences[hit.index - first]
+    return start < sentence.start or not sentence.text.startswith(text, start - sentence.start)
 
 
 def runs_of(reads: Reads, units: list[Unit]) -> Runs:

@@ -26,6 +26,8 @@ from langchain_expand.units import (
     HIT,
     N_SENTENCES,
     SCORE,
+    SPAN,
+    START,
     check_match,
 )
 from langchain_expand.windows.bm25 import Bm25Search
@@ -50,6 +52,9 @@ class Hit:
     extra: dict[str, Any]
     cues: Cues = NO_CUES
     """What its sentence says of the text beside it (a table row, a heading)."""
+    matched: tuple[int, str] | None = None
+    """Where a match-only result gave it, its text and where that starts in the source: no window is
+    built around another sentence that a rewrite has put at its index."""
 
 
 def from_match(doc: Document) -> Hit:
@@ -57,7 +62,10 @@ def from_match(doc: Document) -> Hit:
     check_match(doc, (DOC_ID, HIT, N_SENTENCES, SCORE))
     m = doc.metadata
     extra = {key: m[key] for key in CARRIED if key in m}
-    return Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra)
+    span, start = m.get(SPAN), m.get(START)
+    alone = span is not None and list(span) == [int(m[HIT]), int(m[HIT]) + 1]  # the unit is its sentence
+    matched = (start, doc.page_content) if alone and isinstance(start, int) else None
+    return Hit(m[DOC_ID], int(m[HIT]), int(m[N_SENTENCES]), None, float(m[SCORE]), extra, matched=matched)
 
 
 @dataclass(eq=False)

@@ -335,7 +335,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         This is the second half of rerank-then-expand: match, rerank the sentences,
         then expand. Windows are fixed (``before``/``after``, else the fields'), also on a
         retriever whose ``window`` is guided. Metadata the hits gained on the way (``rerank_score``) is kept.
-        ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval.
+        ``max_tokens`` (else the instance's) bounds the joined windows, as in retrieval. A hit whose
+        document was rewritten since the match, its sentence moved or changed, is skipped with a warning.
         """
         shape = {"before": before, "after": after, "window": "fixed"}  # whatever the retriever's `window`
         plan = self._plan(k=len(hits) or 1, expand=True, merge=merge, max_tokens=max_tokens, **shape)
