@@ -858,9 +858,12 @@ def test_a_match_only_call_fits_its_children_to_the_budget_whole(make_parents: M
         assert ids == [i for i in ranking if i in ids]  # whole children, best first
         for child in found:
             assert child.page_content == stored_child(retriever, child.metadata["child_id"])[0].page_content
+            assert child.metadata["tokens"] == COUNTER(child.page_content)  # the unit contract's count
         if budget == 2000:
             assert len(found) > 4  # as many as the budget holds, not the default 4
     assert len(retriever.invoke(QUERY, expand=False, k=2, max_tokens=2000)) == 2
+    unbudgeted = retriever.invoke(QUERY, expand=False, k=3)  # without a budget each child is counted too
+    assert [d.metadata["tokens"] for d in unbudgeted] == [COUNTER(d.page_content) for d in unbudgeted]
     assert retriever.invoke(QUERY, expand=False, max_tokens=5) == []  # no child fits: none is cut
 
 

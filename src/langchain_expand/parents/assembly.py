@@ -111,16 +111,19 @@ def matched_children(
     counter: Callable[[str], int],
     count: Callable[[str], int],
 ) -> list[Document]:
-    """A match-only answer: :func:`best_children`, fitted to ``max_tokens`` each whole or not at all.
+    """A match-only answer: :func:`best_children` with their ``tokens``, fitted to ``max_tokens`` whole or not at all.
 
-    As a window retriever's matches. ``count`` is ``counter``'s count of a child, kept for the
-    call (:meth:`~langchain_expand.parents.reads.CallReads.count`), so the rounds that gather
+    As a window retriever's matches, each carries its token count (the unit contract's).
+    ``count`` is ``counter``'s count of a child, kept for the call
+    (:meth:`~langchain_expand.parents.reads.CallReads.count`), so the rounds that gather
     children to fill a budget and the fit count each once.
     """
     matched = best_children(ranked, id_key, k)
+    counts = [count(child.page_content) for child in matched]
+    for child, tokens in zip(matched, counts, strict=True):
+        child.metadata[TOKENS] = tokens
     if max_tokens is None:
         return matched
-    counts = [count(child.page_content) for child in matched]
     return fit_to_budget(matched, max_tokens, token_counter=counter, counts=counts, counts_exact=True)[0]
 
 
