@@ -51,10 +51,16 @@ def load_queries(corpus: str) -> list[dict]:
 
 def gold_recall(query: dict[str, Any], docs: list[Document]) -> float:
     """The share of ``query``'s gold characters that ``docs`` hold in its own document (each at most once)."""
-    got = [
+    got = sorted(
         (d.metadata["start_index"], d.metadata["end_index"]) for d in docs if d.metadata["doc_id"] == query["doc_id"]
-    ]
-    covered = sum(max(0, min(e, b) - max(s, a)) for s, e in query["gold_spans"] for a, b in got)
+    )
+    spans: list[list[int]] = []  # the units' union: a char two units hold counts once
+    for a, b in got:
+        if spans and a <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], b)
+        else:
+            spans.append([a, b])
+    covered = sum(max(0, min(e, b) - max(s, a)) for s, e in query["gold_spans"] for a, b in spans)
     return covered / sum(e - s for s, e in query["gold_spans"])
 
 

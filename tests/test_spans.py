@@ -55,6 +55,33 @@ def test_adjacent_windows_merge_only_with_a_gap_and_a_source() -> None:
     assert merged.page_content == SOURCE[merged.metadata["start_index"] : merged.metadata["end_index"]]
 
 
+def parent(start: int, end: int, children: list[tuple[str, int, int, float]]) -> Document:
+    """A parent unit as the parent retriever serves it: its matched children, best first."""
+    refs = [
+        {"id": i, "start_index": s, "end_index": e, "in_parent": [s - start, e - start], "score": sc}
+        for i, s, e, sc in children
+    ]
+    score = max(c[3] for c in children)
+    metadata = {"doc_id": "m", "parent_id": f"p{start}", "start_index": start, "end_index": end, "score": score}
+    return Document(SOURCE[start:end], metadata={**metadata, "children": refs})
+
+
+def test_parents_that_share_text_merge_with_every_childs_place_and_parents_side_by_side_stay_two() -> None:
+    a = parent(0, 600, [("a1", 100, 200, 0.6)])
+    b = parent(400, 1000, [("b1", 700, 800, 0.8), ("b2", 420, 500, 0.5)])  # shares 400-600 with a
+    c = parent(1000, 1500, [("c1", 1100, 1200, 0.7)])  # starts where b ends: no text twice
+    merged = merge_overlaps([b, c, a], touching=False)
+    assert [m.metadata["parent_id"] for m in merged] == ["p400", "p1000"]  # at the best member's rank
+    union = merged[0]
+    assert (union.metadata["start_index"], union.metadata["end_index"]) == (0, 1000)
+    assert union.page_content == SOURCE[0:1000]
+    assert [c["id"] for c in union.metadata["children"]] == ["b1", "a1", "b2"]  # every member's, best first
+    assert union.metadata["children"][1]["in_parent"] == [100, 200]  # into its own parent, as stored
+    assert "hits" not in union.metadata  # parents have children, not hits
+    assert merge_overlaps(merged, touching=False) == merged
+    assert len(merge_overlaps([b, c])) == 1  # windows' rule: touching units merge too
+
+
 def test_a_merged_gap_keeps_one_sentence_per_span_position_so_fitting_keeps_the_hit() -> None:
     from langchain_expand import FitToBudget
 

@@ -20,6 +20,7 @@ from langchain_expand.text.cues import heading
 from langchain_expand.text.sentences import SentenceSplitter
 from langchain_expand.text.tokens import TokenCounter
 from langchain_expand.units import (
+    CHILDREN,
     CROSSED,
     DOC_ID,
     END,
@@ -53,14 +54,17 @@ def merge_overlaps(
     gap: int = 0,
     source: SourceText | None = None,
     token_counter: Callable[[str], int] | None = None,
+    touching: bool = True,
 ) -> list[Document]:
     """Merge units of the same document whose ranges overlap or lie within ``gap``.
 
     Units need ``doc_id``, ``start_index`` and ``end_index`` metadata; others pass
     through untouched. A merged unit sits at the rank of its best-ranked member and
-    holds ``hits`` (every member's hits, best first), ``score`` (the best), the union's
-    ``start_index``/``end_index``, and ``span`` when all members had one. The input is
-    never mutated, and merging a merged list changes nothing.
+    holds its metadata with ``score`` (the best), the union's ``start_index``/``end_index``,
+    ``hits`` (every member's, best first) where members have hits, a parent's ``children``
+    (every member's, best first; each child's ``in_parent`` stays into its own parent), and
+    ``span`` when all members had one. The input is never mutated, and merging a merged list
+    changes nothing.
 
     Args:
         documents: Units, best first.
@@ -70,6 +74,9 @@ def merge_overlaps(
         source: Full text by document id; required when ``gap`` > 0 has to bridge text
             that no unit holds.
         token_counter: Recounts ``tokens`` of merged units; a ``TokenCounter`` by default.
+        touching: With ``gap`` 0, also merge units that only touch (one ends where the next
+            begins); False merges only units that share text, as parents do (two sections
+            side by side stay two parents).
 
     Raises:
         ValueError: When ``gap`` is negative, or a gap must be bridged without ``source``.
@@ -81,7 +88,7 @@ def merge_overlaps(
         raise ValueError(msg)
     placed: dict[int, Document] = {}
     absorbed: set[int] = set()
-    for component in _components(documents, gap):
+    for component in _components(documents, gap, touching):
         _place(documents, component, placed, absorbed, source)
     counter = token_counter
     out = []
@@ -96,7 +103,7 @@ def merge_overlaps(
     return out
 
 
-def _components(documents: Sequence[Document], gap: int) -> Iterator[list[int]]:
+def _components(documents: Sequence[Document], gap: int, touching: bool) -> Iterator[list[int]]:
     """The ranks of each run of located units of one document that overlap, touch or lie within ``gap``."""
     groups: dict[str, list[int]] = {}
     for rank, doc in enumerate(documents):
@@ -108,8 +115,9 @@ def _components(documents: Sequence[Document], gap: int) -> Iterator[list[int]]:
         reach = documents[ordered[0]]  # the member that ends last
         for r in ordered[1:]:
             doc = documents[r]
-            touching = doc.metadata[START] <= reach.metadata[END]
-            if touching or (gap > 0 and _distance(reach, doc) <= gap):
+            start, end = doc.metadata[START], reach.metadata[END]
+            joined = start < end or (touching and start == end)
+            if joined or (gap > 0 and _distance(reach, doc) <= gap):
                 component.append(r)
                 if doc.metadata[END] > reach.metadata[END]:
                     reach = doc
@@ -157,7 +165,12 @@ def _union(by_position: list[Document], by_rank: list[Document], source: SourceT
         end = max(end, stop)
     best = by_rank[0]
     metadata: dict[str, Any] = {**best.metadata}
-    metadata[HITS] = [h for d in by_rank for h in d.metadata.get(HITS, [d.metadata.get(HIT)]) if h is not None]
+    hits = [h for d in by_rank for h in d.metadata.get(HITS, [d.metadata.get(HIT)]) if h is not None]
+    if hits or HITS in metadata:
+        metadata[HITS] = hits
+    if any(CHILDREN in d.metadata for d in by_rank):
+        children = [c for d in by_rank for c in d.metadata.get(CHILDREN, [])]
+        metadata[CHILDREN] = sorted(children, key=lambda c: -float(c.get(SCORE) or 0))
     scores = [d.metadata[SCORE] for d in by_rank if isinstance(d.metadata.get(SCORE), int | float)]
     if scores:
         metadata[SCORE] = max(scores)

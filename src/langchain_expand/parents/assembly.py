@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from langchain_core.documents import Document
 
 from langchain_expand.budget import fit_to_budget
+from langchain_expand.merge import merge_overlaps
 from langchain_expand.parents.migration import is_stock_parent
 from langchain_expand.shrink import trim
 from langchain_expand.store.records import (
@@ -40,6 +41,7 @@ from langchain_expand.units import (
 __all__ = [
     "Parent",
     "aggregate",
+    "as_units",
     "best_children",
     "cap_parent",
     "child_out",
@@ -210,6 +212,17 @@ def servable(
             continue
         out.append((Parent(parent.parent_id, same, parent.score), doc))
     return out
+
+
+def as_units(parents: Sequence[Document], counter: Callable[[str], int]) -> list[Document]:
+    """Fitted ``parents`` as sent: those of one document that share text (a splitter's ``chunk_overlap``) as one.
+
+    Sent apart, the shared text would reach the model twice and read as corroboration, as
+    overlapping windows would. Joined after the fit, so each parent is ranked, capped and
+    fitted as itself, and the joined unit uses fewer tokens than its parents did. Parents side
+    by side stay two. ``counter`` recounts a joined unit's ``tokens``.
+    """
+    return merge_overlaps(parents, touching=False, token_counter=counter) if len(parents) > 1 else list(parents)
 
 
 def ranked_parents(

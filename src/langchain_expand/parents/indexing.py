@@ -154,7 +154,8 @@ class ParentIndexing:
         """Each stored document of ``ids`` (:meth:`get`): its parents joined at their offsets, its metadata.
 
         Text between parents that no parent holds (a splitter that drops whitespace) comes back
-        as spaces; the metadata is the first parent's, less what this class and its splitter add.
+        as spaces, text two parents hold (``chunk_overlap``) once; the metadata is the first
+        parent's, less what this class and its splitter add.
         """
         ids = list(dict.fromkeys(ids))
         heads = self.docstore.mget([self._head_id(d) for d in ids])
@@ -169,8 +170,9 @@ class ParentIndexing:
             parents = [head, *self.docstore.mget([parent_key(doc_id, j) for j in range(1, more + 1)])]
             text = ""
             for parent in parents:
-                if parent is not None:
-                    text = text.ljust(int(parent.metadata[START])) + parent.page_content
+                if parent is not None:  # at its offset: parents a splitter cut with ``chunk_overlap`` share text
+                    start = int(parent.metadata[START])
+                    text = text[:start].ljust(start) + parent.page_content
             metadata = {k: v for k, v in head.metadata.items() if k not in added}
             found.append(Document(text, metadata=metadata, id=doc_id))
         return found

@@ -26,6 +26,7 @@ from langchain_expand.budget import fit_counted
 from langchain_expand.calls import AsyncByThread
 from langchain_expand.parents.assembly import (
     Parent,
+    as_units,
     best_children,
     cap_parent,
     matched_children,
@@ -309,8 +310,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
                     capped = self._capped(ranked, None, stored, reads)
                     policy = self.budget_policy  # gather past the budget until the fitted parents fill it
                     if sum(d.metadata[TOKENS] for d in capped) >= policy.parents_overfill * max_tokens:
-                        units = parent_units(self.token_counter)
-                        fitted, used = fit_counted(capped, max_tokens, self.token_counter, units)
+                        fitted, used = self._fit(capped, max_tokens)
                         if fitted and (used or 0) >= policy.parents_full * max_tokens:
                             return fitted
                     continue
@@ -365,9 +365,12 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         reads: CallReads,
     ) -> list[Document]:
         """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
-        return fit_counted(
-            self._capped(ranked, k, stored, reads), max_tokens, self.token_counter, parent_units(self.token_counter)
-        )[0]
+        return self._fit(self._capped(ranked, k, stored, reads), max_tokens)[0]
+
+    def _fit(self, capped: list[Document], max_tokens: int | None) -> tuple[list[Document], int | None]:
+        """``capped`` fitted to ``max_tokens``, parents that share text then joined (each char sent once)."""
+        fitted, used = fit_counted(capped, max_tokens, self.token_counter, parent_units(self.token_counter))
+        return as_units(fitted, self.token_counter), used
 
     def _capped(
         self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None], reads: CallReads

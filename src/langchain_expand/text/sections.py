@@ -138,13 +138,20 @@ class SectionSplitter(StructureSplitter):
 
 
 def locate(text: str, chunks: list[str], doc_id: str) -> list[Span]:
-    """Char offsets of consecutive chunks of ``text``, found in order."""
-    spans = []
-    at = 0
+    """Char offsets of consecutive chunks of ``text``, found in order.
+
+    Each chunk is looked for first where it can follow the one before: starting after that
+    one's start and ending past its end (a splitter's ``chunk_overlap`` repeats the end of one
+    chunk at the start of the next, never a whole chunk), so a short chunk (``<img``) is not
+    placed where its text also occurs inside the chunk before.
+    """
+    spans: list[Span] = []
     for chunk in chunks:
-        start = text.find(chunk, at)
-        if start < 0:
-            start = text.find(chunk)
+        before = spans[-1] if spans else (-1, 0)
+        for at in (max(before[0] + 1, before[1] - len(chunk) + 1), before[0] + 1, 0):
+            start = text.find(chunk, at)
+            if start >= 0:
+                break
         if start < 0 or not chunk:
             msg = (
                 f"Document {doc_id!r}: the splitter returned a chunk that is not a substring of its "
@@ -152,7 +159,6 @@ def locate(text: str, chunks: list[str], doc_id: str) -> list[Span]:
             )
             raise ValueError(msg)
         spans.append((start, start + len(chunk)))
-        at = start + 1
     return spans
 
 
