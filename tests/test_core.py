@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
@@ -179,6 +180,11 @@ def test_overfetch_doubles_until_the_caller_has_enough_or_the_store_runs_out() -
         (check_positive, 2.0, "`n` must be a positive integer, got 2.0."),
         (check_non_negative, -1, "`n` must be an integer >= 0, got -1."),
         (check_optional_positive, 0, "`n` must be a positive integer or None \\(no limit\\), got 0."),
+        (  # a NumPy count is an integer, but not a Python int: the message says what to pass
+            check_optional_positive,
+            np.int64(3),
+            "`n` must be a positive integer or None \\(no limit\\), got np.int64\\(3\\) \\(a numpy.int64: pass int",
+        ),
         (check_flag, "no", "`n` must be True or False, got 'no'."),
         (check_flag, 0, "`n` must be True or False, got 0."),
     ],

@@ -6,6 +6,8 @@ is not a flag ("no" is truthy), a bool is not a count.
 
 from __future__ import annotations
 
+import numbers
+
 __all__ = [
     "check_flag",
     "check_fraction",
@@ -34,24 +36,31 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _got(value: object) -> str:
+    """What a check got: a whole number of another type (NumPy's) says to pass it as a Python int."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, int):
+        return f"{value!r} (a {type(value).__module__}.{type(value).__name__}: pass int(...))"
+    return repr(value)
+
+
 def check_positive(name: str, value: object) -> None:
     """``value`` must be an integer >= 1."""
     if not _is_int(value) or value < 1:  # type: ignore[operator]
-        msg = f"`{name}` must be a positive integer, got {value!r}."
+        msg = f"`{name}` must be a positive integer, got {_got(value)}."
         raise ValueError(msg)
 
 
 def check_optional_positive(name: str, value: object) -> None:
     """``value`` must be an integer >= 1, or None for "no limit"."""
     if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
-        msg = f"`{name}` must be a positive integer or None (no limit), got {value!r}."
+        msg = f"`{name}` must be a positive integer or None (no limit), got {_got(value)}."
         raise ValueError(msg)
 
 
 def check_non_negative(name: str, value: object) -> None:
     """``value`` must be an integer >= 0."""
     if not _is_int(value) or value < 0:  # type: ignore[operator]
-        msg = f"`{name}` must be an integer >= 0, got {value!r}."
+        msg = f"`{name}` must be an integer >= 0, got {_got(value)}."
         raise ValueError(msg)
 
 
