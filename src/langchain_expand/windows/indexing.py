@@ -139,7 +139,7 @@ class SentenceIndexing(DocumentIndexed):
     def source_text(self, doc_id: str) -> str:
         """A document's text rebuilt from the store, at the offsets the units carry.
 
-        Whitespace before the first sentence is not stored and comes back as spaces.
+        Whitespace before the first sentence comes back as spaces, after the last not at all (neither is stored).
         Use it as ``MergeOverlaps(gap=..., source=retriever.source_text)``.
         """
         heads = self._vectors.get_by_ids([unit_id(doc_id, 0)])
