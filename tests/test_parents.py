@@ -890,6 +890,10 @@ def test_parents_a_splitter_cut_with_overlap_are_sent_once_each_char_once(make_p
                 assert all(c["start_index"] < end and c["end_index"] > start for c in m["children"])
                 joined += len(p.page_content) > size  # longer than any parent: two joined
             assert sum(p.metadata["tokens"] for p in parents) <= call.get("max_tokens", 10**9)
+            if "max_tokens" in call and parents:  # the report counts what is sent, joined
+                report = parents[0].metadata["budget"]
+                context = "\n\n".join(p.page_content for p in parents)
+                assert (report["used"], report["kept"]) == (COUNTER(context), len(parents))
     assert joined, "no two hit parents shared text: the test shows nothing"
     (stored,) = retriever.get([manual()[0].id])
     assert " ".join(stored.page_content.split()) == " ".join(text.split())  # each char once, as the source
