@@ -220,10 +220,10 @@ def as_units(parents: Sequence[Document], counter: Callable[[str], int]) -> list
 
     Sent apart, the shared text would reach the model twice and read as corroboration, as
     overlapping windows would. Joined after the fit, so each parent is ranked, capped and
-    fitted as itself (joined first, a low-ranked parent's text took the budget at its
-    neighbour's rank: -0.03 to -0.06 recall on FriendsQA and QMSum), and the joined unit uses
-    fewer tokens than its parents did: the ``budget`` report's ``used`` and ``kept`` are
-    recounted. Parents side by side stay two. ``counter`` recounts a joined unit's ``tokens``.
+    fitted as itself (joined first, a low-ranked parent's text would take the budget at its
+    neighbour's rank), and the joined unit uses fewer tokens than its parents did: the
+    ``budget`` report's ``used`` and ``kept`` are recounted. Parents side by side stay two.
+    ``counter`` recounts a joined unit's ``tokens``.
     """
     joined = merge_overlaps(parents, touching=False, token_counter=counter) if len(parents) > 1 else list(parents)
     if len(joined) < len(parents) and BUDGET in joined[0].metadata:
