@@ -321,7 +321,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
             self._ahead = dense.reached  # the next query's first search reads as far ahead as this one went
         if not expand:
             return matched_children(ranked, self.id_key, k, max_tokens, self.token_counter, reads.count)
-        return self._expand(ranked, k, stored, max_tokens, reads)
+        return self._fit(self._capped(ranked, k, stored, reads), max_tokens)[0]
 
     def _search(self, dense: VectorSearch, where: Any) -> Callable[[int], list[tuple[Document, float]]]:
         """The children's ranking for ``search_type`` (:func:`~langchain_expand.parents.hybrid.children_ranking`)."""
@@ -337,7 +337,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         """
         _, max_tokens = self._resolve(k=None, max_tokens=max_tokens)
         ranked, reads = parents_of_hits(hits), CallReads(self.docstore, self.token_counter, self._head_id)
-        return self._expand(ranked, len(ranked), reads.mget([p.parent_id for p in ranked]), max_tokens, reads)
+        stored = reads.mget([p.parent_id for p in ranked])
+        return self._fit(self._capped(ranked, len(ranked), stored, reads), max_tokens)[0]
 
     def _resolve(self, *, k: int | None, max_tokens: int | None) -> tuple[int | None, int | None]:
         """This call's ``k`` and budget: the call's, else the instance's; checked.
@@ -355,17 +356,6 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         kwargs = {key: v for key, v in self.search_kwargs.items() if key not in _MAPPED_SEARCH_KWARGS}
         where = filters.applied(kwargs.pop("filter", None) if metadata_filter is None else metadata_filter)
         return kwargs if where is None else {**kwargs, "filter": where}
-
-    def _expand(
-        self,
-        ranked: list[Parent],
-        k: int | None,
-        stored: Sequence[Document | None],
-        max_tokens: int | None,
-        reads: CallReads,
-    ) -> list[Document]:
-        """The first ``k`` parents present in the docstore (all, for None), capped, then fitted."""
-        return self._fit(self._capped(ranked, k, stored, reads), max_tokens)[0]
 
     def _fit(self, capped: list[Document], max_tokens: int | None) -> tuple[list[Document], int | None]:
         """``capped`` fitted to ``max_tokens``, parents that share text then joined (each char sent once)."""
