@@ -256,7 +256,10 @@ def test_the_cli_stops_at_a_repeated_id_across_batches_and_keeps_the_first(tmp_p
         (["--k", "0"], "--k must be a positive number of units, got 0."),
         (["--before", "-1"], "--before must be 0 or more sentences, got -1."),
         (["--mode", "parent", "--before", "1", "--merge"], "--before, --merge only apply to window mode"),
-        (["--mode", "parent", "--no-merge"], "--no-merge only apply to window mode"),
+        (
+            ["--mode", "parent", "--no-merge"],
+            "--no-merge only applies to window mode; parents come whole from the document's structure. Drop it,",
+        ),
     ],
 )
 def test_query_flags_that_cannot_apply_are_errors_naming_the_flag(

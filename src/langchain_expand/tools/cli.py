@@ -75,9 +75,10 @@ def _query(args: argparse.Namespace) -> int:
         if args.merge is not None:
             window_only.append("--merge" if args.merge else "--no-merge")
         if window_only:
+            apply, them = ("apply", "them") if len(window_only) > 1 else ("applies", "it")
             msg = (
-                f"{', '.join(window_only)} only apply to window mode; parents come whole from the document's "
-                "structure. Drop them, or query without --mode parent."
+                f"{', '.join(window_only)} only {apply} to window mode; parents come whole from the document's "
+                f"structure. Drop {them}, or query without --mode parent."
             )
             raise ValueError(msg)
         _check_indexed(args)
