@@ -358,7 +358,10 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         return kwargs if where is None else {**kwargs, "filter": where}
 
     def _fit(self, capped: list[Document], max_tokens: int | None) -> tuple[list[Document], int | None]:
-        """``capped`` fitted to ``max_tokens``, parents that share text then joined (each char sent once)."""
+        """``capped`` fitted to ``max_tokens``, parents that share text then joined (each char sent once).
+
+        And what the fit used, before the join: a budget's rounds gather until it fills the budget.
+        """
         fitted, used = fit_counted(capped, max_tokens, self.token_counter, parent_units(self.token_counter))
         return as_units(fitted, self.token_counter), used
 
