@@ -133,6 +133,11 @@ def test_from_texts_builds_on_the_embedded_defaults_and_reopens_without_embeddin
         cls.from_documents(docs, persist_directory=tmp_path, vectorstore=first.vectorstore)
     with pytest.raises(ValueError, match="got 2 texts and 1 ids"):
         cls.from_texts(["a.", "b."], ids=["a"], persist_directory=tmp_path)
+    # LangChain's VectorStore.from_documents names its model `embedding`: the error names ours, before any write
+    for near in ("embedding", "embedding_function"):
+        with pytest.raises(ValueError, match=f"unknown argument `{near}`. Did you mean `embeddings`"):
+            cls.from_documents(docs, persist_directory=tmp_path / "near", **{near: counting})
+    assert not (tmp_path / "near").exists()
 
 
 def test_both_retrievers_from_documents_share_a_folder(tmp_path: Path, minilm: Embeddings) -> None:

@@ -9,6 +9,7 @@ against a brute-force top-k.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -110,8 +111,24 @@ def documents_of(
     ]
 
 
-def refuse_own_fields(owner: str, fields: dict[str, Any], built: Iterable[str]) -> None:
-    """``from_documents`` builds these fields itself: one given too is an error, not a silent choice."""
+_OWN_ARGUMENTS = ("persist_directory", "embeddings", "ids")
+"""``from_documents``' arguments that are not the retriever's fields."""
+
+
+def refuse_own_fields(owner: str, fields: dict[str, Any], built: Iterable[str], known: Iterable[str]) -> None:
+    """Refuse what ``from_documents`` would misread: a field it builds itself, or a near miss of its own arguments.
+
+    A field in ``built`` given too is an error, not a silent choice. A name not ``known`` to the
+    retriever that is close to one of ``from_documents``' own (``embedding=``, as LangChain's
+    ``VectorStore.from_documents`` names its model) is an error naming that one: the
+    retriever's constructor, which would see it next, lists only its fields.
+    """
+    known = set(known)
+    for name in fields:
+        close = [] if name in known else difflib.get_close_matches(name, _OWN_ARGUMENTS, n=1)
+        if close:
+            msg = f"{owner}.from_documents got an unknown argument `{name}`. Did you mean `{close[0]}`?"
+            raise ValueError(msg)
     given = sorted(set(fields) & set(built))
     if given:
         msg = (
@@ -133,6 +150,7 @@ class FromTexts:
     if TYPE_CHECKING:  # the retriever's own: its fields, and what the defaults give it
         _BUILT: ClassVar[tuple[str, ...]]
         """The fields :meth:`from_documents` builds itself: given too, they are an error."""
+        model_fields: ClassVar[dict[str, Any]]
 
         def __init__(self, **fields: Any) -> None:
             """The retriever's constructor."""
@@ -159,7 +177,7 @@ class FromTexts:
         The command line's layout (``persist_directory=".langchain-expand"`` opens its index), and
         all of it survives a restart. ``fields`` are the retriever's own (``max_tokens``, ...).
         """
-        refuse_own_fields(cls.__name__, fields, cls._BUILT)
+        refuse_own_fields(cls.__name__, fields, cls._BUILT, cls.model_fields)
         retriever = cls(**cls._on_defaults(Path(persist_directory), embeddings, fields), **fields)
         retriever.add_documents(documents, ids)
         return retriever
