@@ -63,7 +63,7 @@ def test_a_refused_assignment_raises_and_changes_nothing(minilm: Embeddings, tmp
     for name, value in (("k", -3), ("before", -1), ("window", "wide"), ("max_tokens", 0)):
         with pytest.raises(ValueError, match=name):
             setattr(windows, name, value)
-    assert (windows.k, windows.before, windows.window, windows.max_tokens) == (2, 2, None, None)
+    assert (windows.k, windows.before, windows.window, windows.max_tokens) == (2, None, None, None)
 
 
 def test_windows_take_an_assigned_field_at_the_next_call(minilm: Embeddings, tmp_path: Path) -> None:

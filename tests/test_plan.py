@@ -35,8 +35,8 @@ def test_a_match_only_call_keeps_the_retrievers_budget_policy() -> None:
     policy = BudgetPolicy(tokens_per_sentence=8, fixed_overfill=2.0)
     fields = SimpleNamespace(
         k=None,
-        before=2,
-        after=2,
+        before=None,
+        after=None,
         expand=True,
         merge=True,
         merge_gap=3,
@@ -46,7 +46,6 @@ def test_a_match_only_call_keeps_the_retrievers_budget_policy() -> None:
         budget_policy=policy,
         score_threshold=None,
         relative_score_threshold=0.5,
-        model_fields_set=set(),
     )
     given = {"k": None, "before": None, "after": None, "expand": False, "merge": None, "max_tokens": 600}
     plan = plan_call(fields, given, has_embeddings=True)

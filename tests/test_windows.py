@@ -101,6 +101,20 @@ def test_per_call_window_change_makes_no_embedding_call(make_retriever: Make, co
     assert sum(d.metadata["tokens"] for d in wide) > sum(d.metadata["tokens"] for d in narrow)
 
 
+def test_a_configurable_budget_answers_as_the_same_budget_given_per_call(qmsum_index: SentenceWindowRetriever) -> None:
+    # LangChain's configurable_fields builds the retriever again with every field passed: the
+    # default `before` and `after`, passed back, once read as set, and its windows came back fixed.
+    query = "what did they decide about the remote control's buttons?"
+    configurable = qmsum_index.configurable_fields(max_tokens=ConfigurableField(id="budget"))
+    configured = configurable.invoke(query, config={"configurable": {"budget": 600}})
+    per_call = qmsum_index.invoke(query, max_tokens=600)
+    assert [(d.metadata["span"], d.page_content) for d in configured] == [
+        (d.metadata["span"], d.page_content) for d in per_call
+    ]
+    fixed = qmsum_index.invoke(query, max_tokens=600, window="fixed")
+    assert [d.metadata["span"] for d in fixed] != [d.metadata["span"] for d in per_call]  # the shapes differ here
+
+
 def test_neighbours_come_in_one_batched_fetch_per_query(make_retriever: Make) -> None:
     retriever = make_retriever(k=6)
     retriever.add_documents(as_documents(load_docs("qmsum")[:2]))

@@ -12,6 +12,7 @@ __all__ = [
     "check_flag",
     "check_fraction",
     "check_non_negative",
+    "check_optional_non_negative",
     "check_optional_positive",
     "check_positive",
     "check_query",
@@ -62,6 +63,12 @@ def check_non_negative(name: str, value: object) -> None:
     if not _is_int(value) or value < 0:  # type: ignore[operator]
         msg = f"`{name}` must be an integer >= 0, got {_got(value)}."
         raise ValueError(msg)
+
+
+def check_optional_non_negative(name: str, value: object) -> None:
+    """``value`` must be an integer >= 0, or None for the default."""
+    if value is not None:
+        check_non_negative(name, value)
 
 
 def check_fraction(name: str, value: object) -> None:

@@ -154,15 +154,14 @@ def _query_arguments(query: argparse.ArgumentParser) -> None:
         default="window",
         help="ask the sentence index (window) or the section index (parent) (default: %(default)s)",
     )
-    from langchain_expand.windows.plan import DEFAULT_K
+    from langchain_expand.windows.plan import DEFAULT_K, DEFAULT_SIDE
 
     fixed = windows["k"] or parents["k"]
     k_help = f"{fixed}" if fixed else f"as many as --budget holds, else {DEFAULT_K}"
     query.add_argument("--k", type=int, help=f"units returned (default: {k_help})")
-    query.add_argument(
-        "--before", type=int, help=f"window mode: sentences before each hit (default: {windows['before']})"
-    )
-    query.add_argument("--after", type=int, help=f"window mode: sentences after each hit (default: {windows['after']})")
+    side = {name: DEFAULT_SIDE if windows[name] is None else windows[name] for name in ("before", "after")}
+    query.add_argument("--before", type=int, help=f"window mode: sentences before each hit (default: {side['before']})")
+    query.add_argument("--after", type=int, help=f"window mode: sentences after each hit (default: {side['after']})")
     query.add_argument(
         "--window",
         choices=["guided", "fixed"],

@@ -24,6 +24,7 @@ from langchain_expand.windows.regions import Position, Seed
 
 __all__ = [
     "DEFAULT_K",
+    "DEFAULT_SIDE",
     "RULES",
     "Plan",
     "Unit",
@@ -125,6 +126,8 @@ class Plan:
 
 DEFAULT_K = 4
 """Windows returned when neither ``k`` nor a budget says how many."""
+DEFAULT_SIDE = 2
+"""Sentences each side of a fixed window's hit where neither the call nor the retriever sets ``before``/``after``."""
 
 
 def hits_for(budget: int, taken: list[Hit], plan: Plan, sizes: dict[Position, int]) -> int:
@@ -220,8 +223,8 @@ def plan_call(fields: Any, given: dict[str, Any], *, has_embeddings: bool) -> Pl
     expand = values["expand"]  # False: the matched sentences alone, each a window of one
     return Plan(
         k=values["k"],
-        before=values["before"] if expand else 0,
-        after=values["after"] if expand else 0,
+        before=_side(values["before"]) if expand else 0,
+        after=_side(values["after"]) if expand else 0,
         merge=values["merge"] and expand,
         merge_gap=fields.merge_gap if expand else 0,
         max_tokens=values["max_tokens"],
@@ -230,6 +233,11 @@ def plan_call(fields: Any, given: dict[str, Any], *, has_embeddings: bool) -> Pl
         policy=fields.budget_policy,
         **floors,
     )
+
+
+def _side(sentences: int | None) -> int:
+    """A fixed window's ``before`` or ``after``: :data:`DEFAULT_SIDE` where it is None."""
+    return DEFAULT_SIDE if sentences is None else sentences
 
 
 def _shape(fields: Any, given: dict[str, Any], max_tokens: int | None, has_embeddings: bool) -> str:
@@ -251,7 +259,7 @@ def _shape(fields: Any, given: dict[str, Any], max_tokens: int | None, has_embed
             msg = "window='guided' scores sentences against the query: the vector store needs embeddings."
             raise ValueError(msg)
         return "guided"
-    shaped = shaped_here or {"before", "after"} & fields.model_fields_set
+    shaped = shaped_here or [name for name in ("before", "after") if getattr(fields, name) is not None]
     guided = window is None and max_tokens is not None and not shaped and has_embeddings
     return "guided" if guided else "fixed"
 
@@ -260,8 +268,8 @@ RULES: dict[str, Callable[[str, object], None]] = {
     "k": rules.check_optional_positive,
     "expand": rules.check_flag,
     "merge": rules.check_flag,
-    "before": rules.check_non_negative,
-    "after": rules.check_non_negative,
+    "before": rules.check_optional_non_negative,
+    "after": rules.check_optional_non_negative,
     "merge_gap": rules.check_non_negative,
     "max_radius": rules.check_non_negative,
     "max_tokens": rules.check_optional_positive,

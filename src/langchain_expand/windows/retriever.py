@@ -119,10 +119,12 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     """The most windows returned. None (the default): as many as ``max_tokens`` holds, taking
     hits in rank order until the budget is full or the relevance floor stops them; without a
     budget, 4. With a budget, ``k`` only caps."""
-    before: int = 2
-    """Sentences included before the matched one."""
-    after: int = 2
-    """Sentences included after the matched one."""
+    before: int | None = None
+    """Sentences included before the matched one in a fixed window. None (the default): 2, and
+    a call with a budget grows guided windows (``window``). A number, here or per call, makes
+    the windows fixed unless ``window="guided"`` says otherwise."""
+    after: int | None = None
+    """Sentences included after the matched one in a fixed window; None (the default): 2, as ``before``."""
     expand: bool = True
     """Return windows; False returns the matched sentences alone (match-only mode)."""
     merge: bool = True
@@ -145,7 +147,7 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     section's (a heading comes with the sentence below it, or not at all). Where the fitted
     windows leave more than 5% of the budget free, growth goes on from them into that room.
     None (the default):
-    guided when the call has a budget and neither ``before`` nor ``after`` was given (here or
+    guided when the call has a budget and neither ``before`` nor ``after`` is set (here or
     per call), fixed otherwise (guided holds more of the gold evidence in the same budget:
     ``benchmarks/README.md``)."""
     max_radius: int = MAX_RADIUS
