@@ -279,8 +279,11 @@ def test_query_help_shows_the_retrievers_own_defaults() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
         main(["query", "--help"])
+    from langchain_expand.windows.plan import DEFAULT_SIDE
+
     fields = SentenceWindowRetriever.model_fields
-    assert f"(default: {fields['before'].default})" in out.getvalue()
+    assert fields["before"].default is None  # None: DEFAULT_SIDE sentences in a fixed window
+    assert f"sentences before each hit (default: {DEFAULT_SIDE})" in out.getvalue()
     assert fields["k"].default is None
     assert "(default: as many as --budget holds," in out.getvalue()  # not "None windows" (issue #35)
     assert "None" not in out.getvalue()
