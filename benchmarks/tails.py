@@ -84,7 +84,8 @@ def main() -> None:
             [Document(d["text"], id=d["doc_id"]) for d in docs]
         )
         for mode, settings in MODES.items():
-            ours = SentenceWindowRetriever(vectorstore=store, lexical=lexical, **settings)
+            own = chroma_store(name, persist_directory=path, embeddings=embeddings)  # no mode's memory shared
+            ours = SentenceWindowRetriever(vectorstore=own, lexical=lexical, **settings)
             if ours.performance.in_memory:
                 ranked_in_memory(ours, warmup, BUDGET)
             for q in warmup:

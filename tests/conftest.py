@@ -20,6 +20,8 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from langchain_expand import LexicalIndex, SentenceWindowRetriever, chroma_store, default_embeddings
+from langchain_expand.windows.cache import SentenceCache
+from langchain_expand.windows.views import StoreViews
 
 from . import pgserver
 
@@ -212,11 +214,17 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, minilm: Embeddings) -> tup
 
 @pytest.fixture
 def reader(indexed: tuple[Any, Path]) -> Make:
-    """A new retriever over the indexed meetings: its own store adapter and cache; ``lexical=True`` opens the index."""
+    """A new retriever over the indexed meetings: its own store adapter and cache; ``lexical=True`` opens the index.
+
+    Retrievers over one store share what queries keep in memory (``windows.views.shared``); each
+    made here starts with its own, empty, as a fresh process's would.
+    """
     store, path = indexed
 
     def make(*, lexical: bool = False, **kwargs: Any) -> SentenceWindowRetriever:
-        return SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path) if lexical else None, **kwargs)
+        made = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(path) if lexical else None, **kwargs)
+        made._cache, made._views = SentenceCache(), StoreViews()
+        return made
 
     return make
 

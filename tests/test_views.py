@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import sqlite3
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -289,3 +291,51 @@ def test_past_the_snapshot_limit_a_filtered_query_is_searched_exactly_in_memory(
     assert "red button" in found[0].page_content
     assert unscored(found) == unscored(snapshot.invoke("red button", **scoped))
     assert "search_ids" in searched or "search" in searched
+
+
+def test_retrievers_over_the_same_stores_share_what_queries_hold(tmp_path: Path, minilm: Embeddings) -> None:
+    # LangChain's configurable_fields builds the retriever again for every call: each started a
+    # build of its own (the whole index read again) and answered from the store while it ran.
+    from langchain_core.runnables import ConfigurableField
+
+    from langchain_expand.windows.views import Beside
+
+    store = chroma_store("shared-views", persist_directory=tmp_path / "chroma", embeddings=minilm)
+    lexical = LexicalIndex(tmp_path / "lexical.sqlite")
+    first = SentenceWindowRetriever(vectorstore=store, lexical=lexical)
+    first.add_documents(as_documents(load_docs("qmsum")[:2]))
+    first.warm()
+    second = SentenceWindowRetriever(vectorstore=store, lexical=lexical, k=3)
+    assert second._views is first._views
+    assert second._cache is first._cache
+    assert (
+        SentenceWindowRetriever(vectorstore=store, lexical=lexical, performance=Performance(snapshot_limit=10))._views
+        is not first._views
+    )  # another limit: views of its own
+
+    submitted: list[object] = []
+    original = Beside.__call__
+
+    def counted(self: Beside, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        submitted.append(fn)
+        return original(self, fn, *args, **kwargs)
+
+    Beside.__call__ = counted  # type: ignore[method-assign]
+    try:
+        configurable = first.configurable_fields(max_tokens=ConfigurableField(id="budget"))
+        for query in [q["query"] for q in load_queries("qmsum")[:3]]:
+            configured = configurable.invoke(query, config={"configurable": {"budget": 500}})
+            assert shown(configured) == shown(first.invoke(query, max_tokens=500))
+    finally:
+        Beside.__call__ = original  # type: ignore[method-assign]
+    assert submitted == []  # the snapshot built once served every configured call: nothing was built again
+
+    # An index opened for one retriever (a request's) keeps nothing once it is gone.
+    throwaway = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
+    throwaway.warm()
+    assert throwaway._views is not first._views
+    assert throwaway._views.built is not None
+    columns = weakref.ref(throwaway._views.built.columns)
+    del throwaway
+    gc.collect()
+    assert columns() is None

@@ -4,8 +4,10 @@ These settings decide only where a query reads from (a snapshot in memory, BM25 
 columns in memory, the local copies, the store) and how many records go in one write. With an
 exact dense search every setting gives the same windows (``tests/test_performance.py``); with
 the store's approximate search, the snapshot's exact search may find a sentence the store's
-missed (``make bench-latency`` counts how often). The retriever's old fields of the same names
-still work, with a deprecation warning.
+missed (``make bench-latency`` counts how often). What is held belongs to the vector store object
+and the lexical index: every retriever over the same two in a process shares it (one build a
+``snapshot_limit``; :func:`~langchain_expand.windows.views.shared`). The retriever's old fields of
+the same names still work, with a deprecation warning.
 """
 
 from __future__ import annotations

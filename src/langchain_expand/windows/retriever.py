@@ -52,7 +52,7 @@ from langchain_expand.windows.plan import (
     plan_call,
 )
 from langchain_expand.windows.reads import Reads
-from langchain_expand.windows.views import StoreViews
+from langchain_expand.windows.views import StoreViews, shared
 
 __all__ = ["SentenceWindowRetriever", "window_bounds"]
 
@@ -203,9 +203,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     batch_size = performance_old_name("SentenceWindowRetriever", "batch_size")
 
     _vectors: StoreAdapter = PrivateAttr()
-    _cache: SentenceCache = PrivateAttr(default_factory=SentenceCache)
-    _views: StoreViews = PrivateAttr(default_factory=StoreViews)
-    _wired: tuple[VectorStore, BaseLexicalIndex | None] | None = PrivateAttr(default=None)
+    _cache: SentenceCache = PrivateAttr()
+    _views: StoreViews = PrivateAttr()
+    _wired: tuple[VectorStore, BaseLexicalIndex | None, int | None] | None = PrivateAttr(default=None)
 
     # an assigned field is checked and takes effect; help() and the schema show each field's docstring
     model_config = ConfigDict(validate_assignment=True, use_attribute_docstrings=True)
@@ -235,27 +235,26 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     def _wire(self) -> None:
         """The store's adapter, and what queries keep from the store and the lexical index.
 
-        Built at construction and again when ``vectorstore`` or ``lexical`` is assigned
-        another: the sentence cache, the snapshot, BM25 in memory and the heads read are
-        dropped with the store they came from.
+        Taken at construction, and again when ``vectorstore``, ``lexical`` or the snapshot's
+        limit is assigned another: the sentence cache, the snapshot, BM25 in memory and the heads
+        read, shared by every retriever over the same stores in this process (:func:`shared`).
         """
-        wired = self._wired
-        if wired is not None and wired[0] is self.vectorstore and wired[1] is self.lexical:
+        wired, limit = self._wired, self.performance.limit
+        if wired is not None and wired[0] is self.vectorstore and wired[1] is self.lexical and wired[2] == limit:
             return
-        self._vectors = adapt(self.vectorstore, type(self).__name__)
+        if wired is None or wired[0] is not self.vectorstore:
+            self._vectors = adapt(self.vectorstore, type(self).__name__)
         if self.lexical is not None and (wired is None or wired[1] is not self.lexical):
             self.lexical.check_units("sentences", type(self).__name__)
-        if wired is not None:
-            self._cache = SentenceCache()
-            self._views = StoreViews()
-        self._wired = (self.vectorstore, self.lexical)
+        self._cache, self._views = shared(self.vectorstore, self.lexical, limit)
+        self._wired = (self.vectorstore, self.lexical, limit)
 
     def _get_ls_params(self, **kwargs: Any) -> LangSmithRetrieverParams:
         """LangSmith's retriever parameters, with the store, the embedding and this call's ``k`` and budget."""
         return calls.traced(super()._get_ls_params(**kwargs), self.vectorstore, kwargs, self)
 
     def _derive(self) -> None:
-        """After a copy or an unpickle: the adapter and empty caches over the same stores."""
+        """After a copy or an unpickle: the adapter, and what queries over its stores keep (:meth:`_wire`)."""
         self._wire()
 
     # -- querying ---------------------------------------------------------------------
@@ -304,8 +303,9 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     def clear_cache(self) -> None:
         """Forget the sentences and heads kept between queries (``cache_size``); never needed for correctness.
 
-        What is built in memory at the store's mark (:meth:`warm`) stays: like the store's own index, it is what
-        queries search.
+        They are kept for the stores, so every retriever over them in this process forgets them.
+        What is built in memory at the store's mark (:meth:`warm`) stays: like the store's own
+        index, it is what queries search.
         """
         self._cache.clear()
         self._views.forget_heads()

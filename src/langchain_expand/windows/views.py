@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import NamedTuple, ParamSpec, TypeVar
@@ -23,10 +24,10 @@ from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_REV
 from langchain_expand.windows.bm25 import Bm25, Bm25Search, Listed
-from langchain_expand.windows.cache import HeadsAtMark
+from langchain_expand.windows.cache import HeadsAtMark, SentenceCache
 from langchain_expand.windows.columns import Columns
 
-__all__ = ["Beside", "Build", "Current", "StoreViews", "build"]
+__all__ = ["Beside", "Build", "Current", "StoreViews", "build", "shared"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ class Build(NamedTuple):
 
     mark: str
     limit: int
-    lexical: BaseLexicalIndex
+    lexical: weakref.ref[BaseLexicalIndex]
+    """The index it was built from (held weakly: the views shared over it die with it, :func:`shared`)."""
     columns: Columns | None
     """Every local copy: texts too where they number at most ``limit``."""
     bm25: Bm25 | None
@@ -117,10 +119,10 @@ def build(store: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int,
                 for d, (doc, _) in heads.items()
             )
         )
-        return Build(mark, limit, lexical, columns, taken.bm25(), every, whole)
+        return Build(mark, limit, weakref.ref(lexical), columns, taken.bm25(), every, whole)
     except Exception:
         logger.warning("Nothing could be built in memory from %r; it and the store answer", lexical, exc_info=True)
-        return Build(mark, limit, lexical, None, None, None, whole=False)
+        return Build(mark, limit, weakref.ref(lexical), None, None, None, whole=False)
 
 
 class StoreViews:
@@ -184,7 +186,7 @@ class StoreViews:
     def _last(self, lexical: BaseLexicalIndex) -> Build | None:
         """The last build of ``lexical``, at whatever mark."""
         built = self._built
-        return built if built is not None and built.lexical is lexical else None
+        return built if built is not None and built.lexical() is lexical else None
 
     def _build(self, vectors: StoreAdapter, lexical: BaseLexicalIndex, mark: str, limit: int, room: int) -> None:
         built = build(vectors, lexical, mark, limit, room)
@@ -210,3 +212,39 @@ class StoreViews:
             if self._heads is None or self._heads.mark != mark:
                 self._heads = HeadsAtMark(mark, room)
             return self._heads
+
+
+class _Held:
+    """What queries over one vector store keep in this process: a sentence cache, views by lexical index and limit."""
+
+    def __init__(self) -> None:
+        self.cache = SentenceCache()
+        self.alone: dict[int | None, StoreViews] = {}
+        """Without a lexical index: the heads read at a mark."""
+        self.indexed: weakref.WeakKeyDictionary[BaseLexicalIndex, dict[int | None, StoreViews]]
+        self.indexed = weakref.WeakKeyDictionary()
+
+
+_HELD: weakref.WeakKeyDictionary[object, _Held] = weakref.WeakKeyDictionary()
+_HELD_LOCK = threading.Lock()
+
+
+def shared(
+    vectorstore: object, lexical: BaseLexicalIndex | None, limit: int | None
+) -> tuple[SentenceCache, StoreViews]:
+    """The sentence cache and the views every retriever over ``vectorstore`` and ``lexical`` shares in this process.
+
+    What queries keep belongs to the stores, not to one retriever: LangChain's
+    ``configurable_fields`` builds the retriever again for every call, and each would otherwise
+    start a build of its own and answer from the store while it ran; two retrievers over one
+    index would hold it twice. Views are one a snapshot ``limit``, so retrievers of other limits
+    do not rebuild each other's. Both objects are held weakly: what is kept dies with either.
+    Objects that cannot be weakly referenced get their own.
+    """
+    with _HELD_LOCK:
+        try:
+            held = _HELD.setdefault(vectorstore, _Held())
+            views = held.alone if lexical is None else held.indexed.setdefault(lexical, {})
+        except TypeError:
+            return SentenceCache(), StoreViews()
+        return held.cache, views.setdefault(limit, StoreViews())
