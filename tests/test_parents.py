@@ -336,6 +336,10 @@ def test_bad_settings_and_input_are_clear_errors(make_parents: Make) -> None:
         make_parents(max_parent_token=100)
     with pytest.raises(ValueError, match=r"invoke got an unknown argument `max_token`\. Did you mean `max_tokens`"):
         retriever.invoke(QUERY, max_token=100)
+    with pytest.raises(ValueError, match=r"invoke got an unknown argument `top_k`\. Did you mean `k`\?"):
+        retriever.invoke(QUERY, top_k=3)
+    with pytest.raises(ValueError, match=r"unknown argument `window_size`\. Valid arguments: "):  # no window here
+        retriever.invoke(QUERY, window_size=3)
 
 
 # -- a drop-in for the stock ParentDocumentRetriever -----------------------------------------

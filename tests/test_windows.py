@@ -289,6 +289,8 @@ def test_window_size_follows_the_formula_on_punctuated_text(make_retriever: Make
         ({"performance": {"cache_size": -1}}, "`cache_size` must be an integer >= 0, got -1"),
         ({"max_tokens": 0}, "`max_tokens` must be a positive integer or None \\(no limit\\), got 0"),
         ({"befor": 3}, "got an unknown argument `befor`. Did you mean `before`\\?"),
+        ({"top_k": 3}, "got an unknown argument `top_k`. Did you mean `k`\\?"),  # Haystack's name
+        ({"window_size": 3}, "unknown argument `window_size`. Did you mean `before` and `after`\\?"),
         ({"search_kwargs": {"fetch_k": 20}}, "search_kwargs key `fetch_k` has no meaning here"),
         ({"k": 3, "search_kwargs": {"k": 2}}, "`k` is given twice, as `k=3` and in search_kwargs"),
     ],
@@ -307,6 +309,8 @@ def test_bad_per_call_parameters_are_clear_errors(qmsum_index: SentenceWindowRet
         qmsum_index.invoke("anything", max_tokens=-5)
     with pytest.raises(ValueError, match=r"invoke got an unknown argument `befor`\. Did you mean `before`\?"):
         qmsum_index.invoke("anything", befor=3)
+    with pytest.raises(ValueError, match=r"unknown argument `similarity_top_k`\. Did you mean `k`\?"):  # LlamaIndex's
+        qmsum_index.invoke("anything", similarity_top_k=3)
     with pytest.raises(ValueError, match="invoke got an unknown argument `search_kwargs`"):
         qmsum_index.invoke("anything", search_kwargs={"k": 2})
 

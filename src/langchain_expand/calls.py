@@ -43,13 +43,23 @@ __all__ = [
 ]
 
 
+_PEERS_NAMES = {"top_k": ("k",), "similarity_top_k": ("k",), "window_size": ("before", "after")}
+"""What LlamaIndex and Haystack call an argument of ours (``similarity_top_k``, ``window_size``):
+spelled otherwise, so no close match finds it."""
+
+
 def reject_unknown(owner: str, given: dict[str, Any], known: Iterable[str]) -> None:
-    """A typo (``befor=3``) is an error naming the closest valid argument, not a silent default."""
+    """A typo (``befor=3``), or a peer's name for ours (``top_k``), is an error naming the valid argument.
+
+    Not a silent default: where nothing is close, the valid arguments are listed.
+    """
     valid = sorted(known)
     for name in given:
         if name not in valid:
-            close = difflib.get_close_matches(name, valid, n=1)
-            hint = f" Did you mean `{close[0]}`?" if close else f" Valid arguments: {', '.join(valid)}."
+            meant = _PEERS_NAMES.get(name, ())
+            close = list(meant) if meant and set(meant) <= set(valid) else difflib.get_close_matches(name, valid, n=1)
+            named = " and ".join(f"`{n}`" for n in close)
+            hint = f" Did you mean {named}?" if close else f" Valid arguments: {', '.join(valid)}."
             msg = f"{owner} got an unknown argument `{name}`.{hint}"
             raise ValueError(msg)
 
