@@ -54,6 +54,21 @@ def test_a_file_named_twice_is_read_once_and_a_copy_is_skipped_with_a_note(tmp_p
     ]
 
 
+def test_a_broken_link_in_a_folder_is_skipped_with_a_note(tmp_path: Path) -> None:
+    # it was passed over without one: a file the user meant to index went missing unsaid
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A\nText.")
+    (tmp_path / "docs" / "gone.md").symlink_to(tmp_path / "moved.md")
+    (tmp_path / "docs" / "loop.md").symlink_to(tmp_path / "docs" / "loop.md")
+    notes: list[str] = []
+    ids = [d.id for d in read_corpus([tmp_path / "docs"], skipped=notes, root=tmp_path)]
+    assert ids == [os.path.join("docs", "a.md")]
+    assert notes == [
+        f"{tmp_path / 'docs' / 'gone.md'}: a link to {tmp_path / 'moved.md'}, which leads to no file",
+        f"{tmp_path / 'docs' / 'loop.md'}: a link to {tmp_path / 'docs' / 'loop.md'}, which leads to no file",
+    ]
+
+
 def test_a_blank_file_or_row_stops_reading_naming_it_or_is_skipped_with_skip_bad(tmp_path: Path) -> None:
     # An empty file in a folder stopped `index` with the retriever's error, and --skip-bad,
     # which skips what cannot be indexed, did not skip it.

@@ -92,7 +92,10 @@ def _documents(
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            entries = sorted(p for p in path.rglob("*") if not p.name.startswith("."))
+            for broken in (p for p in entries if p.is_symlink() and not p.exists()):  # a loop too
+                _skip(skipped, f"{broken}: a link to {broken.readlink()}, which leads to no file")
+            found = [p for p in entries if p.is_file()]
             for other in (p for p in found if p.suffix not in SUFFIXES):
                 _skip(skipped, f"{other}: only {', '.join(SUFFIXES)} files are read")
             files = [p for p in found if p.suffix in SUFFIXES]
