@@ -85,6 +85,21 @@ def test_parents_come_from_the_corpus_sections(manual_report: CorpusReport) -> N
     assert "Parents" in manual_report.recommendation
 
 
+def test_the_advice_says_how_many_prompts_a_p99_that_fits_leaves_over_the_budget(manual_report: CorpusReport) -> None:
+    # it said "no query needs truncation" of a window whose p99 fit while 0.5% of prompts did not
+    from dataclasses import replace
+
+    from langchain_expand.tools.report.verdict import recommend
+
+    widest = max(manual_report.windows, key=lambda w: w.sentences)
+    limit = int(widest.prompt.p99) + 1
+    for share, said in ((0.005, "0.5% of queries exceed it"), (0.0, "no query needs truncation")):
+        rows = [replace(w, over_budget=share) if w is widest else w for w in manual_report.windows]
+        advice = recommend(manual_report.sentences, rows, [], limit)
+        assert said in advice
+        assert ("no query" in advice) == (share == 0)
+
+
 def test_json_output_validates_against_its_schema(manual_report: CorpusReport) -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
     jsonschema.validate(json.loads(manual_report.to_json()), schema)

@@ -121,10 +121,16 @@ def recommend(sentences: SentenceTable, rows: list[WindowRow], designs: list[Des
     safe = [w for w in rows if w.prompt.p99 <= limit]
     if safe:
         widest = max(safe, key=lambda w: w.sentences)
+        tail = (  # under the p99, up to 1% of queries may still be over: say how many, and by how much
+            "no query needs truncation"
+            if widest.over_budget == 0
+            else f"{widest.over_budget:.1%} of queries exceed it (the largest prompt {widest.prompt.max:,.0f} "
+            "tokens), which max_tokens trims"
+        )
         parts.append(
             f"Windows up to {widest.before}:{widest.after} ({widest.sentences} sentences, median unit "
             f"{widest.unit.median:,.0f} tokens) keep the p99 prompt at {widest.prompt.p99:,.0f} tokens, "
-            f"{limit - widest.prompt.p99:,.0f} under the budget: no query needs truncation."
+            f"{limit - widest.prompt.p99:,.0f} under the budget: {tail}."
         )
     else:
         parts.append("No window configuration keeps the p99 prompt inside the budget: lower k or the radius.")
