@@ -361,7 +361,17 @@ def test_whole_prompt_mode_fits_the_rendered_prompt_in_a_chain(qmsum_index: Sent
         | FitToBudget(max_tokens=budget, prompt=prompt, formatter=format_docs)
         | RunnablePassthrough.assign(rendered=prompt)
     )
-    out = chain.invoke({"question": "what colour will the remote control be?", "history": history})
+    runs: list[str] = []
+
+    class Runs(BaseCallbackHandler):
+        def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+            runs.append(kwargs.get("name") or "")
+
+    out = chain.invoke(
+        {"question": "what colour will the remote control be?", "history": history}, {"callbacks": [Runs()]}
+    )
+    # each context tried is counted in the rendered prompt, not run: one prompt run in the trace, the chain's own
+    assert runs.count("ChatPromptTemplate") == 1
     assert out["context_docs"], "some context must fit"
     assert count_prompt_tokens(out["rendered"], COUNTER) <= budget
     answer = (prompt | model).invoke({k: out[k] for k in ("context", "question", "history")})
@@ -374,6 +384,14 @@ def test_whole_prompt_mode_fits_the_rendered_prompt_in_a_chain(qmsum_index: Sent
         {"context": "\n\n".join(d.page_content for d in loose), "question": "q", "history": history}
     )
     assert count_prompt_tokens(overflow, COUNTER) > budget
+
+
+def test_a_prompt_variable_the_input_lacks_is_a_clear_error() -> None:
+    prompt = ChatPromptTemplate.from_messages([("system", "Context: {context}"), ("human", "{question}")])
+    with pytest.raises(
+        KeyError, match=r"prompt needs \['question'\], which its input dict lacks \(it holds \['context'\]\)"
+    ):
+        FitToBudget(max_tokens=100, prompt=prompt).invoke({"context": [window(10, 1, 1)]})
 
 
 def test_a_prompt_already_over_budget_is_a_clear_error() -> None:

@@ -317,10 +317,14 @@ class FitToBudget(calls.Serialisable, RunnableSerializable[Any, Any]):
         if not isinstance(input, Mapping) or key not in input:
             msg = f"In whole-prompt mode the input must be a dict holding the units under {key!r}."
             raise ValueError(msg)
+        missing = sorted(set(prompt.input_variables) - set(input))
+        if missing:
+            msg = f"FitToBudget's prompt needs {missing}, which its input dict lacks (it holds {sorted(input)})."
+            raise KeyError(msg)
         formatted = render(self.separator, self.formatter)
 
-        def measure(context: str) -> int:
-            return count_prompt_tokens(prompt.invoke({**input, key: context}), counter)
+        def measure(context: str) -> int:  # formatted, not invoked: a trial is no run in the trace
+            return count_prompt_tokens(prompt.format_prompt(**{**input, key: context}), counter)
 
         kept, report = fit_to_budget(
             checked_units(input[key], f"FitToBudget, under {key!r} of its input,"),
