@@ -14,7 +14,8 @@ from langchain_expand.units import END, HIT, HITS, SCORE, SPAN, START, STORED_IN
 from langchain_expand.windows.assembly import Runs, assemble, by_sections, joined_text, run_tokens
 from langchain_expand.windows.cache import SentenceCache
 from langchain_expand.windows.hits import Hit
-from langchain_expand.windows.layout import SentenceRecords, prepare
+from langchain_expand.windows.indexing import prepare
+from langchain_expand.windows.layout import SentenceRecords
 from langchain_expand.windows.plan import Unit
 from langchain_expand.windows.reads import Reads
 

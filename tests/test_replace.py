@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -27,6 +28,7 @@ from langchain_expand import (
 )
 from langchain_expand.units import STORED_DOC
 
+from .conftest import CountingEmbeddings
 from .stores import KINDS, make_store
 
 TEXT = (
@@ -71,6 +73,70 @@ def test_every_unit_carries_the_latest_metadata_exactly(
         units = served(retriever)
         assert units, version
         assert all(unit == version for unit in units), (version, units)
+
+
+@pytest.mark.parametrize("design", ["windows", "hybrid windows"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_new_metadata_alone_embeds_only_the_heads_where_the_store_takes_vectors(
+    kind: str, design: str, tmp_path: Path, minilm: Embeddings
+) -> None:
+    counting = CountingEmbeddings(minilm)
+    retriever = make(kind, design, tmp_path / "kept", counting)
+    other = Document("Shipping takes five days. Express shipping takes two.", id="other")
+    retriever.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[0]), other])
+    before = counting.documents_embedded
+    retriever.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[3])])
+    assert counting.documents_embedded - before == 1  # the head: it is written last, with the new revision
+    fresh = make(kind, design, tmp_path / "fresh", minilm)
+    fresh.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[3]), other])
+    for call in ({}, {"max_tokens": 60}, {"k": 1, "before": 0, "after": 0}):
+        kept, anew = retriever.invoke(QUERY, **call), fresh.invoke(QUERY, **call)
+        assert [(d.page_content, d.metadata["span"], served_keys(d)) for d in kept] == [
+            (d.page_content, d.metadata["span"], served_keys(d)) for d in anew
+        ]
+        assert [d.metadata["score"] for d in kept] == pytest.approx([d.metadata["score"] for d in anew], abs=1e-5)
+
+
+def served_keys(doc: Document) -> dict[str, Any]:
+    return {k: v for k, v in doc.metadata.items() if k in USER_KEYS}
+
+
+@pytest.mark.parametrize("lexical", [False, True])
+def test_a_record_an_interrupted_write_left_is_embedded_again_not_kept(
+    lexical: bool, tmp_path: Path, minilm: Embeddings
+) -> None:
+    counting = CountingEmbeddings(minilm)
+    retriever = make("chroma-cosine", "hybrid windows" if lexical else "windows", tmp_path / "kept", counting)
+    retriever.add_documents([Document(TEXT, id="memo", metadata={"v": 1})])
+    # a run writing another text died after rewriting sentence 2 (and its local copy), before its head
+    collection = retriever.vectorstore._collection
+    meta = collection.get(ids=["memo::2"], include=["metadatas"])["metadatas"][0]
+    stray = "Nothing here is about a warranty."
+    collection.upsert(
+        ids=["memo::2"],
+        documents=[stray],
+        embeddings=[minilm.embed_documents([stray])[0]],
+        metadatas=[{**meta, "lcx_rev": "interrupted"}],
+    )
+    if lexical:
+        retriever.lexical.replace([("memo", "interrupted", iter(()))])  # its copies gone with the old revision
+    before = counting.documents_embedded
+    retriever.add_documents([Document(TEXT, id="memo", metadata={"v": 2})])
+    # the head, and the sentence whose stored record is of another text: the others kept from their
+    # records at the head's revision (the local copies, gone with it, would have served first)
+    assert counting.documents_embedded - before == 2
+    sentences = len(retriever.splitter(TEXT))
+    fresh = make("chroma-cosine", "windows", tmp_path / "fresh", minilm)
+    fresh.add_documents([Document(TEXT, id="memo", metadata={"v": 2})])
+    ids = [f"memo::{i}" for i in range(sentences)]
+    kept = collection.get(ids=ids, include=["embeddings", "documents"])
+    anew = fresh.vectorstore._collection.get(ids=ids, include=["embeddings", "documents"])
+    assert dict(zip(kept["ids"], kept["documents"], strict=True)) == dict(
+        zip(anew["ids"], anew["documents"], strict=True)
+    )
+    vectors = dict(zip(anew["ids"], anew["embeddings"], strict=True))
+    for i, vector in zip(kept["ids"], kept["embeddings"], strict=True):
+        assert float(np.dot(vector, vectors[i])) == pytest.approx(1.0, abs=1e-5), i  # its own text's vector
 
 
 @pytest.mark.parametrize("design", ["windows", "parents"])

@@ -2,14 +2,16 @@
 
 :class:`SentenceIndexing` is the retriever's writing half, apart from its query path: each
 document is validated and built into records before anything is written
-(:func:`~langchain_expand.windows.layout.prepare`), then committed under the store's protocol
+(:func:`prepare`), then committed under the store's protocol
 (:mod:`langchain_expand.store.commit`): the body, the lexical index's rows and local copies, the
 head last, inside a writer's mark so readers' snapshots follow.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from array import array
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -20,11 +22,29 @@ from langchain_expand.store import commit
 from langchain_expand.store.commit import Indexed, Prepared
 from langchain_expand.store.indexing import DocumentIndexed
 from langchain_expand.store.lexical import copy_of
-from langchain_expand.store.records import checked_text, decode_metadata, document_ids, unit_id
-from langchain_expand.text.tokens import counter_key
-from langchain_expand.units import STORED_COUNT, STORED_DOC, STORED_INDEX, STORED_START
+from langchain_expand.store.records import (
+    UnitIds,
+    checked_text,
+    decode_metadata,
+    document_ids,
+    encode_metadata,
+    metadata_fingerprint,
+    revision,
+    unit_id,
+)
+from langchain_expand.text.prefixes import checked_prefixes
+from langchain_expand.text.sentences import SentenceSplitter
+from langchain_expand.text.tokens import count_spans, counter_key
+from langchain_expand.units import (
+    SERVED_BY_WINDOWS,
+    STORED_COUNT,
+    STORED_DOC,
+    STORED_INDEX,
+    STORED_START,
+    check_served_keys,
+)
 from langchain_expand.windows.assembly import joined_text
-from langchain_expand.windows.layout import SentenceLayout, prepare
+from langchain_expand.windows.layout import SentenceLayout, SentenceRecords
 
 if TYPE_CHECKING:
     from langchain_core.vectorstores import VectorStore
@@ -35,7 +55,7 @@ if TYPE_CHECKING:
     from langchain_expand.text.sentences import Span
     from langchain_expand.windows.performance import Performance
 
-__all__ = ["SentenceIndexing"]
+__all__ = ["SentenceIndexing", "prepare"]
 
 
 class SentenceIndexing(DocumentIndexed):
@@ -163,3 +183,95 @@ class SentenceIndexing(DocumentIndexed):
             for d in ids
             if d in heads
         ]
+
+
+def prepare(
+    doc: Document,
+    doc_id: str,
+    *,
+    splitter: Callable[[str], list[Span]],
+    token_counter: Callable[[str], int],
+    sentence_prefix: EmbeddingPrefix | None,
+    max_sentence_tokens: int | None,
+    keep_counts: bool,
+    check_metadata: Callable[[dict[str, Any], str], None],
+) -> Prepared:
+    """Validate one document and build its sentence records, before anything is written.
+
+    Its text the caller has checked (:func:`~langchain_expand.store.records.checked_text`). With
+    ``keep_counts`` (a lexical index that keeps local copies, and a counter it can name), each
+    sentence's token count and each one's joined with the next are counted here, so a window's
+    count is their sum at query time. ``check_metadata`` refuses what the store would refuse,
+    before anything of the batch is written.
+    """
+    text = doc.page_content
+    check_served_keys(doc.metadata, doc_id, SERVED_BY_WINDOWS, "SentenceWindowRetriever")
+    split, known = _split(splitter, token_counter, text)
+    spans = _checked_spans(split, len(text), doc_id)
+    counts = None
+    if keep_counts:
+        pairs = [(start, end) for (start, _), (_, end) in itertools.pairwise(spans)]
+        counts = (_counted(token_counter, text, spans, known), array("q", count_spans(token_counter, text, pairs)))
+    if max_sentence_tokens is not None:
+        own = counts[0] if counts is not None else _counted(token_counter, text, spans, known)
+        _check_sentence_sizes(own, spans, doc_id, max_sentence_tokens)
+    prefixes = None
+    if sentence_prefix is not None:
+        prefixes = checked_prefixes(sentence_prefix, text, spans, doc_id, setting="sentence_prefix", unit="sentence")
+    base = encode_metadata(doc.metadata, doc_id)
+    check_metadata(base, doc_id)
+
+    def revised(fingerprint: str) -> str:
+        return revision(text, splitter, fingerprint, sentence_prefix)
+
+    rev = revised(metadata_fingerprint(base))
+    body = SentenceRecords(doc_id, text, spans, base, rev, counts, prefixes, revised)
+    return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
+
+
+def _split(
+    splitter: Callable[[str], list[Span]], token_counter: Callable[[str], int], text: str
+) -> tuple[list[Span], list[int | None] | None]:
+    """The splitter's spans, and the counts its cap took of them where it counts as ``token_counter`` does."""
+    if isinstance(splitter, SentenceSplitter) and splitter.token_counter is token_counter:
+        return splitter.counted(text)
+    return splitter(text), None
+
+
+def _counted(
+    token_counter: Callable[[str], int], text: str, spans: list[Span], known: list[int | None] | None
+) -> array[int]:
+    """Each span's token count: those ``known`` as they are, the rest counted."""
+    if known is None:
+        return array("q", count_spans(token_counter, text, spans))
+    missing = iter(count_spans(token_counter, text, [span for span, n in zip(spans, known, strict=True) if n is None]))
+    return array("q", (next(missing) if n is None else n for n in known))
+
+
+def _check_sentence_sizes(counts: Iterable[int], spans: list[Span], doc_id: str, limit: int) -> None:
+    for i, count in enumerate(counts):
+        if count > limit:
+            msg = (
+                f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
+                f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
+                "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_unit_tokens=256)."
+            )
+            raise ValueError(msg)
+
+
+def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
+    """Reject what a custom splitter got wrong, naming the document."""
+    end = 0
+    for i, (s, e) in enumerate(spans):
+        if not (end <= s < e <= length):
+            msg = (
+                f"Document {doc_id!r}: the splitter returned span {i} = ({s}, {e}), which is "
+                "empty, out of order, overlapping or outside the text. A splitter must return "
+                "ordered, non-overlapping (start, end) offsets into the text."
+            )
+            raise ValueError(msg)
+        end = e
+    if not spans:
+        msg = f"Document {doc_id!r}: the splitter found no sentences. Check the splitter or the text."
+        raise ValueError(msg)
+    return spans

@@ -10,10 +10,9 @@ written before the heads too.
 from __future__ import annotations
 
 import functools
-import itertools
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.documents import Document
@@ -22,24 +21,23 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
 from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence
-from langchain_expand.store.records import UnitIds, encode_metadata, metadata_fingerprint, revision, unit_id
-from langchain_expand.text.prefixes import EmbeddingPrefix, checked_prefixes
-from langchain_expand.text.sentences import SentenceSplitter, Span
-from langchain_expand.text.tokens import count_spans
+from langchain_expand.store.records import UnitIds, metadata_fingerprint, unit_id
+from langchain_expand.text.sentences import Span
 from langchain_expand.units import (
-    SERVED_BY_WINDOWS,
     STORED_COUNT,
     STORED_DOC,
+    STORED_END,
     STORED_GAP,
     STORED_INDEX,
     STORED_REV,
     STORED_START,
-    check_served_keys,
 )
 
 __all__ = ["SentenceLayout", "SentenceRecords"]
 
 _PROBE = 64  # ids probed per step when looking for units left by an interrupted run
+_RECORD_KEYS = frozenset((STORED_DOC, STORED_INDEX, STORED_COUNT, STORED_START, STORED_END, STORED_GAP, STORED_REV))
+"""What :meth:`SentenceRecords.record` adds to a document's metadata."""
 _DELETE_BATCH = 5_000  # ids per delete call
 
 
@@ -55,11 +53,13 @@ class SentenceRecords:
         rev: str,
         counts: tuple[array[int], array[int]] | None,
         prefixes: list[str] | None = None,
+        revised: Callable[[str], str] | None = None,
     ) -> None:
         """``counts``: each sentence's token count, and each one's joined with the next (for the local copies).
 
         ``prefixes``: what is embedded before each sentence (its prefix; see
-        :mod:`langchain_expand.text.prefixes`), None for nothing.
+        :mod:`langchain_expand.text.prefixes`), None for nothing. ``revised``: this text's
+        revision with another metadata fingerprint (:meth:`embedded_as`).
         """
         self.doc_id = doc_id
         self.text = text
@@ -69,6 +69,7 @@ class SentenceRecords:
         self.rev = rev
         self.counts = counts
         self.prefixes = prefixes
+        self.revised = revised
 
     @property
     def n(self) -> int:
@@ -95,6 +96,18 @@ class SentenceRecords:
         }
         return Document(page_content=self.text[start:end], metadata=meta)
 
+    def embedded_as(self, head: Document) -> bool:
+        """Whether the stored ``head`` commits this text, split and prefixed as here: only its metadata differs.
+
+        Its revision, recomputed with the metadata it stores, is its own exactly then, so every
+        sentence's stored vector is of the text this version embeds (:meth:`SentenceLayout.write_body`).
+        """
+        meta = head.metadata
+        stored = {k: v for k, v in meta.items() if k not in _RECORD_KEYS}
+        if meta.get(STORED_COUNT) != self.n or self.revised is None:
+            return False
+        return self.revised(metadata_fingerprint(stored)) == meta.get(STORED_REV)
+
     def embedded(self, i: int) -> str:
         """What is embedded for sentence ``i``: its prefix, then its text."""
         start, end = self.starts[i], self.ends[i]
@@ -119,10 +132,13 @@ class SentenceLayout:
     batch_size: int
     lexical: BaseLexicalIndex | None
     counter: str | None
+    _read: dict[str, Document] = field(default_factory=dict, init=False, repr=False)
+    """The heads :meth:`heads` read, by document: what :meth:`write_body` keeps vectors by."""
 
     def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
         """Each committed document's head: its revision and sentence count (documents without one left out)."""
         found = self.store.get_by_ids([unit_id(d, 0) for d in doc_ids])
+        self._read.update((str(h.metadata[STORED_DOC]), h) for h in found if STORED_DOC in h.metadata)
         return {
             h.metadata[STORED_DOC]: (h.metadata.get(STORED_REV), int(h.metadata[STORED_COUNT]))
             for h in found
@@ -173,13 +189,43 @@ class SentenceLayout:
         The copies (before the heads: the lexical index never holds a version not yet written)
         take the vectors the store was just given, where it keeps them as given (Chroma), else
         read them back; ``_HELD`` sentences at a time. A batch of a long document that an
-        interrupted run already stored at this revision is not embedded again.
+        interrupted run already stored at this revision is not embedded again, nor is a
+        sentence of a document whose metadata alone changed (:meth:`_kept`).
         """
         for part in _parts(todo, _HELD):
             bodies = ((p.doc_id, i, p.payload) for p in part for i in range(1, p.payload.n))
-            written = self._write(bodies, keep_vectors=self.lexical is not None, resume=True)
+            written = self._write(bodies, keep_vectors=self.lexical is not None, resume=True, kept=self._kept(part))
             if self.lexical is not None:
                 self.lexical.replace(self.local_rows(part, written))
+
+    def _kept(self, part: list[Prepared]) -> dict[str, Vector]:
+        """The vectors of sentences whose embedded text is unchanged (new metadata alone), by id.
+
+        Of a document of at most ``_HELD`` sentences whose stored head commits its text split and
+        prefixed as now (:meth:`SentenceRecords.embedded_as`): each sentence's vector at that
+        head's revision, from the lexical index's copy (the vector first written), else from a
+        record the store holds at that revision. A record of another revision (an interrupted
+        write's) is embedded, as is a longer document (its vectors are not held).
+        """
+        revs = {
+            p.doc_id: str(head.metadata[STORED_REV])
+            for p in part
+            if p.payload.n <= _HELD and (head := self._read.get(p.doc_id)) is not None and p.payload.embedded_as(head)
+        }
+        kept: dict[str, Vector] = {}
+        if not revs:
+            return kept
+        wanted = {(d, rev): list(range(1, int(self._read[d].metadata[STORED_COUNT]))) for d, rev in revs.items()}
+        copies = self.lexical.sentences_of(wanted) if self.lexical is not None else {}
+        for (doc_id, _), found in copies.items():
+            kept.update((unit_id(doc_id, c.i), c.vector) for c in found if c.vector is not None)
+        rest = [unit_id(d, i) for (d, _), indices in wanted.items() for i in indices if unit_id(d, i) not in kept]
+        for chunk in commit.batched(rest, self.batch_size):
+            for record, vector in self.store.with_vectors(chunk):
+                meta = record.metadata
+                if record.id is not None and meta.get(STORED_REV) == revs.get(str(meta.get(STORED_DOC))):
+                    kept[record.id] = vector
+        return kept
 
     def local_rows(
         self, todo: list[Prepared], written: dict[str, Vector] | None = None
@@ -222,29 +268,41 @@ class SentenceLayout:
         self._write(((p.doc_id, 0, p.payload) for p in todo), keep_vectors=False)
 
     def _write(
-        self, units: Iterable[tuple[str, int, SentenceRecords]], *, keep_vectors: bool, resume: bool = False
+        self,
+        units: Iterable[tuple[str, int, SentenceRecords]],
+        *,
+        keep_vectors: bool,
+        resume: bool = False,
+        kept: dict[str, Vector] | None = None,
     ) -> dict[str, Vector]:
         """Write ``units`` a batch at a time; with ``keep_vectors``, the vectors the store keeps as given, by id.
 
         Vectors are kept only of documents of at most ``_HELD`` sentences. With ``resume``, a
         batch's sentences of a document longer than a batch that are stored at its revision
-        already (an interrupted run's) are left as they are.
+        already (an interrupted run's) are left as they are. A unit in ``kept`` is written with
+        that vector, not embedded again, where the store can take one.
         """
         written: dict[str, Vector] = {}
+        kept = kept or {}
         for batch in commit.batched(units, self.batch_size):
             chunk = self._unwritten(batch) if resume else batch
-            if not chunk:
-                continue
-            ids = [unit_id(d, i) for d, i, _ in chunk]
-            got = self.store.add_documents(
-                [body.record(i) for _, i, body in chunk],
-                ids=ids,
-                embedded=[body.embedded(i) for _, i, body in chunk],
-                keep_vectors=keep_vectors,
-            )
-            written.update(
-                (i, got[i]) for i, (_, _, body) in zip(ids, chunk, strict=True) if i in got and body.n <= _HELD
-            )
+            for part in (
+                [u for u in chunk if unit_id(u[0], u[1]) in kept],
+                [u for u in chunk if unit_id(u[0], u[1]) not in kept],
+            ):
+                if not part:
+                    continue
+                ids = [unit_id(d, i) for d, i, _ in part]
+                got = self.store.add_documents(
+                    [body.record(i) for _, i, body in part],
+                    ids=ids,
+                    embedded=[body.embedded(i) for _, i, body in part],
+                    vectors=[kept[i] for i in ids] if ids[0] in kept else None,
+                    keep_vectors=keep_vectors,
+                )
+                written.update(
+                    (i, got[i]) for i, (_, _, body) in zip(ids, part, strict=True) if i in got and body.n <= _HELD
+                )
         return written
 
     def _unwritten(self, chunk: list[tuple[str, int, SentenceRecords]]) -> list[tuple[str, int, SentenceRecords]]:
@@ -283,91 +341,3 @@ def _parts(todo: list[Prepared], size: int) -> Iterator[list[Prepared]]:
             part, held = [], 0
     if part:
         yield part
-
-
-def prepare(
-    doc: Document,
-    doc_id: str,
-    *,
-    splitter: Callable[[str], list[Span]],
-    token_counter: Callable[[str], int],
-    sentence_prefix: EmbeddingPrefix | None,
-    max_sentence_tokens: int | None,
-    keep_counts: bool,
-    check_metadata: Callable[[dict[str, Any], str], None],
-) -> Prepared:
-    """Validate one document and build its sentence records, before anything is written.
-
-    Its text the caller has checked (:func:`~langchain_expand.store.records.checked_text`). With
-    ``keep_counts`` (a lexical index that keeps local copies, and a counter it can name), each
-    sentence's token count and each one's joined with the next are counted here, so a window's
-    count is their sum at query time. ``check_metadata`` refuses what the store would refuse,
-    before anything of the batch is written.
-    """
-    text = doc.page_content
-    check_served_keys(doc.metadata, doc_id, SERVED_BY_WINDOWS, "SentenceWindowRetriever")
-    split, known = _split(splitter, token_counter, text)
-    spans = _checked_spans(split, len(text), doc_id)
-    counts = None
-    if keep_counts:
-        pairs = [(start, end) for (start, _), (_, end) in itertools.pairwise(spans)]
-        counts = (_counted(token_counter, text, spans, known), array("q", count_spans(token_counter, text, pairs)))
-    if max_sentence_tokens is not None:
-        own = counts[0] if counts is not None else _counted(token_counter, text, spans, known)
-        _check_sentence_sizes(own, spans, doc_id, max_sentence_tokens)
-    prefixes = None
-    if sentence_prefix is not None:
-        prefixes = checked_prefixes(sentence_prefix, text, spans, doc_id, setting="sentence_prefix", unit="sentence")
-    base = encode_metadata(doc.metadata, doc_id)
-    check_metadata(base, doc_id)
-    rev = revision(text, splitter, metadata_fingerprint(base), sentence_prefix)
-    body = SentenceRecords(doc_id, text, spans, base, rev, counts, prefixes)
-    return Prepared(doc_id, (rev, body.n), vector_ids=UnitIds(doc_id, body.n), payload=body)
-
-
-def _split(
-    splitter: Callable[[str], list[Span]], token_counter: Callable[[str], int], text: str
-) -> tuple[list[Span], list[int | None] | None]:
-    """The splitter's spans, and the counts its cap took of them where it counts as ``token_counter`` does."""
-    if isinstance(splitter, SentenceSplitter) and splitter.token_counter is token_counter:
-        return splitter.counted(text)
-    return splitter(text), None
-
-
-def _counted(
-    token_counter: Callable[[str], int], text: str, spans: list[Span], known: list[int | None] | None
-) -> array[int]:
-    """Each span's token count: those ``known`` as they are, the rest counted."""
-    if known is None:
-        return array("q", count_spans(token_counter, text, spans))
-    missing = iter(count_spans(token_counter, text, [span for span, n in zip(spans, known, strict=True) if n is None]))
-    return array("q", (next(missing) if n is None else n for n in known))
-
-
-def _check_sentence_sizes(counts: Iterable[int], spans: list[Span], doc_id: str, limit: int) -> None:
-    for i, count in enumerate(counts):
-        if count > limit:
-            msg = (
-                f"Document {doc_id!r}: sentence {i} (chars {spans[i][0]}-{spans[i][1]}) is "
-                f"{count} tokens, over `max_sentence_tokens`={limit}, so its windows would "
-                "not be bounded. Use a splitter with a cap, e.g. SentenceSplitter(max_unit_tokens=256)."
-            )
-            raise ValueError(msg)
-
-
-def _checked_spans(spans: list[Span], length: int, doc_id: str) -> list[Span]:
-    """Reject what a custom splitter got wrong, naming the document."""
-    end = 0
-    for i, (s, e) in enumerate(spans):
-        if not (end <= s < e <= length):
-            msg = (
-                f"Document {doc_id!r}: the splitter returned span {i} = ({s}, {e}), which is "
-                "empty, out of order, overlapping or outside the text. A splitter must return "
-                "ordered, non-overlapping (start, end) offsets into the text."
-            )
-            raise ValueError(msg)
-        end = e
-    if not spans:
-        msg = f"Document {doc_id!r}: the splitter found no sentences. Check the splitter or the text."
-        raise ValueError(msg)
-    return spans

@@ -119,6 +119,7 @@ class StoreAdapter:
         *,
         ids: Sequence[str],
         embedded: Sequence[str] | None = None,
+        vectors: Sequence[Vector] | None = None,
         keep_vectors: bool = False,
         **kwargs: Any,
     ) -> dict[str, Vector]:
@@ -129,12 +130,22 @@ class StoreAdapter:
         record's own text with that text's vector; any other store embeds ``page_content``
         (and embeds it again when a query asks for vectors, so the two agree).
 
+        ``vectors``: each record's vector, embedded before from the same text (a record whose
+        metadata alone is new): written as it is where this adapter can write vectors, and
+        nothing is embedded; any other store embeds, as without them.
+
         With ``keep_vectors``, returns the vectors written, by id, where this adapter embedded
         them and its store keeps them as given (to float32 rounding); otherwise, and for any
         other store, an empty dict.
         """
         docs = list(documents)
-        vectors: Sequence[Vector] | None = None
+        if vectors is not None and self._takes_vectors():
+            if len(vectors) != len(docs):
+                msg = f"`vectors` has {len(vectors)} vectors for {len(docs)} documents; give one per document."
+                raise ValueError(msg)
+            self._write_vectors(list(ids), docs, vectors)
+            return self._as_stored(list(ids), vectors) if keep_vectors else {}
+        vectors = None
         if embedded is not None:
             if len(embedded) != len(docs):
                 msg = f"`embedded` has {len(embedded)} texts for {len(docs)} documents; give one per document."
