@@ -207,15 +207,15 @@ class SentenceLayout:
         record the store holds at that revision. A record of another revision (an interrupted
         write's) is embedded, as is a longer document (its vectors are not held).
         """
-        revs = {
-            p.doc_id: str(head.metadata[STORED_REV])
+        wanted = {
+            (p.doc_id, str(head.metadata[STORED_REV])): list(range(1, p.payload.n))  # embedded_as: the same count
             for p in part
             if p.payload.n <= _HELD and (head := self._read.get(p.doc_id)) is not None and p.payload.embedded_as(head)
         }
         kept: dict[str, Vector] = {}
-        if not revs:
+        if not wanted:
             return kept
-        wanted = {(d, rev): list(range(1, int(self._read[d].metadata[STORED_COUNT]))) for d, rev in revs.items()}
+        revs = dict(wanted.keys())  # each document: its head's revision
         copies = self.lexical.sentences_of(wanted) if self.lexical is not None else {}
         for (doc_id, _), found in copies.items():
             kept.update((unit_id(doc_id, c.i), c.vector) for c in found if c.vector is not None)
