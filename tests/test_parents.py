@@ -231,7 +231,7 @@ def served_versions_agree(retriever: BudgetedParentDocumentRetriever, query: str
 def test_a_kill_between_children_and_parents_never_pairs_a_new_hit_with_an_old_parent(make_parents: Make) -> None:
     retriever = make_parents(k=3)
     retriever.add_documents([Document(V1, id="doc")])
-    _, parents = retriever._prepare(Document(V2, id="doc"), "doc").payload
+    parents = retriever._prepare(Document(V2, id="doc"), "doc").payload.children
     children = [c for kids in parents for c in kids.records()]
     retriever._vectors.add_documents(  # killed here: the children written as the retriever writes them
         [c for _, c, _ in children], ids=[i for i, _, _ in children], embedded=[t for _, _, t in children]
@@ -262,7 +262,7 @@ def test_parents_skipped_for_a_half_written_document_are_refilled_from_the_other
     docs = [Document(source_text(), id="a"), Document(source_text(), id="b")]
     retriever.add_documents(docs)
     edited = Document(source_text().replace(" the ", " THE "), id="a")  # the same vectors: MiniLM is uncased
-    _, parents = retriever._prepare(edited, str(edited.id)).payload
+    parents = retriever._prepare(edited, str(edited.id)).payload.children
     children = [c for kids in parents for c in kids.records()]
     retriever._vectors.add_documents(  # killed here: the children written as the retriever writes them
         [c for _, c, _ in children], ids=[i for i, _, _ in children], embedded=[t for _, _, t in children]

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryStore
+from langchain_core.vectorstores import InMemoryVectorStore
+from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from langchain_expand import (
     BudgetedParentDocumentRetriever,
@@ -99,6 +101,86 @@ def test_new_metadata_alone_embeds_only_the_heads_where_the_store_takes_vectors(
 
 def served_keys(doc: Document) -> dict[str, Any]:
     return {k: v for k, v in doc.metadata.items() if k in USER_KEYS}
+
+
+def parents(kind: str, folder: Path, embeddings: Embeddings, *, split: bool) -> BudgetedParentDocumentRetriever:
+    """Small children (several a parent); with ``split``, Markdown sections and BM25 over the children."""
+    return BudgetedParentDocumentRetriever(
+        vectorstore=make_store(kind, folder, embeddings),
+        docstore=InMemoryStore(),
+        child_splitter=RecursiveCharacterTextSplitter(chunk_size=60, chunk_overlap=0),
+        parent_splitter=MarkdownSectionSplitter() if split else None,
+        lexical=LexicalIndex(folder / "lexical.sqlite", table="children") if split else None,
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_new_metadata_alone_embeds_no_child_again_where_the_store_takes_vectors(
+    kind: str, tmp_path: Path, minilm: Embeddings
+) -> None:
+    counting = CountingEmbeddings(minilm)
+    retriever = parents(kind, tmp_path / "kept", counting, split=True)
+    other = Document("## Shipping\n\nShipping takes five days. Express shipping takes two.\n", id="other")
+    retriever.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[0]), other])
+    before = counting.documents_embedded
+    retriever.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[3])])
+    assert counting.documents_embedded == before  # the parents commit the version; no child is embedded
+    fresh = parents(kind, tmp_path / "fresh", minilm, split=True)
+    fresh.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[3]), other])
+    for call in ({}, {"max_tokens": 30}, {"k": 1, "expand": False}):
+        kept, anew = retriever.invoke(QUERY, **call), fresh.invoke(QUERY, **call)
+        assert [(d.page_content, served_keys(d)) for d in kept] == [(d.page_content, served_keys(d)) for d in anew]
+        assert [d.metadata["score"] for d in kept] == pytest.approx([d.metadata["score"] for d in anew], abs=1e-5)
+
+
+def test_a_child_an_interrupted_write_left_is_embedded_again_not_kept(tmp_path: Path, minilm: Embeddings) -> None:
+    counting = CountingEmbeddings(minilm)
+    retriever = parents("chroma-cosine", tmp_path, counting, split=False)
+    retriever.add_documents([Document(TEXT, id="memo", metadata={"v": 1})])
+    # a run writing another text died after rewriting child 1, before the parent that commits it
+    collection = retriever.vectorstore._collection
+    meta = collection.get(ids=["memo::1"], include=["metadatas"])["metadatas"][0]
+    stray = "Nothing here is about a warranty."
+    collection.upsert(
+        ids=["memo::1"],
+        documents=[stray],
+        embeddings=[minilm.embed_documents([stray])[0]],
+        metadatas=[{**meta, "lcx_rev": "interrupted"}],
+    )
+    before = counting.documents_embedded
+    retriever.add_documents([Document(TEXT, id="memo", metadata={"v": 2})])
+    assert counting.documents_embedded - before == 1
+    fresh = parents("chroma-cosine", tmp_path / "fresh", minilm, split=False)
+    fresh.add_documents([Document(TEXT, id="memo", metadata={"v": 2})])
+    ids = [f"memo::{i}" for i in range(len(retriever.child_splitter.split_text(TEXT)))]
+    kept = collection.get(ids=ids, include=["embeddings", "documents"])
+    stored = fresh.vectorstore._collection.get(ids=ids, include=["embeddings"])
+    anew = dict(zip(stored["ids"], stored["embeddings"], strict=True))
+    assert stray not in kept["documents"]
+    for i, vector in zip(kept["ids"], kept["embeddings"], strict=True):
+        assert float(np.dot(vector, anew[i])) == pytest.approx(1.0, abs=1e-5), i  # its own text's vector
+
+
+class Unadapted(InMemoryVectorStore):
+    """A store this library has no adapter for: it embeds every record it is given."""
+
+
+@pytest.mark.parametrize("design", ["windows", "parents"])
+def test_new_metadata_alone_embeds_once_where_the_store_embeds_all_it_is_given(design: str, minilm: Embeddings) -> None:
+    counting = CountingEmbeddings(minilm)
+    store = Unadapted(counting)
+    retriever: Any = (
+        SentenceWindowRetriever(vectorstore=store)
+        if design == "windows"
+        else BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore())
+    )
+    retriever.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[0])])
+    first = counting.documents_embedded
+    retriever.add_documents([Document(TEXT, id="memo", metadata=VERSIONS[3])])
+    assert counting.documents_embedded == 2 * first  # no stored vector read (embedded again) to be dropped
+    units = served(retriever)
+    assert units
+    assert all(unit == VERSIONS[3] for unit in units)
 
 
 @pytest.mark.parametrize("lexical", [False, True])

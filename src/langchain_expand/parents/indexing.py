@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand.parents.layout import Children, ParentLayout, parent_key
+from langchain_expand.parents.layout import Children, ParentLayout, ParentRecords, parent_key
 from langchain_expand.parents.migration import Migrated, migrate_stock_index
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import collection_name
@@ -141,8 +141,9 @@ class ParentIndexing:
         claim_docstore(self.docstore, collection_name(self._vectors.store), type(self).__name__, write=bool(prepared))
         done = commit.index(layout, prepared)
         if self.lexical is not None:  # rows missing or at another revision: the index came later
-            held = self.lexical.revisions([kids.parent_id for p in prepared for kids in p.payload[1]], ranked=True)
-            behind = [p for p in prepared if any(held.get(k.parent_id) != {p.version} for k in p.payload[1])]
+            parents = {p.doc_id: [kids.parent_id for kids in p.payload.children] for p in prepared}
+            held = self.lexical.revisions([key for keys in parents.values() for key in keys], ranked=True)
+            behind = [p for p in prepared if any(held.get(key) != {p.version} for key in parents[p.doc_id])]
             self.lexical.replace(layout.lexical_rows(behind))
         return done
 
@@ -159,9 +160,7 @@ class ParentIndexing:
         """
         ids = list(dict.fromkeys(ids))
         heads = self.docstore.mget([self._head_id(d) for d in ids])
-        added = {DOC_ID, START, END, N_CHILDREN, N_PARENTS, REVISION}
-        if isinstance(self.parent_splitter, StructureSplitter):
-            added |= {TITLE, HEADINGS}
+        added = self._added()
         found = []
         for doc_id, head in zip(ids, heads, strict=True):
             if head is None:
@@ -176,6 +175,11 @@ class ParentIndexing:
             metadata = {k: v for k, v in head.metadata.items() if k not in added}
             found.append(Document(text, metadata=metadata, id=doc_id))
         return found
+
+    def _added(self) -> frozenset[str]:
+        """The keys a parent carries besides its document's metadata: this class's, and its splitter's."""
+        added = {DOC_ID, START, END, N_CHILDREN, N_PARENTS, REVISION}
+        return frozenset(added | {TITLE, HEADINGS} if isinstance(self.parent_splitter, StructureSplitter) else added)
 
     def _layout(self, add_kwargs: dict[str, Any]) -> ParentLayout:
         return ParentLayout(self._vectors, self.docstore, self._head_id, self.batch_size, add_kwargs, self.lexical)
@@ -209,13 +213,11 @@ class ParentIndexing:
             served |= {TITLE, HEADINGS}
         check_served_keys(doc.metadata, doc_id, served, "BudgetedParentDocumentRetriever")
         self._vectors.check_metadata(encode_metadata(doc.metadata, doc_id), doc_id)
-        rev = revision(
-            doc.page_content,
-            self.parent_splitter,
-            self.child_splitter,
-            metadata_fingerprint(doc.metadata),
-            self.child_prefix,
-        )
+
+        def revised(fingerprint: str) -> str:
+            return revision(doc.page_content, self.parent_splitter, self.child_splitter, fingerprint, self.child_prefix)
+
+        rev = revised(metadata_fingerprint(doc.metadata))
         parents: list[tuple[str, Document]] = []
         children: list[Children] = []
         doc_parents = self._parents_of(doc, doc_id)
@@ -235,7 +237,7 @@ class ParentIndexing:
             rev,
             vector_ids={i for kids in children for i in kids.ids()},
             docstore_keys={i for i, _ in parents},
-            payload=(parents, children),
+            payload=ParentRecords(parents, children, revised, self._added()),
         )
 
     def _parents_of(self, doc: Document, doc_id: str) -> list[Document]:

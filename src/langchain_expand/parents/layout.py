@@ -9,28 +9,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
 
 from langchain_expand.store import commit
-from langchain_expand.store.adapters import StoreAdapter
+from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
 from langchain_expand.store.lexical import BaseLexicalIndex
-from langchain_expand.store.records import unit_id, unit_owner
+from langchain_expand.store.records import metadata_fingerprint, unit_id, unit_owner
 from langchain_expand.text.sentences import Span
 from langchain_expand.units import (
     N_CHILDREN,
     N_PARENTS,
     REVISION,
+    STORED_DOC,
     STORED_END,
     STORED_INDEX,
     STORED_REV,
     STORED_START,
 )
 
-__all__ = ["Children", "ParentLayout", "parent_key"]
+__all__ = ["Children", "ParentLayout", "ParentRecords", "parent_key"]
 
 
 _PROBE = 16
@@ -68,6 +69,28 @@ class Children:
             own = self.text[s:e]
             embedded = own if self.prefixes is None else self.prefixes[i] + own
             yield unit_id(self.parent_id, i), Document(own, metadata=meta), embedded
+
+
+class ParentRecords(NamedTuple):
+    """One document as it is written: its parents and their children, and what tells an unchanged text."""
+
+    parents: list[tuple[str, Document]]
+    """Each parent under its docstore key, the head first."""
+    children: list[Children]
+    """Each parent's children, in the parents' order."""
+    revised: Callable[[str], str]
+    """This text's revision with another metadata fingerprint (:meth:`embedded_as`)."""
+    added: frozenset[str]
+    """The keys a parent carries besides the document's metadata (this class's and its splitter's)."""
+
+    def embedded_as(self, head: Document) -> bool:
+        """Whether the stored ``head`` commits this text, split and prefixed as here: only its metadata differs.
+
+        Its revision, recomputed with the document metadata it stores, is its own exactly then,
+        so every child's stored vector is of the text this version embeds (:meth:`ParentLayout.write_body`).
+        """
+        stored = {k: v for k, v in head.metadata.items() if k not in self.added}
+        return self.revised(metadata_fingerprint(stored)) == head.metadata.get(REVISION)
 
 
 @dataclass
@@ -205,37 +228,61 @@ class ParentLayout:
         """Every child, then every parent but the heads.
 
         Children of a document of more than a batch that an interrupted run already stored at
-        this revision are not embedded again: a large document resumes where it stopped.
+        this revision are not embedded again: a large document resumes where it stopped. Nor
+        are those of a document whose metadata alone changed (:meth:`_kept`).
         """
-        long = {p.doc_id for p in todo if sum(kids.n for kids in p.payload[1]) > self.batch_size}
-        children = ((p.doc_id, c) for p in todo for kids in p.payload[1] for c in kids.records())
+        long = {p.doc_id for p in todo if sum(kids.n for kids in p.payload.children) > self.batch_size}
+        unchanged = {
+            p.doc_id: head.metadata.get(REVISION)
+            for p in todo
+            if (head := self._heads.get(p.doc_id)) is not None and p.payload.embedded_as(head)
+        }
+        children = ((p.doc_id, c) for p in todo for kids in p.payload.children for c in kids.records())
         for batch in commit.batched(children, self.batch_size):
             revisions = {c[0]: c[1].metadata[STORED_REV] for d, c in batch if d in long}
             done = self.vectors.holding(revisions) if revisions else set()
             chunk = [c for _, c in batch if c[0] not in done]
-            if not chunk:
-                continue
-            self.vectors.add_documents(
-                [c for _, c, _ in chunk],
-                ids=[i for i, _, _ in chunk],
-                embedded=[t for _, _, t in chunk],
-                **self.add_kwargs,
-            )
+            kept = self._kept([c[0] for d, c in batch if d in unchanged and c[0] not in done], unchanged)
+            for part in ([c for c in chunk if c[0] in kept], [c for c in chunk if c[0] not in kept]):
+                if part:
+                    self.vectors.add_documents(
+                        [c for _, c, _ in part],
+                        ids=[i for i, _, _ in part],
+                        embedded=[t for _, _, t in part],
+                        vectors=[kept[i] for i, _, _ in part] if part[0][0] in kept else None,
+                        **self.add_kwargs,
+                    )
         if self.lexical is not None:  # BM25's rows before the heads, as every unit
             self.lexical.replace(self.lexical_rows(todo))
-        body = [(i, parent) for p in todo for i, parent in p.payload[0][1:]]
+        body = [(i, parent) for p in todo for i, parent in p.payload.parents[1:]]
         if body:
             self.docstore.mset(body)
+
+    def _kept(self, ids: list[str], unchanged: dict[str, Any]) -> dict[str, Vector]:
+        """The stored vectors of children ``ids``, each of a document whose metadata alone changed, by id.
+
+        Those stored at the revision of the document's head (``unchanged``): of the text this
+        version embeds. A child of another revision (an interrupted write's) is embedded again,
+        and every child where the store embeds whatever it is given (:meth:`StoreAdapter.takes_vectors`).
+        """
+        if not ids or not self.vectors.takes_vectors():
+            return {}
+        kept: dict[str, Vector] = {}
+        for child, vector in self.vectors.with_vectors(ids):
+            rev = unchanged.get(str(child.metadata.get(STORED_DOC)))
+            if child.id is not None and child.metadata.get(STORED_REV) == rev:
+                kept[child.id] = vector
+        return kept
 
     def lexical_rows(self, todo: list[Prepared]) -> Iterator[tuple[str, str, Iterator[str]]]:
         """Each parent's children as the lexical index ranks them: rows keyed by parent, as child ids are."""
         for p in todo:
-            for kids in p.payload[1]:
+            for kids in p.payload.children:
                 yield kids.parent_id, str(p.version), (kids.text[s:e] for s, e in kids.chunks)
 
     def write_heads(self, todo: list[Prepared]) -> None:
         """The heads, last: each commits its document's new version."""
-        self.docstore.mset([p.payload[0][0] for p in todo])
+        self.docstore.mset([p.payload.parents[0] for p in todo])
 
     def remove(self, stale: Iterable[Stored]) -> None:
         """Delete the children and parents ``stale`` names, in batches."""

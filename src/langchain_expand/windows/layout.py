@@ -205,7 +205,8 @@ class SentenceLayout:
         prefixed as now (:meth:`SentenceRecords.embedded_as`): each sentence's vector at that
         head's revision, from the lexical index's copy (the vector first written), else from a
         record the store holds at that revision. A record of another revision (an interrupted
-        write's) is embedded, as is a longer document (its vectors are not held).
+        write's) is embedded, as is a longer document (its vectors are not held); and every
+        sentence where the store embeds whatever it is given (:meth:`StoreAdapter.takes_vectors`).
         """
         wanted = {
             (p.doc_id, str(head.metadata[STORED_REV])): list(range(1, p.payload.n))  # embedded_as: the same count
@@ -213,7 +214,7 @@ class SentenceLayout:
             if p.payload.n <= _HELD and (head := self._read.get(p.doc_id)) is not None and p.payload.embedded_as(head)
         }
         kept: dict[str, Vector] = {}
-        if not wanted:
+        if not wanted or not self.store.takes_vectors():
             return kept
         revs = dict(wanted.keys())  # each document: its head's revision
         copies = self.lexical.sentences_of(wanted) if self.lexical is not None else {}

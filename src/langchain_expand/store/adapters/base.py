@@ -139,7 +139,7 @@ class StoreAdapter:
         other store, an empty dict.
         """
         docs = list(documents)
-        if vectors is not None and self._takes_vectors():
+        if vectors is not None and self.takes_vectors():
             if len(vectors) != len(docs):
                 msg = f"`vectors` has {len(vectors)} vectors for {len(docs)} documents; give one per document."
                 raise ValueError(msg)
@@ -151,7 +151,7 @@ class StoreAdapter:
                 msg = f"`embedded` has {len(embedded)} texts for {len(docs)} documents; give one per document."
                 raise ValueError(msg)
             differs = any(t != d.page_content for t, d in zip(embedded, docs, strict=True))
-            if differs and self.embeddings is not None and self._takes_vectors():
+            if differs and self.embeddings is not None and self.takes_vectors():
                 vectors = self._embed(list(embedded))
                 self._write_vectors(list(ids), docs, vectors)
         if vectors is None:
@@ -163,8 +163,12 @@ class StoreAdapter:
         assert self.embeddings is not None
         return self.embeddings.embed_documents(texts)
 
-    def _takes_vectors(self) -> bool:
-        """Whether :meth:`_write_vectors` can store a record's text with another text's vector."""
+    def takes_vectors(self) -> bool:
+        """Whether this adapter writes a vector given for a record (``add_documents(vectors=...)``) as it is.
+
+        Where it does not, the store embeds every record it is given: reading a record's old
+        vector to write it again would only cost a read (and, here, an embedding).
+        """
         return False
 
     def _write_vectors(self, ids: list[str], docs: list[Document], vectors: Sequence[Vector]) -> None:

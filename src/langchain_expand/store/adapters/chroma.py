@@ -150,7 +150,8 @@ class ChromaAdapter(StoreAdapter):
                 )
                 raise ValueError(msg)
 
-    def _takes_vectors(self) -> bool:
+    def takes_vectors(self) -> bool:
+        """Chroma keeps the vector it is given."""
         return True
 
     def _embed(self, texts: list[str]) -> Sequence[Vector]:

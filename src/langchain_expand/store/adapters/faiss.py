@@ -36,7 +36,8 @@ class FaissAdapter(StoreAdapter):
             return lambda metadata: where(as_served(metadata))
         return super().unit_filter(where)
 
-    def _takes_vectors(self) -> bool:
+    def takes_vectors(self) -> bool:
+        """FAISS keeps the vector it is given."""
         return True
 
     def _write_vectors(self, ids: list[str], docs: list[Document], vectors: Sequence[Vector]) -> None:

@@ -22,7 +22,8 @@ class MemoryAdapter(StoreAdapter):
     def _held(self) -> dict[str, Any]:
         return self.store.store  # type: ignore[attr-defined,no-any-return]
 
-    def _takes_vectors(self) -> bool:
+    def takes_vectors(self) -> bool:
+        """The in-memory store keeps the vector it is given."""
         return True
 
     def _write_vectors(self, ids: list[str], docs: list[Document], vectors: Sequence[Vector]) -> None:

@@ -64,7 +64,8 @@ class QdrantAdapter(StoreAdapter):
 
         return renamed(where)
 
-    def _takes_vectors(self) -> bool:
+    def takes_vectors(self) -> bool:
+        """Qdrant keeps the vector it is given in dense mode (a sparse or hybrid mode embeds its own)."""
         from langchain_qdrant import RetrievalMode
 
         return getattr(self.store, "retrieval_mode", None) == RetrievalMode.DENSE
