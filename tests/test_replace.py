@@ -103,6 +103,15 @@ def served_keys(doc: Document) -> dict[str, Any]:
     return {k: v for k, v in doc.metadata.items() if k in USER_KEYS}
 
 
+def interrupted(collection: Any, unit: str, embeddings: Embeddings) -> str:
+    """Rewrite record ``unit`` as a run that died before its head would: another text, another revision."""
+    meta = collection.get(ids=[unit], include=["metadatas"])["metadatas"][0]
+    stray = "Nothing here is about a warranty."
+    vector, meta = embeddings.embed_documents([stray])[0], {**meta, "lcx_rev": "interrupted"}
+    collection.upsert(ids=[unit], documents=[stray], embeddings=[vector], metadatas=[meta])
+    return stray
+
+
 def parents(kind: str, folder: Path, embeddings: Embeddings, *, split: bool) -> BudgetedParentDocumentRetriever:
     """Small children (several a parent); with ``split``, Markdown sections and BM25 over the children."""
     return BudgetedParentDocumentRetriever(
@@ -139,14 +148,7 @@ def test_a_child_an_interrupted_write_left_is_embedded_again_not_kept(tmp_path: 
     retriever.add_documents([Document(TEXT, id="memo", metadata={"v": 1})])
     # a run writing another text died after rewriting child 1, before the parent that commits it
     collection = retriever.vectorstore._collection
-    meta = collection.get(ids=["memo::1"], include=["metadatas"])["metadatas"][0]
-    stray = "Nothing here is about a warranty."
-    collection.upsert(
-        ids=["memo::1"],
-        documents=[stray],
-        embeddings=[minilm.embed_documents([stray])[0]],
-        metadatas=[{**meta, "lcx_rev": "interrupted"}],
-    )
+    stray = interrupted(collection, "memo::1", minilm)
     before = counting.documents_embedded
     retriever.add_documents([Document(TEXT, id="memo", metadata={"v": 2})])
     assert counting.documents_embedded - before == 1
@@ -192,14 +194,7 @@ def test_a_record_an_interrupted_write_left_is_embedded_again_not_kept(
     retriever.add_documents([Document(TEXT, id="memo", metadata={"v": 1})])
     # a run writing another text died after rewriting sentence 2 (and its local copy), before its head
     collection = retriever.vectorstore._collection
-    meta = collection.get(ids=["memo::2"], include=["metadatas"])["metadatas"][0]
-    stray = "Nothing here is about a warranty."
-    collection.upsert(
-        ids=["memo::2"],
-        documents=[stray],
-        embeddings=[minilm.embed_documents([stray])[0]],
-        metadatas=[{**meta, "lcx_rev": "interrupted"}],
-    )
+    interrupted(collection, "memo::2", minilm)
     if lexical:
         retriever.lexical.replace([("memo", "interrupted", iter(()))])  # its copies gone with the old revision
     before = counting.documents_embedded
