@@ -44,25 +44,26 @@ def _got(value: object) -> str:
     return repr(value)
 
 
+def _check_at_least(name: str, value: object, least: int, what: str) -> None:
+    if not _is_int(value) or value < least:  # type: ignore[operator]
+        msg = f"`{name}` must be {what}, got {_got(value)}."
+        raise ValueError(msg)
+
+
 def check_positive(name: str, value: object) -> None:
     """``value`` must be an integer >= 1."""
-    if not _is_int(value) or value < 1:  # type: ignore[operator]
-        msg = f"`{name}` must be a positive integer, got {_got(value)}."
-        raise ValueError(msg)
+    _check_at_least(name, value, 1, "a positive integer")
 
 
 def check_optional_positive(name: str, value: object) -> None:
     """``value`` must be an integer >= 1, or None for "no limit"."""
-    if value is not None and (not _is_int(value) or value < 1):  # type: ignore[operator]
-        msg = f"`{name}` must be a positive integer or None (no limit), got {_got(value)}."
-        raise ValueError(msg)
+    if value is not None:
+        _check_at_least(name, value, 1, "a positive integer or None (no limit)")
 
 
 def check_non_negative(name: str, value: object) -> None:
     """``value`` must be an integer >= 0."""
-    if not _is_int(value) or value < 0:  # type: ignore[operator]
-        msg = f"`{name}` must be an integer >= 0, got {_got(value)}."
-        raise ValueError(msg)
+    _check_at_least(name, value, 0, "an integer >= 0")
 
 
 def check_optional_non_negative(name: str, value: object) -> None:

@@ -34,10 +34,6 @@ from langchain_expand.units import (
 __all__ = ["Children", "ParentLayout", "ParentRecords", "parent_key"]
 
 
-_PROBE = 16
-"""Parent keys and child ids probed past the committed counts for units an interrupted run left."""
-
-
 @dataclass(frozen=True)
 class Children:
     """One parent's children as offsets; their records are built as they are written."""
@@ -99,6 +95,10 @@ class Found:
 
     parents: dict[str, Document] = field(default_factory=dict)
     children: dict[str, Document] = field(default_factory=dict)
+
+
+_PROBE = 16
+"""Parent keys and child ids probed past the committed counts for units an interrupted run left."""
 
 
 class ParentLayout:
