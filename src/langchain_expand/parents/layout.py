@@ -18,7 +18,7 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
 from langchain_expand.store.lexical import BaseLexicalIndex
-from langchain_expand.store.records import metadata_fingerprint, unit_id, unit_owner
+from langchain_expand.store.records import same_embedded_text, unit_id, unit_owner
 from langchain_expand.text.sentences import Span
 from langchain_expand.units import (
     N_CHILDREN,
@@ -80,13 +80,8 @@ class ParentRecords(NamedTuple):
     """The keys a parent carries besides the document's metadata (this class's and its splitter's)."""
 
     def embedded_as(self, head: Document) -> bool:
-        """Whether the stored ``head`` commits this text, split and prefixed as here: only its metadata differs.
-
-        Its revision, recomputed with the document metadata it stores, is its own exactly then,
-        so every child's stored vector is of the text this version embeds (:meth:`ParentLayout.write_body`).
-        """
-        stored = {k: v for k, v in head.metadata.items() if k not in self.added}
-        return self.revised(metadata_fingerprint(stored)) == head.metadata.get(REVISION)
+        """Whether the stored ``head`` commits this text, split and prefixed as here (:func:`same_embedded_text`)."""
+        return same_embedded_text(self.revised, head.metadata, self.added, REVISION)
 
 
 @dataclass

@@ -27,7 +27,7 @@ import hashlib
 import json
 import math
 import types
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence, Set
 from typing import Any
 
 from langchain_core.documents import Document
@@ -145,6 +145,18 @@ def metadata_fingerprint(metadata: Mapping[str, Any]) -> str:
     text is a new version: without this, ``add_documents`` would keep serving the old values.
     """
     return json.dumps(metadata, sort_keys=True, default=repr, ensure_ascii=False)
+
+
+def same_embedded_text(revised: Callable[[str], str], head: Mapping[str, Any], added: Container[str], key: str) -> bool:
+    """Whether a stored head commits the text ``revised`` hashes, split and prefixed alike: only the metadata differs.
+
+    ``revised`` gives the new version's revision with another metadata fingerprint; ``head`` is
+    the stored head's metadata, ``added`` the keys the retriever adds to a document's, ``key``
+    the one holding its revision. Recomputed with the metadata the head stores, the revision is
+    the head's own exactly then, so every stored vector of the document is of the text the new
+    version embeds, and can be written again as it is.
+    """
+    return revised(metadata_fingerprint({k: v for k, v in head.items() if k not in added})) == head.get(key)
 
 
 def fingerprint(obj: object) -> str:

@@ -21,7 +21,7 @@ from langchain_expand.store import commit
 from langchain_expand.store.adapters import StoreAdapter, Vector
 from langchain_expand.store.commit import Prepared, Stored
 from langchain_expand.store.lexical import BaseLexicalIndex, LocalSentence
-from langchain_expand.store.records import UnitIds, metadata_fingerprint, unit_id
+from langchain_expand.store.records import UnitIds, same_embedded_text, unit_id
 from langchain_expand.text.sentences import Span
 from langchain_expand.units import (
     STORED_COUNT,
@@ -97,16 +97,11 @@ class SentenceRecords:
         return Document(page_content=self.text[start:end], metadata=meta)
 
     def embedded_as(self, head: Document) -> bool:
-        """Whether the stored ``head`` commits this text, split and prefixed as here: only its metadata differs.
-
-        Its revision, recomputed with the metadata it stores, is its own exactly then, so every
-        sentence's stored vector is of the text this version embeds (:meth:`SentenceLayout.write_body`).
-        """
+        """Whether the stored ``head`` commits this text, split and prefixed as here (:func:`same_embedded_text`)."""
         meta = head.metadata
-        stored = {k: v for k, v in meta.items() if k not in _RECORD_KEYS}
         if meta.get(STORED_COUNT) != self.n or self.revised is None:
             return False
-        return self.revised(metadata_fingerprint(stored)) == meta.get(STORED_REV)
+        return same_embedded_text(self.revised, meta, _RECORD_KEYS, STORED_REV)
 
     def embedded(self, i: int) -> str:
         """What is embedded for sentence ``i``: its prefix, then its text."""
