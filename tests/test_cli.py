@@ -469,6 +469,13 @@ def test_an_unknown_option_names_the_closest_and_an_empty_question_is_refused(
     assert "The query is empty" in capsys.readouterr().err
 
 
+def test_the_budget_takes_the_retrievers_name_too() -> None:
+    from langchain_expand.tools.arguments import parser as _parser
+
+    assert _parser().parse_args(["query", "how?", "--max-tokens", "300"]).budget == 300
+    assert _parser().parse_args(["query", "how?", "--budget", "300"]).budget == 300
+
+
 def test_version_is_the_installed_packages() -> None:
     from importlib.metadata import version
 

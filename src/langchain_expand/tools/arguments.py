@@ -173,7 +173,12 @@ def _query_arguments(query: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         help="window mode: merge overlapping windows, so no text is sent twice (default: merge)",
     )
-    query.add_argument("--budget", type=int, help="fit the joined context into this many tokens (default: no budget)")
+    query.add_argument(
+        "--budget",
+        "--max-tokens",
+        type=int,
+        help="fit the joined context into this many tokens: the retrievers' max_tokens (default: no budget)",
+    )
     query.add_argument(
         "--format",
         choices=["text", "json"],
