@@ -129,6 +129,8 @@ class SentenceLayout:
     counter: str | None
     _read: dict[str, Document] = field(default_factory=dict, init=False, repr=False)
     """The heads :meth:`heads` read, by document: what :meth:`write_body` keeps vectors by."""
+    _heads_kept: dict[str, Vector] = field(default_factory=dict, init=False, repr=False)
+    """The vectors :meth:`write_body` kept for heads (:meth:`_kept`), which :meth:`write_heads` writes."""
 
     def heads(self, doc_ids: list[str]) -> dict[str, Hashable]:
         """Each committed document's head: its revision and sentence count (documents without one left out)."""
@@ -189,7 +191,9 @@ class SentenceLayout:
         """
         for part in _parts(todo, _HELD):
             bodies = ((p.doc_id, i, p.payload) for p in part for i in range(1, p.payload.n))
-            written = self._write(bodies, keep_vectors=self.lexical is not None, resume=True, kept=self._kept(part))
+            kept = self._kept(part)
+            self._heads_kept.update((i, kept[i]) for p in part if (i := unit_id(p.doc_id, 0)) in kept)
+            written = self._write(bodies, keep_vectors=self.lexical is not None, resume=True, kept=kept)
             if self.lexical is not None:
                 self.lexical.replace(self.local_rows(part, written))
 
@@ -198,13 +202,14 @@ class SentenceLayout:
 
         Of a document of at most ``_HELD`` sentences whose stored head commits its text split and
         prefixed as now (:meth:`SentenceRecords.embedded_as`): each sentence's vector at that
-        head's revision, from the lexical index's copy (the vector first written), else from a
-        record the store holds at that revision. A record of another revision (an interrupted
+        head's revision (the head's too, which :meth:`write_heads` writes), from the lexical
+        index's copy (the vector first written; a head's copy holds none), else from the record
+        the store holds at that revision. A record of another revision (an interrupted
         write's) is embedded, as is a longer document (its vectors are not held); and every
         sentence where the store embeds whatever it is given (:meth:`StoreAdapter.takes_vectors`).
         """
         wanted = {
-            (p.doc_id, str(head.metadata[STORED_REV])): list(range(1, p.payload.n))  # embedded_as: the same count
+            (p.doc_id, str(head.metadata[STORED_REV])): list(range(p.payload.n))  # embedded_as: the same count
             for p in part
             if p.payload.n <= _HELD and (head := self._read.get(p.doc_id)) is not None and p.payload.embedded_as(head)
         }
@@ -261,7 +266,7 @@ class SentenceLayout:
 
     def write_heads(self, todo: list[Prepared]) -> None:
         """The heads, last: each commits its document's new revision."""
-        self._write(((p.doc_id, 0, p.payload) for p in todo), keep_vectors=False)
+        self._write(((p.doc_id, 0, p.payload) for p in todo), keep_vectors=False, kept=self._heads_kept)
 
     def _write(
         self,
