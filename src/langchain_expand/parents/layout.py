@@ -15,7 +15,7 @@ from langchain_core.documents import Document
 from langchain_core.stores import BaseStore
 
 from langchain_expand.store import commit
-from langchain_expand.store.adapters import StoreAdapter, Vector
+from langchain_expand.store.adapters import StoreAdapter
 from langchain_expand.store.commit import Prepared, Stored
 from langchain_expand.store.lexical import BaseLexicalIndex
 from langchain_expand.store.records import same_embedded_text, unit_id, unit_owner
@@ -24,7 +24,6 @@ from langchain_expand.units import (
     N_CHILDREN,
     N_PARENTS,
     REVISION,
-    STORED_DOC,
     STORED_END,
     STORED_INDEX,
     STORED_REV,
@@ -224,7 +223,8 @@ class ParentLayout:
 
         Children of a document of more than a batch that an interrupted run already stored at
         this revision are not embedded again: a large document resumes where it stopped. Nor
-        are those of a document whose metadata alone changed (:meth:`_kept`).
+        are those of a document whose metadata alone changed (:meth:`ParentRecords.embedded_as`):
+        each is written with its vector at the head's revision (:meth:`StoreAdapter.vectors_at`).
         """
         long = {p.doc_id for p in todo if sum(kids.n for kids in p.payload.children) > self.batch_size}
         unchanged = {
@@ -237,7 +237,7 @@ class ParentLayout:
             revisions = {c[0]: c[1].metadata[STORED_REV] for d, c in batch if d in long}
             done = self.vectors.holding(revisions) if revisions else set()
             chunk = [c for _, c in batch if c[0] not in done]
-            kept = self._kept([c[0] for d, c in batch if d in unchanged and c[0] not in done], unchanged)
+            kept = self.vectors.vectors_at([c[0] for d, c in batch if d in unchanged and c[0] not in done], unchanged)
             for part in ([c for c in chunk if c[0] in kept], [c for c in chunk if c[0] not in kept]):
                 if part:
                     self.vectors.add_documents(
@@ -252,22 +252,6 @@ class ParentLayout:
         body = [(i, parent) for p in todo for i, parent in p.payload.parents[1:]]
         if body:
             self.docstore.mset(body)
-
-    def _kept(self, ids: list[str], unchanged: dict[str, Any]) -> dict[str, Vector]:
-        """The stored vectors of children ``ids``, each of a document whose metadata alone changed, by id.
-
-        Those stored at the revision of the document's head (``unchanged``): of the text this
-        version embeds. A child of another revision (an interrupted write's) is embedded again,
-        and every child where the store embeds whatever it is given (:meth:`StoreAdapter.takes_vectors`).
-        """
-        if not ids or not self.vectors.takes_vectors():
-            return {}
-        kept: dict[str, Vector] = {}
-        for child, vector in self.vectors.with_vectors(ids):
-            rev = unchanged.get(str(child.metadata.get(STORED_DOC)))
-            if child.id is not None and child.metadata.get(STORED_REV) == rev:
-                kept[child.id] = vector
-        return kept
 
     def lexical_rows(self, todo: list[Prepared]) -> Iterator[tuple[str, str, Iterator[str]]]:
         """Each parent's children as the lexical index ranks them: rows keyed by parent, as child ids are."""

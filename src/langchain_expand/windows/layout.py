@@ -204,9 +204,9 @@ class SentenceLayout:
         prefixed as now (:meth:`SentenceRecords.embedded_as`): each sentence's vector at that
         head's revision (the head's too, which :meth:`write_heads` writes), from the lexical
         index's copy (the vector first written; a head's copy holds none), else from the record
-        the store holds at that revision. A record of another revision (an interrupted
-        write's) is embedded, as is a longer document (its vectors are not held); and every
-        sentence where the store embeds whatever it is given (:meth:`StoreAdapter.takes_vectors`).
+        the store holds at that revision (:meth:`StoreAdapter.vectors_at`). A record of another
+        revision (an interrupted write's) is embedded, as is a longer document (its vectors are
+        not held), and every sentence where the store embeds whatever it is given.
         """
         wanted = {
             (p.doc_id, str(head.metadata[STORED_REV])): list(range(p.payload.n))  # embedded_as: the same count
@@ -222,10 +222,7 @@ class SentenceLayout:
             kept.update((unit_id(doc_id, c.i), c.vector) for c in found if c.vector is not None)
         rest = [unit_id(d, i) for (d, _), indices in wanted.items() for i in indices if unit_id(d, i) not in kept]
         for chunk in commit.batched(rest, self.batch_size):
-            for record, vector in self.store.with_vectors(chunk):
-                meta = record.metadata
-                if record.id is not None and meta.get(STORED_REV) == revs.get(str(meta.get(STORED_DOC))):
-                    kept[record.id] = vector
+            kept.update(self.store.vectors_at(chunk, revs))
         return kept
 
     def local_rows(

@@ -224,6 +224,23 @@ class StoreAdapter:
         found = self.get_by_ids(list(revisions))
         return {d.id for d in found if d.id is not None and d.metadata.get(STORED_REV) == revisions.get(d.id)}
 
+    def vectors_at(self, ids: Sequence[str], revisions: Mapping[str, Any]) -> dict[str, Vector]:
+        """The stored vectors of the records ``ids`` whose document is at its revision in ``revisions``, by id.
+
+        What a document added again with new metadata alone writes again (``add_documents(vectors=...)``):
+        its records at the revision its head committed hold the vectors of the text it embeds. A
+        record of another revision (an interrupted write's) is left out. Empty where this adapter
+        does not write given vectors (:meth:`takes_vectors`): reading them would only cost.
+        """
+        if not ids or not self.takes_vectors():
+            return {}
+        kept: dict[str, Vector] = {}
+        for record, vector in self.with_vectors(ids):
+            meta = record.metadata
+            if record.id is not None and meta.get(STORED_REV) == revisions.get(str(meta.get(STORED_DOC))):
+                kept[record.id] = vector
+        return kept
+
     def _restored(self, found: list[Document], asked: Sequence[str]) -> list[Document]:
         """The records as the store gave them, with their own ids."""
         return found
