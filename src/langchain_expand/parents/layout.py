@@ -237,16 +237,13 @@ class ParentLayout:
             revisions = {c[0]: c[1].metadata[STORED_REV] for d, c in batch if d in long}
             done = self.vectors.holding(revisions) if revisions else set()
             chunk = [c for _, c in batch if c[0] not in done]
-            kept = self.vectors.vectors_at([c[0] for d, c in batch if d in unchanged and c[0] not in done], unchanged)
-            for part in ([c for c in chunk if c[0] in kept], [c for c in chunk if c[0] not in kept]):
-                if part:
-                    self.vectors.add_documents(
-                        [c for _, c, _ in part],
-                        ids=[i for i, _, _ in part],
-                        embedded=[t for _, _, t in part],
-                        vectors=[kept[i] for i, _, _ in part] if part[0][0] in kept else None,
-                        **self.add_kwargs,
-                    )
+            if not chunk:
+                continue
+            ids = [i for i, _, _ in chunk]
+            kept = self.vectors.vectors_at([i for d, (i, _, _) in batch if d in unchanged and i not in done], unchanged)
+            self.vectors.add_documents(
+                [c for _, c, _ in chunk], ids=ids, embedded=[t for _, _, t in chunk], vectors=kept, **self.add_kwargs
+            )
         if self.lexical is not None:  # BM25's rows before the heads, as every unit
             self.lexical.replace(self.lexical_rows(todo))
         body = [(i, parent) for p in todo for i, parent in p.payload.parents[1:]]

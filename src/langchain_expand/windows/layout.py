@@ -281,26 +281,21 @@ class SentenceLayout:
         that vector, not embedded again, where the store can take one.
         """
         written: dict[str, Vector] = {}
-        kept = kept or {}
         for batch in commit.batched(units, self.batch_size):
             chunk = self._unwritten(batch) if resume else batch
-            for part in (
-                [u for u in chunk if unit_id(u[0], u[1]) in kept],
-                [u for u in chunk if unit_id(u[0], u[1]) not in kept],
-            ):
-                if not part:
-                    continue
-                ids = [unit_id(d, i) for d, i, _ in part]
-                got = self.store.add_documents(
-                    [body.record(i) for _, i, body in part],
-                    ids=ids,
-                    embedded=[body.embedded(i) for _, i, body in part],
-                    vectors=[kept[i] for i in ids] if ids[0] in kept else None,
-                    keep_vectors=keep_vectors,
-                )
-                written.update(
-                    (i, got[i]) for i, (_, _, body) in zip(ids, part, strict=True) if i in got and body.n <= _HELD
-                )
+            if not chunk:
+                continue
+            ids = [unit_id(d, i) for d, i, _ in chunk]
+            got = self.store.add_documents(
+                [body.record(i) for _, i, body in chunk],
+                ids=ids,
+                embedded=[body.embedded(i) for _, i, body in chunk],
+                vectors=kept,
+                keep_vectors=keep_vectors,
+            )
+            written.update(
+                (i, got[i]) for i, (_, _, body) in zip(ids, chunk, strict=True) if i in got and body.n <= _HELD
+            )
         return written
 
     def _unwritten(self, chunk: list[tuple[str, int, SentenceRecords]]) -> list[tuple[str, int, SentenceRecords]]:

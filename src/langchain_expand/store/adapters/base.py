@@ -119,7 +119,7 @@ class StoreAdapter:
         *,
         ids: Sequence[str],
         embedded: Sequence[str] | None = None,
-        vectors: Sequence[Vector] | None = None,
+        vectors: Mapping[str, Vector] | None = None,
         keep_vectors: bool = False,
         **kwargs: Any,
     ) -> dict[str, Vector]:
@@ -130,33 +130,42 @@ class StoreAdapter:
         record's own text with that text's vector; any other store embeds ``page_content``
         (and embeds it again when a query asks for vectors, so the two agree).
 
-        ``vectors``: each record's vector, embedded before from the same text (a record whose
-        metadata alone is new): written as it is where this adapter can write vectors, and
-        nothing is embedded; any other store embeds, as without them.
+        ``vectors``: a vector by id, embedded before from the same text (a record whose metadata
+        alone is new, :meth:`vectors_at`): such a record is written with it, and only the others
+        are embedded, where this adapter can write vectors (:meth:`takes_vectors`); any other
+        store embeds every record, as without them.
 
         With ``keep_vectors``, returns the vectors written, by id, where this adapter embedded
-        them and its store keeps them as given (to float32 rounding); otherwise, and for any
-        other store, an empty dict.
+        them (or was given them) and its store keeps them as given (to float32 rounding);
+        otherwise, and for any other store, an empty dict.
         """
-        docs = list(documents)
-        if vectors is not None and self.takes_vectors():
-            if len(vectors) != len(docs):
-                msg = f"`vectors` has {len(vectors)} vectors for {len(docs)} documents; give one per document."
-                raise ValueError(msg)
-            self._write_vectors(list(ids), docs, vectors)
-            return self._as_stored(list(ids), vectors) if keep_vectors else {}
-        vectors = None
+        docs, ids = list(documents), list(ids)
+        if embedded is not None and len(embedded) != len(docs):
+            msg = f"`embedded` has {len(embedded)} texts for {len(docs)} documents; give one per document."
+            raise ValueError(msg)
+        out: dict[str, Vector] = {}
+        if vectors and self.takes_vectors():
+            given = [j for j, i in enumerate(ids) if i in vectors]
+            if given:
+                named = [ids[j] for j in given]
+                self._write_vectors(named, [docs[j] for j in given], [vectors[i] for i in named])
+                out = self._as_stored(named, [vectors[i] for i in named]) if keep_vectors else {}
+                rest = [j for j, i in enumerate(ids) if i not in vectors]
+                docs, ids = [docs[j] for j in rest], [ids[j] for j in rest]
+                embedded = None if embedded is None else [embedded[j] for j in rest]
+        if not docs:
+            return out
+        written: Sequence[Vector] | None = None
         if embedded is not None:
-            if len(embedded) != len(docs):
-                msg = f"`embedded` has {len(embedded)} texts for {len(docs)} documents; give one per document."
-                raise ValueError(msg)
             differs = any(t != d.page_content for t, d in zip(embedded, docs, strict=True))
             if differs and self.embeddings is not None and self.takes_vectors():
-                vectors = self._embed(list(embedded))
-                self._write_vectors(list(ids), docs, vectors)
-        if vectors is None:
-            vectors = self._write(docs, list(ids), **kwargs)
-        return self._as_stored(list(ids), vectors) if keep_vectors and vectors is not None else {}
+                written = self._embed(list(embedded))
+                self._write_vectors(ids, docs, written)
+        if written is None:
+            written = self._write(docs, ids, **kwargs)
+        if keep_vectors and written is not None:
+            out.update(self._as_stored(ids, written))
+        return out
 
     def _embed(self, texts: list[str]) -> Sequence[Vector]:
         """The store's model's vectors of ``texts``, as :meth:`_write_vectors` takes them (the model's lists here)."""
