@@ -60,6 +60,9 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "a table of n chars": lambda n: "| a | b |\n|---|---|\n" + _repeat("| 1 | 2 |\n", n),
     "one table row of n chars": lambda n: "| a | b |\n|---|---|\n|" + " x |" * (n // 4),
     "a speaker line": lambda n: "Anna: " + _repeat("well. ", n),
+    "numbered clauses": lambda n: _repeat("1. 2.1. ii. x. ", n),
+    "lower-case items after sentences": lambda n: _repeat("end.  b.  c) ", n),
+    "a clause number before a long word": lambda n: "1. " + "a" * n + ". B",
 }
 
 

@@ -284,3 +284,42 @@ def test_counted_gives_the_spans_and_the_counts_the_cap_took() -> None:
     assert len(taken) == 3  # the two short sentences and the last
     uncapped, none = SentenceSplitter(max_unit_tokens=None).counted(text)
     assert none == [None] * len(uncapped)  # nothing counted: the cap is off
+
+
+def test_a_clause_or_list_items_number_stays_with_its_sentence() -> None:
+    # cut off, "1." was a sentence: embedded, a hit for nothing, and a place in every fixed window
+    licence = (
+        '1. Definitions.\n\n   "License" shall mean the terms.\n\n2. Grant of License. Subject to the terms, it grants.'
+    )
+    assert pieces(licence) == [
+        "1. Definitions.",
+        '"License" shall mean the terms.',
+        "2. Grant of License.",
+        "Subject to the terms, it grants.",
+    ]
+    numbered = ["2.1. Scope.", "This applies.", "iv. Term.", "It ends."]
+    assert pieces(" ".join(numbered)) == numbered
+    assert pieces("Steps:\n\n1. Install the package. Then run it.\n2. Open the app.") == [
+        "Steps:",
+        "1. Install the package.",
+        "Then run it.",
+        "2. Open the app.",
+    ]
+    # a number that is not the sentence's first word ends it as before
+    assert pieces("He came in 2. Then he left. Chapter 3. The End.") == [
+        "He came in 2.",
+        "Then he left.",
+        "Chapter 3.",
+        "The End.",
+    ]
+
+
+def test_a_lower_case_list_item_after_a_sentence_starts_the_next() -> None:
+    # the item's lower-case marker read as the sentence going on: "First clause.\nb." was one unit
+    assert pieces("a. First clause.\nb. Second clause.") == ["a. First clause.", "b. Second clause."]
+    assert pieces("i. First clause. ii. Second clause.") == ["i. First clause.", "ii. Second clause."]
+    # lower-case words go on as before: an abbreviation, an ellipsis, an item whose text is lower case
+    assert pieces("See e.g. the figure. Well... maybe. x. y is here.") == [
+        "See e.g. the figure.",
+        "Well... maybe. x. y is here.",
+    ]

@@ -18,10 +18,10 @@ __all__ = [
     "attach_markup",
     "lines_within",
     "list_items",
-    "next_visible",
     "stripped",
     "table_rows",
     "trimmed",
+    "visible_at",
 ]
 
 Span = tuple[int, int]
@@ -107,10 +107,10 @@ def trimmed(text: str, start: int, end: int) -> Iterator[Span]:
         yield span
 
 
-def next_visible(text: str, pos: int, end: int) -> str | None:
-    """The first character from ``pos`` (before ``end``) that is not whitespace; None if none."""
+def visible_at(text: str, pos: int, end: int) -> int | None:
+    """Where the first character from ``pos`` (before ``end``) that is not whitespace stands; None if none."""
     while pos < end:
         if not text[pos].isspace():
-            return text[pos]
+            return pos
         pos += 1
     return None

@@ -24,9 +24,9 @@ from langchain_expand.text.lines import (
     attach_markup,
     lines_within,
     list_items,
-    next_visible,
     table_rows,
     trimmed,
+    visible_at,
 )
 from langchain_expand.text.tokens import TokenCounter, count_many, count_spans
 
@@ -66,6 +66,10 @@ _TERMINATOR = re.compile(
 starts only at the first mark of a run and never backtracks, so a run of 100k dots is one linear
 scan, not a quadratic one."""
 _WORD = re.compile(r"\S+")
+_ENUMERATOR = re.compile(r"\d{1,3}(?:\.\d{1,3})*|[^\W\d_]|[ivxIVX]{1,5}")
+"""A list item's or a clause's number before its period: ``1``, ``2.1``, ``a``, ``iv``."""
+_NEXT_ITEM = re.compile(r"(?:[a-z]|[ivx]{1,4})[.)]\s++(?![a-z])")
+"""A lower-case list item's marker and the start of its text, not in lower case (``b. Second``, ``ii) The``)."""
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,13 @@ class SentenceSplitter:
     """Rule-based, Markdown-aware sentence splitter with a token cap on every unit.
 
     Rules: a sentence ends at ``.``, ``!``, ``?`` or an ellipsis followed by
-    whitespace, except after an abbreviation (``Dr.``, ``e.g.``), an initial (``J.``),
-    or when the next word starts in lower case. Decimals never split. Closing quotes
-    and brackets stay with their sentence. In Markdown, a fenced code block and a
-    table are each one atomic unit and a heading is its own unit; with ``table_rows``, a
-    table's column headings are one unit and each later row its own. In transcripts
-    (``Speaker: text`` lines), every line is a boundary.
+    whitespace, except after an abbreviation (``Dr.``, ``e.g.``), an initial (``J.``), a
+    sentence's opening number (``1. Definitions.``, ``2.1.``, ``iv.``), or when the next word
+    starts in lower case and is not a list item's marker (``b. Second``). Decimals never
+    split. Closing quotes and brackets stay with their sentence. In Markdown, a fenced code
+    block and a table are each one atomic unit and a heading is its own unit; with
+    ``table_rows``, a table's column headings are one unit and each later row its own. In
+    transcripts (``Speaker: text`` lines), every line is a boundary.
 
     The cap: any unit longer than ``max_unit_tokens`` is split at line breaks first (table
     rows, code lines, log lines), then at whitespace, then, for a single giant word,
@@ -261,25 +266,35 @@ class SentenceSplitter:
     def _sentences(self, text: str, start: int, end: int) -> Iterator[Span]:
         """Sentence spans inside ``text[start:end]``."""
         cut = start
+        first = visible_at(text, cut, end)  # where the sentence being read starts
         for m in _TERMINATOR.finditer(text, start, end):
-            if self._ends_sentence(text, m, end):
+            if self._ends_sentence(text, m, end, first):
                 yield from trimmed(text, cut, m.end())
                 cut = m.end()
+                first = visible_at(text, cut, end)
         yield from trimmed(text, cut, end)
 
-    def _ends_sentence(self, text: str, m: re.Match[str], end: int) -> bool:
+    def _ends_sentence(self, text: str, m: re.Match[str], end: int, first: int | None) -> bool:
+        """Whether the mark ``m`` ends the sentence that starts at ``first``.
+
+        A list item's or a clause's number is no sentence: ``1. Definitions.`` is one (cut
+        off, the number would be embedded and take a window's place), and a lower-case item
+        after a sentence's end starts the next one (``first clause. b. Second``).
+        """
         mark = m.group().rstrip(_CLOSERS)
-        after = next_visible(text, m.end(), end)
+        after = visible_at(text, m.end(), end)
         if after is None:
             return True
         if mark[-1] in "!?" + _CJK_MARKS:
             return True
-        if after.islower():
+        if text[after].islower() and _NEXT_ITEM.match(text, after, end) is None:
             return False  # "e.g. the", "Well... maybe", "approx. five"
         if mark == ".":
             word_start = m.start()
             while word_start > 0 and not text[word_start - 1].isspace():
                 word_start -= 1
+            if word_start == first and _ENUMERATOR.fullmatch(text, word_start, m.start()):
+                return False  # "1. Definitions.", "2.1. Scope.", "ii. The term"
             word = text[word_start : m.start()].lstrip("([\"'\u201c\u2018").lower()
             if word in self.abbreviations:
                 return False
