@@ -61,6 +61,7 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "one table row of n chars": lambda n: "| a | b |\n|---|---|\n|" + " x |" * (n // 4),
     "a speaker line": lambda n: "Anna: " + _repeat("well. ", n),
     "numbered clauses": lambda n: _repeat("1. 2.1. ii. x. ", n),
+    "a bullet a line": lambda n: _repeat("\u2022\n", n),
     "lower-case items after sentences": lambda n: _repeat("end.  b.  c) ", n),
     "a clause number before a long word": lambda n: "1. " + "a" * n + ". B",
 }

@@ -323,3 +323,22 @@ def test_a_lower_case_list_item_after_a_sentence_starts_the_next() -> None:
         "See e.g. the figure.",
         "Well... maybe. x. y is here.",
     ]
+
+
+def test_bulleted_lines_are_items_as_markdowns_are() -> None:
+    # a PDF's or a plain text's bullets ran into one unit with the sentence after the list
+    text = (
+        "Each is covered by the warranty.\nIn the box:\n\u2022 Power adapter with a cable\n"
+        "\u25cfRemote control\n\uf0b7 Wall mount\n\u2013 Two batteries\nKeep the receipt. It is needed."
+    )
+    assert pieces(text) == [
+        "Each is covered by the warranty.",
+        "In the box:",
+        "\u2022 Power adapter with a cable",
+        "\u25cfRemote control",
+        "\uf0b7 Wall mount",
+        "\u2013 Two batteries\nKeep the receipt.",  # as after a Markdown item: a line of no item goes on in it
+        "It is needed.",
+    ]
+    no_item = "It was cold:\n\u20135 degrees at noon."  # a dash with no space after it is a minus
+    assert pieces(no_item) == [no_item]

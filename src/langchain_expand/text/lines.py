@@ -29,8 +29,11 @@ Span = tuple[int, int]
 
 LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n|$)")
 """One line with its line break (the last may have none); an empty match ends the text."""
-LIST_ITEM = re.compile(r"\s*(?:[-*+]|\d{1,3}[.)])\s")
-"""A Markdown list item's marker (``-``, ``*``, ``+``, ``1.``, ``1)``) at the start of a line."""
+_BULLETS = "\u2022\u2023\u2043\u00b7\u25a0\u25a1\u25aa\u25b8\u25ba\u25cb\u25cf\u25e6\u27a2\u27a4\uf0a7\uf0b7"
+"""A bullet that marks a list item with or without a space after it: ``•``, ``‣``, ``▪``, ``●``, ``◦``, ``➢``, and
+the private-use ones of a Symbol or Wingdings font that a PDF's text keeps."""
+LIST_ITEM = re.compile(rf"\s*(?:[{_BULLETS}]|(?:[-*+\u2013\u2014]|\d{{1,3}}[.)])\s)")
+"""A list item's marker at the start of a line: Markdown's (``-``, ``*``, ``+``, ``1.``, ``1)``), a dash, a bullet."""
 ADMONITION = re.compile(r"(?:/{3,}|:{3,}|!{3}|\?{3})[ \t]*\w")
 """An admonition's opener (``/// note``, ``::: tip``, ``!!! warning``)."""
 
@@ -81,7 +84,7 @@ def lines_within(text: str, start: int, end: int) -> Iterator[Span]:
 
 
 def list_items(text: str, start: int, end: int) -> Iterator[Span]:
-    """Split a soft-wrapped paragraph before each Markdown list item."""
+    """Split a soft-wrapped paragraph before each list item (:data:`LIST_ITEM`)."""
     cut = start
     for m in LINE.finditer(text, start, end):
         if m.start() > cut and LIST_ITEM.match(text, m.start(), m.end()):
