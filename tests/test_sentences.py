@@ -342,3 +342,9 @@ def test_bulleted_lines_are_items_as_markdowns_are() -> None:
     ]
     no_item = "It was cold:\n\u20135 degrees at noon."  # a dash with no space after it is a minus
     assert pieces(no_item) == [no_item]
+
+
+def test_a_case_citation_and_a_clause_reference_do_not_end_a_sentence() -> None:
+    text = "In Altera Corp. v. Commissioner the court agreed, as cl. 4 and Sch. 2 provide. It was final."
+    cited = "In Altera Corp. v. Commissioner the court agreed, as cl. 4 and Sch. 2 provide."
+    assert pieces(text) == [cited, "It was final."]

@@ -46,7 +46,8 @@ and returned inside windows, so ``text[spans[0][0]:spans[-1][1]]`` is rebuilt ex
 ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st mt vs cf al fig figs eq no nos vol vols pp p ch sec
     approx dept est inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec
-    mon tue wed thu fri sat sun e.g i.e a.m p.m u.s u.k ph.d b.sc m.sc ca viz resp""".split()
+    mon tue wed thu fri sat sun e.g i.e a.m p.m u.s u.k ph.d b.sc m.sc ca viz resp
+    v para paras cl sch ss""".split()
 )
 """Words that a period follows without ending the sentence (lower case, no final '.')."""
 
