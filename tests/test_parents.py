@@ -83,6 +83,33 @@ def test_given_sections_are_parents_and_uncovered_text_is_kept() -> None:
     assert covered.replace(" ", "") == text.replace(" ", "")  # nothing lost, nothing twice
 
 
+@pytest.mark.parametrize(
+    "sections",
+    [
+        [{"title": "a", "start": "x", "end": 10}],
+        [{"title": "a", "start": 0}],
+        [{"title": "a", "start": 1.5, "end": 9}],
+        [["a", 0, 10]],
+        "0-10",
+    ],
+)
+def test_a_malformed_section_is_an_error_naming_the_document_before_anything_is_written(
+    make_parents: Make, sections: object
+) -> None:
+    # each was a bare KeyError, TypeError or int() error, naming neither the document nor the shape expected
+    retriever = make_parents(parent_splitter=SectionSplitter())
+    retriever.add_documents([Document("Kept text. It stays.", id="kept")])
+    bad = Document("Clause one. Clause two.", id="contract", metadata={"sections": sections})
+    named = r"Document 'contract': metadata\['sections'\] holds .* 'start': int, 'end': int"
+    with pytest.raises(ValueError, match=named):
+        retriever.add_documents([bad])
+    assert [p.metadata["doc_id"] for p in retriever.invoke("kept text", k=1)] == ["kept"]
+    assert retriever.docstore.mget(["contract"]) == [None]
+    backwards = [{"title": "a", "start": 5, "end": 2}]
+    with pytest.raises(ValueError, match="'a' has offsets 5-2, not in order"):
+        SectionSplitter().split_documents([Document("text", id="d", metadata={"sections": backwards})])
+
+
 def test_k_counts_distinct_parents_with_scores_and_matched_children(make_parents: Make) -> None:
     retriever = make_parents(k=5)
     retriever.add_documents(manual())

@@ -110,17 +110,12 @@ class SectionSplitter(StructureSplitter):
         text = document.page_content
         if not document.metadata.get(self.key) and self.fallback is not None:
             return self.fallback.sections(document)
-        given = sorted(document.metadata.get(self.key) or [], key=lambda s: s["start"])
+        given = document.metadata.get(self.key) or []
+        if not isinstance(given, list | tuple):
+            given = [given]  # refused below, by name
         out: list[tuple[int, int, dict[str, Any]]] = []
         at = 0
-        for section in given:
-            start, end = int(section["start"]), int(section["end"])
-            if not 0 <= start <= end <= len(text):
-                msg = (
-                    f"Document {document.id!r}: section {section.get(TITLE)!r} has offsets "
-                    f"{start}-{end}, outside the text ({len(text)} chars). Fix its offsets."
-                )
-                raise ValueError(msg)
+        for start, end, title in sorted((_section(s, document, self.key) for s in given), key=lambda s: s[0]):
             start = max(start, at)  # overlapping sections are clipped: no text in two parents
             if start >= end:
                 continue
@@ -129,12 +124,35 @@ class SectionSplitter(StructureSplitter):
                 out.append((*gap, {TITLE: ""}))
             span = stripped(text, start, end)
             if span:
-                out.append((*span, {TITLE: section.get(TITLE, "")}))
+                out.append((*span, {TITLE: title}))
             at = end
         tail = stripped(text, at, len(text))
         if tail:
             out.append((*tail, {TITLE: ""}))
         return out
+
+
+def _section(section: object, document: Document, key: str) -> tuple[int, int, Any]:
+    """A given section's ``start``, ``end`` and title; an error naming the document where it is none."""
+    if not (isinstance(section, dict) and _whole(section.get("start")) and _whole(section.get("end"))):
+        msg = (
+            f"Document {document.id!r}: metadata[{key!r}] holds {section!r:.100}, which is no section. Give each as "
+            "{'title': str, 'start': int, 'end': int}, char offsets into the document's text."
+        )
+        raise ValueError(msg)
+    start, end, title = int(section["start"]), int(section["end"]), section.get(TITLE, "")
+    if not 0 <= start <= end <= len(document.page_content):
+        msg = (
+            f"Document {document.id!r}: section {title!r} has offsets {start}-{end}, not in order within the "
+            f"text ({len(document.page_content)} chars). Fix its offsets."
+        )
+        raise ValueError(msg)
+    return start, end, title
+
+
+def _whole(value: object) -> bool:
+    """Whether ``value`` is a whole number (``5``, or ``5.0`` as JSON may hold it); not a bool, a string or ``1.5``."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
 
 def locate(text: str, chunks: list[str], doc_id: str) -> list[Span]:
