@@ -305,12 +305,15 @@ def test_a_clause_or_list_items_number_stays_with_its_sentence() -> None:
         "Then run it.",
         "2. Open the app.",
     ]
-    # a number that is not the sentence's first word ends it as before
-    assert pieces("He came in 2. Then he left. Chapter 3. The End.") == [
+    # after the word that names it, a number opens its sentence too: a filing's item, a contract's section
+    labelled = ["Item 7. Management's Discussion.", "Revenue grew.", 'Section 1.01. "Affiliate" means any entity.']
+    assert pieces(" ".join(labelled)) == labelled
+    # a number later in a sentence ends it as before
+    assert pieces("He came in 2. Then he left. See Section 3. It says so.") == [
         "He came in 2.",
         "Then he left.",
-        "Chapter 3.",
-        "The End.",
+        "See Section 3.",
+        "It says so.",
     ]
 
 

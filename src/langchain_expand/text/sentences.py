@@ -69,6 +69,8 @@ scan, not a quadratic one."""
 _WORD = re.compile(r"\S+")
 _ENUMERATOR = re.compile(r"\d{1,3}(?:\.\d{1,3})*|[^\W\d_]|[ivxIVX]{1,5}")
 """A list item's or a clause's number before its period: ``1``, ``2.1``, ``a``, ``iv``."""
+_LABEL = re.compile(r"(?:\u00a7|[A-Z][a-z]{1,11}|[A-Z]{2,12})[ \t]+")
+"""A word that names what a number numbers, before it: ``Section 1.01.``, ``ARTICLE 5.``, ``Item 7.``, ``§ 2.``."""
 _NEXT_ITEM = re.compile(r"(?:[a-z]|[ivx]{1,4})[.)]\s++(?![a-z])")
 """A lower-case list item's marker and the start of its text, not in lower case (``b. Second``, ``ii) The``)."""
 
@@ -83,12 +85,12 @@ class _Block:
 class SentenceSplitter:
     """Rule-based, Markdown-aware sentence splitter with a token cap on every unit.
 
-    Rules: a sentence ends at ``.``, ``!``, ``?`` or an ellipsis followed by
-    whitespace, except after an abbreviation (``Dr.``, ``e.g.``), an initial (``J.``), a
-    sentence's opening number (``1. Definitions.``, ``2.1.``, ``iv.``), or when the next word
-    starts in lower case and is not a list item's marker (``b. Second``). Decimals never
-    split. Closing quotes and brackets stay with their sentence. In Markdown, a fenced code
-    block and a table are each one atomic unit and a heading is its own unit; with
+    Rules: a sentence ends at ``.``, ``!``, ``?`` or an ellipsis followed by whitespace,
+    except after an abbreviation (``Dr.``, ``e.g.``), an initial (``J.``), a sentence's
+    opening number (``1. Definitions.``, ``2.1.``, ``iv.``, ``Section 1.01.``), or when the
+    next word starts in lower case and is not a list item's marker (``b. Second``). Decimals
+    never split. Closing quotes and brackets stay with their sentence. In Markdown, a fenced
+    code block and a table are each one atomic unit and a heading is its own unit; with
     ``table_rows``, a table's column headings are one unit and each later row its own. In
     transcripts (``Speaker: text`` lines), every line is a boundary.
 
@@ -294,8 +296,9 @@ class SentenceSplitter:
             word_start = m.start()
             while word_start > 0 and not text[word_start - 1].isspace():
                 word_start -= 1
-            if word_start == first and _ENUMERATOR.fullmatch(text, word_start, m.start()):
-                return False  # "1. Definitions.", "2.1. Scope.", "ii. The term"
+            opens = first is not None and (word_start == first or _LABEL.fullmatch(text, first, word_start))
+            if opens and _ENUMERATOR.fullmatch(text, word_start, m.start()):
+                return False  # "1. Definitions.", "2.1. Scope.", "ii. The term", "Section 1.01. Terms"
             word = text[word_start : m.start()].lstrip("([\"'\u201c\u2018").lower()
             if word in self.abbreviations:
                 return False
