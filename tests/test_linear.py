@@ -62,6 +62,7 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "a speaker line": lambda n: "Anna: " + _repeat("well. ", n),
     "numbered clauses": lambda n: _repeat("1. 2.1. ii. x. ", n),
     "a bullet a line": lambda n: _repeat("\u2022\n", n),
+    "a label, spaces, then abbreviations": lambda n: "Section" + " " * n + _repeat("Dr. ", n),
     "lower-case items after sentences": lambda n: _repeat("end.  b.  c) ", n),
     "a clause number before a long word": lambda n: "1. " + "a" * n + ". B",
 }

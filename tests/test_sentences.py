@@ -351,3 +351,12 @@ def test_a_case_citation_and_a_clause_reference_do_not_end_a_sentence() -> None:
     text = "In Altera Corp. v. Commissioner the court agreed, as cl. 4 and Sch. 2 provide. It was final."
     cited = "In Altera Corp. v. Commissioner the court agreed, as cl. 4 and Sch. 2 provide."
     assert pieces(text) == [cited, "It was final."]
+
+
+def test_a_letter_after_a_word_is_no_labelled_number() -> None:
+    # "Section 1.01." and "Part II." open their sentences; "First a." is a sentence that ends
+    assert pieces("First a. First b. Part II. Other Information.") == [
+        "First a.",
+        "First b.",
+        "Part II. Other Information.",
+    ]

@@ -110,10 +110,8 @@ def trimmed(text: str, start: int, end: int) -> Iterator[Span]:
         yield span
 
 
-def visible_at(text: str, pos: int, end: int) -> int | None:
-    """Where the first character from ``pos`` (before ``end``) that is not whitespace stands; None if none."""
-    while pos < end:
-        if not text[pos].isspace():
-            return pos
+def visible_at(text: str, pos: int, end: int) -> int:
+    """Where the first character from ``pos`` that is not whitespace stands; ``end`` if none is before it."""
+    while pos < end and text[pos].isspace():
         pos += 1
-    return None
+    return pos

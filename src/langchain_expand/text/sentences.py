@@ -69,8 +69,10 @@ scan, not a quadratic one."""
 _WORD = re.compile(r"\S+")
 _ENUMERATOR = re.compile(r"\d{1,3}(?:\.\d{1,3})*|[^\W\d_]|[ivxIVX]{1,5}")
 """A list item's or a clause's number before its period: ``1``, ``2.1``, ``a``, ``iv``."""
-_LABEL = re.compile(r"(?:\u00a7|[A-Z][a-z]{1,11}|[A-Z]{2,12})[ \t]+")
+_LABEL = re.compile(r"(?:\u00a7|[A-Z][a-z]{1,11}|[A-Z]{2,12})[ \t]{1,3}")
 """A word that names what a number numbers, before it: ``Section 1.01.``, ``ARTICLE 5.``, ``Item 7.``, ``§ 2.``."""
+_LABELLED = re.compile(r"\d{1,3}(?:\.\d{1,3})*|[IVX]{1,5}")
+"""A number after such a word: digits or a Roman numeral (``Part II.``); not a letter (``First a.``)."""
 _NEXT_ITEM = re.compile(r"(?:[a-z]|[ivx]{1,4})[.)]\s++(?![a-z])")
 """A lower-case list item's marker and the start of its text, not in lower case (``b. Second``, ``ii) The``)."""
 
@@ -277,7 +279,7 @@ class SentenceSplitter:
                 first = visible_at(text, cut, end)
         yield from trimmed(text, cut, end)
 
-    def _ends_sentence(self, text: str, m: re.Match[str], end: int, first: int | None) -> bool:
+    def _ends_sentence(self, text: str, m: re.Match[str], end: int, first: int) -> bool:
         """Whether the mark ``m`` ends the sentence that starts at ``first``.
 
         A list item's or a clause's number is no sentence: ``1. Definitions.`` is one (cut
@@ -286,7 +288,7 @@ class SentenceSplitter:
         """
         mark = m.group().rstrip(_CLOSERS)
         after = visible_at(text, m.end(), end)
-        if after is None:
+        if after == end:
             return True
         if mark[-1] in "!?" + _CJK_MARKS:
             return True
@@ -296,9 +298,10 @@ class SentenceSplitter:
             word_start = m.start()
             while word_start > 0 and not text[word_start - 1].isspace():
                 word_start -= 1
-            opens = first is not None and (word_start == first or _LABEL.fullmatch(text, first, word_start))
-            if opens and _ENUMERATOR.fullmatch(text, word_start, m.start()):
-                return False  # "1. Definitions.", "2.1. Scope.", "ii. The term", "Section 1.01. Terms"
+            if word_start == first and _ENUMERATOR.fullmatch(text, word_start, m.start()):
+                return False  # "1. Definitions.", "2.1. Scope.", "ii. The term"
+            if _LABELLED.fullmatch(text, word_start, m.start()) and _LABEL.fullmatch(text, first, word_start):
+                return False  # "Section 1.01. Terms", "Part II. Other" (the label: a few chars at most)
             word = text[word_start : m.start()].lstrip("([\"'\u201c\u2018").lower()
             if word in self.abbreviations:
                 return False
