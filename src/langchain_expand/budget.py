@@ -98,13 +98,11 @@ def fit_to_budget(
 ) -> tuple[list[Document], BudgetReport]:
     """Keep the best-ranked units whose joined context fits ``max_tokens - reserve``.
 
-    Units are taken in rank (input) order. One that does not fit is first shrunk (a window loses sentences from its
-    edges but never its hit; a parent is cut to whole sentences, tables and code blocks around its best child, or
-    one of its units, rows or 48-token pieces); if even that does not fit it is dropped, and smaller, lower-ranked
-    units still get their turn. A unit without offsets into its source (another retriever's chunk) has no focus to
-    cut around, and a cut might not hold what matched: it is kept whole or dropped. Kept units are put in ``order``;
-    shrunk ones carry ``truncated=True``, and every one ``budget`` (the report as a dict). The input is never
-    mutated.
+    Units are taken in rank order. One that does not fit is first shrunk (a window loses sentences from its edges but
+    never its hit; a parent is cut to whole sentences, tables and code blocks around its best child, or one of its
+    units, rows or 48-token pieces; another retriever's chunk, with no focus, is not cut); if even that does not fit it
+    is dropped, and smaller, lower-ranked units still get their turn. Kept units are put in ``order``; shrunk ones carry
+    ``truncated=True``, each ``budget`` (the report as a dict). The input is not mutated.
 
     Args:
         documents: Units, best first.
