@@ -91,6 +91,7 @@ def test_given_sections_are_parents_and_uncovered_text_is_kept() -> None:
         [{"title": "a", "start": 1.5, "end": 9}],
         [["a", 0, 10]],
         "0-10",
+        {"title": "a", "start": 0, "end": 10},  # one section, not in a list
     ],
 )
 def test_a_malformed_section_is_an_error_naming_the_document_before_anything_is_written(
@@ -100,7 +101,7 @@ def test_a_malformed_section_is_an_error_naming_the_document_before_anything_is_
     retriever = make_parents(parent_splitter=SectionSplitter())
     retriever.add_documents([Document("Kept text. It stays.", id="kept")])
     bad = Document("Clause one. Clause two.", id="contract", metadata={"sections": sections})
-    named = r"Document 'contract': metadata\['sections'\] holds .* 'start': int, 'end': int"
+    named = r"Document 'contract': metadata\['sections'\] holds .*, which is no list of sections\. Give a list of"
     with pytest.raises(ValueError, match=named):
         retriever.add_documents([bad])
     assert [p.metadata["doc_id"] for p in retriever.invoke("kept text", k=1)] == ["kept"]

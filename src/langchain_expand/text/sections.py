@@ -112,7 +112,7 @@ class SectionSplitter(StructureSplitter):
             return self.fallback.sections(document)
         given = document.metadata.get(self.key) or []
         if not isinstance(given, list | tuple):
-            given = [given]  # refused below, by name
+            raise _no_section(given, document, self.key)
         out: list[tuple[int, int, dict[str, Any]]] = []
         at = 0
         for start, end, title in sorted((_section(s, document, self.key) for s in given), key=lambda s: s[0]):
@@ -135,11 +135,7 @@ class SectionSplitter(StructureSplitter):
 def _section(section: object, document: Document, key: str) -> tuple[int, int, Any]:
     """A given section's ``start``, ``end`` and title; an error naming the document where it is none."""
     if not (isinstance(section, dict) and _whole(section.get("start")) and _whole(section.get("end"))):
-        msg = (
-            f"Document {document.id!r}: metadata[{key!r}] holds {section!r:.100}, which is no section. Give each as "
-            "{'title': str, 'start': int, 'end': int}, char offsets into the document's text."
-        )
-        raise ValueError(msg)
+        raise _no_section(section, document, key)
     start, end, title = int(section["start"]), int(section["end"]), section.get(TITLE, "")
     if not 0 <= start <= end <= len(document.page_content):
         msg = (
@@ -148,6 +144,14 @@ def _section(section: object, document: Document, key: str) -> tuple[int, int, A
         )
         raise ValueError(msg)
     return start, end, title
+
+
+def _no_section(given: object, document: Document, key: str) -> ValueError:
+    """The error for what ``metadata[key]`` holds in place of a list of sections, or of one section."""
+    return ValueError(
+        f"Document {document.id!r}: metadata[{key!r}] holds {given!r:.100}, which is no list of sections. Give "
+        "a list of {'title': str, 'start': int, 'end': int}, char offsets into the document's text."
+    )
 
 
 def _whole(value: object) -> bool:

@@ -67,11 +67,13 @@ _TERMINATOR = re.compile(
 starts only at the first mark of a run and never backtracks, so a run of 100k dots is one linear
 scan, not a quadratic one."""
 _WORD = re.compile(r"\S+")
-_ENUMERATOR = re.compile(r"\d{1,3}(?:\.\d{1,3})*|[^\W\d_]|[ivxIVX]{1,5}")
+_NUMBER = r"\d{1,3}(?:\.\d{1,3})*"
+"""A clause's number: ``1``, ``2.1``, ``1.01``."""
+_ENUMERATOR = re.compile(rf"{_NUMBER}|[^\W\d_]|[ivxIVX]{{1,5}}")
 """A list item's or a clause's number before its period: ``1``, ``2.1``, ``a``, ``iv``."""
 _LABEL = re.compile(r"(?:\u00a7|[A-Z][a-z]{1,11}|[A-Z]{2,12})[ \t]{1,3}")
 """A word that names what a number numbers, before it: ``Section 1.01.``, ``ARTICLE 5.``, ``Item 7.``, ``§ 2.``."""
-_LABELLED = re.compile(r"\d{1,3}(?:\.\d{1,3})*|[IVX]{1,5}")
+_LABELLED = re.compile(rf"{_NUMBER}|[IVX]{{1,5}}")
 """A number after such a word: digits or a Roman numeral (``Part II.``); not a letter (``First a.``)."""
 _NEXT_ITEM = re.compile(r"(?:[a-z]|[ivx]{1,4})[.)]\s++(?![a-z])")
 """A lower-case list item's marker and the start of its text, not in lower case (``b. Second``, ``ii) The``)."""
