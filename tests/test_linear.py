@@ -47,6 +47,7 @@ ADVERSARIAL: dict[str, Callable[[int], str]] = {
     "mixed punctuation": lambda n: _repeat("?!.)'", n),
     "CJK full stops": lambda n: "\u3002" * n,
     "CJK sentences": lambda n: _repeat("\u5929\u6c14\u5f88\u597d\u3002\u300d", n),
+    "dandas and Arabic question marks": lambda n: _repeat("\u0964\u061f \u0965 ", n),
     "| run": lambda n: "|" * n,
     "# run": lambda n: "#" * n,
     "= run": lambda n: "=" * n,

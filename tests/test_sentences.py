@@ -38,6 +38,18 @@ def test_chinese_and_japanese_sentences_end_at_their_marks_without_a_space() -> 
     assert pieces("Version 3.5 is out。It works.") == ["Version 3.5 is out。", "It works."]
 
 
+def test_other_scripts_full_stops_and_question_marks_end_sentences() -> None:
+    # a Hindi, Arabic or Urdu paragraph was one unit, cut only by the token cap
+    hindi = ["यह पहला वाक्य है।", "दूसरा वाक्य॥", "क्या यह तीसरा है?"]
+    assert pieces(" ".join(hindi)) == hindi
+    arabic = ["هذه جملة.", "هل هذه أخرى؟", "نعم."]
+    assert pieces(" ".join(arabic)) == arabic
+    assert pieces("یہ جملہ ہے۔ دوسرا جملہ۔") == ["یہ جملہ ہے۔", "دوسرا جملہ۔"]
+    assert pieces("Սա առաջինն է։ Սա երկրորդն է։") == ["Սա առաջինն է։", "Սա երկրորդն է։"]
+    assert pieces("ይህ ነው። ሁለተኛው፧ ሦስተኛ።") == ["ይህ ነው።", "ሁለተኛው፧", "ሦስተኛ።"]
+    assert pieces("संख्या १।२ है") == ["संख्या १।२ है"]  # no space after it: no end
+
+
 def test_each_transcript_line_is_a_boundary() -> None:
     text = "Grad C: So we had a long discussion\nPhD D: It didn't move . So .\nGrad C: OK ."
     assert pieces(text) == ["Grad C: So we had a long discussion", "PhD D: It didn't move .", "So .", "Grad C: OK ."]

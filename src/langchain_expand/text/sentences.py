@@ -57,8 +57,14 @@ _CLOSERS = "\"'\u201d\u2019)]\u300d\u300f\uff09"
 """What closes a sentence after its mark: quotes and brackets, the CJK corner brackets and parenthesis too."""
 _CJK_MARKS = "\u3002\uff01\uff1f\uff61"
 """The Chinese and Japanese full stop, exclamation and question marks (``。！？｡``): no space follows them."""
-_MARKS = ".!?\u2026" + _CJK_MARKS
-_LINE_ENDS = ".!?:;\u2026\uff1a" + _CJK_MARKS
+_SCRIPT_MARKS = "\u0589\u061f\u06d4\u0964\u0965\u104b\u1362\u1367"
+"""Other scripts' full stops and question marks, a space after them: Armenian ``։``, Arabic ``؟``,
+Urdu U+06D4, Devanagari's dandas ``।`` ``॥``, Myanmar ``။``, Ethiopic ``።`` ``፧``. They mark no
+abbreviation, so each ends a sentence, as ``!`` and ``?`` do."""
+_ENDS = "!?" + _CJK_MARKS + _SCRIPT_MARKS
+"""Marks that end a sentence wherever they close one: no abbreviation or number is read before them."""
+_MARKS = ".\u2026" + _ENDS
+_LINE_ENDS = ".:;\u2026\uff1a" + _ENDS
 """What a line ends in when it ends a sentence or a label; where few lines do (and few run on), each line is a unit."""
 _TERMINATOR = re.compile(
     rf"(?<![{_MARKS}])(?:[{_MARKS}]++[{re.escape(_CLOSERS)}]*+(?=\s)|[{_CJK_MARKS}]++[{re.escape(_CLOSERS)}]*+)"
@@ -89,10 +95,11 @@ class _Block:
 class SentenceSplitter:
     """Rule-based, Markdown-aware sentence splitter with a token cap on every unit.
 
-    Rules: a sentence ends at ``.``, ``!``, ``?`` or an ellipsis followed by whitespace,
-    except after an abbreviation (``Dr.``, ``e.g.``), an initial (``J.``), a sentence's
-    opening number (``1. Definitions.``, ``2.1.``, ``iv.``, ``Section 1.01.``), or when the
-    next word starts in lower case and is not a list item's marker (``b. Second``). Decimals
+    Rules: a sentence ends at ``.``, ``!``, ``?``, an ellipsis or another script's full stop or
+    question mark (``।``, ``؟``) followed by whitespace. A period does not end one after
+    an abbreviation (``Dr.``, ``e.g.``), an initial (``J.``) or a sentence's opening number
+    (``1. Definitions.``, ``2.1.``, ``iv.``, ``Section 1.01.``), nor a period or an ellipsis
+    before a word in lower case that is not a list item's marker (``b. Second``). Decimals
     never split. Closing quotes and brackets stay with their sentence. In Markdown, a fenced
     code block and a table are each one atomic unit and a heading is its own unit; with
     ``table_rows``, a table's column headings are one unit and each later row its own. In
@@ -292,7 +299,7 @@ class SentenceSplitter:
         after = visible_at(text, m.end(), end)
         if after == end:
             return True
-        if mark[-1] in "!?" + _CJK_MARKS:
+        if mark[-1] in _ENDS:
             return True
         if text[after].islower() and _NEXT_ITEM.match(text, after, end) is None:
             return False  # "e.g. the", "Well... maybe", "approx. five"
