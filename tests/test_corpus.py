@@ -82,6 +82,7 @@ def test_a_blank_file_or_row_stops_reading_naming_it_or_is_skipped_with_skip_bad
     notes: list[str] = []
     assert [d.id for d in read_corpus([tmp_path], skip_bad=True, skipped=notes, root=tmp_path)] == ["good.txt", "r1"]
     assert [n.split(":")[0] for n in notes] == [str(tmp_path / "empty.md"), str(tmp_path / "rows.jsonl")]
+    assert not any("--skip-bad" in n for n in notes)  # it was passed: the note does not ask for it
 
 
 def test_a_row_no_store_can_write_stops_reading_naming_its_line_or_is_skipped_with_skip_bad(tmp_path: Path) -> None:

@@ -192,6 +192,31 @@ def test_cli_report_errors_name_the_flag_typed(flags: list[str], message: str) -
     assert message in err.getvalue()
 
 
+def test_cli_report_skips_what_it_cannot_read_with_skip_bad(tmp_path: Path) -> None:
+    # `report` stopped at an empty file, and its error said to pass --skip-bad, which it did not take
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "manual.md").write_text("# Setup\n\nPlug it in. Press the button. Wait for the light.\n")
+    (folder / "empty.md").write_text("\n")
+    (folder / "latin1.txt").write_bytes("Caf\u00e9 au lait.".encode("latin-1"))
+    flags = ["report", str(folder), "--k", "2", "--budget", "300", "--format", "json"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(flags) == 2
+    assert "empty.md: no text to index" in err.getvalue()
+    assert "--skip-bad" in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main([*flags, "--skip-bad"]) == 0
+    assert json.loads(out.getvalue())["sentences"]["count"] == 4  # the heading and three sentences
+    skipped = [line for line in err.getvalue().splitlines() if line.startswith("skipped ")]
+    assert [line.split(":")[0] for line in skipped] == [
+        f"skipped {folder / 'empty.md'}",
+        f"skipped {folder / 'latin1.txt'}",
+    ]
+    assert "--skip-bad" not in err.getvalue()
+
+
 def test_cli_rejects_a_malformed_window_list() -> None:
     with pytest.raises(SystemExit, match="before:after pairs"):
         main(["report", str(DATA / "qmsum" / "docs.jsonl"), "--windows", "3-1"])

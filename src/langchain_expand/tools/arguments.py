@@ -125,12 +125,7 @@ def _index_arguments(index: argparse.ArgumentParser) -> None:
         help="sentences (or children) embedded and written per store call; a stopped run of a large "
         "document resumes after the last one written (default: %(default)s)",
     )
-    index.add_argument(
-        "--skip-bad",
-        action="store_true",
-        help="skip (and list) a file that is not UTF-8 text or is blank, or a malformed JSON Lines row, "
-        "instead of stopping",
-    )
+    _skip_bad(index)
     index.add_argument("--prune", action="store_true", help="remove indexed documents that are no longer in PATHS")
     index.add_argument(
         "--root",
@@ -142,6 +137,15 @@ def _index_arguments(index: argparse.ArgumentParser) -> None:
     output.add_argument("--quiet", action="store_true", help="no progress bar (it shows only on a terminal)")
     output.add_argument(
         "--verbose", action="store_true", help="a line on stderr per committed batch, and the model's loading bar"
+    )
+
+
+def _skip_bad(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip (and list) a file that is not UTF-8 text or is blank, or a malformed JSON Lines row, "
+        "instead of stopping",
     )
 
 
@@ -210,3 +214,4 @@ def _report_arguments(report: argparse.ArgumentParser) -> None:
         "--format", choices=["table", "markdown", "json"], default="table", help="(default: %(default)s)"
     )
     report.add_argument("--plots", type=Path, help="write PNG histograms into this folder")
+    _skip_bad(report)

@@ -236,7 +236,10 @@ def _report(args: argparse.Namespace) -> int:
         where = f"{args.chroma_host}:{args.chroma_port}" if args.chroma_host else str(args.home)
         result = measure(index=windows_retriever(args), corpus_name=where)
     else:
-        documents = list(read_corpus([args.corpus]))
+        skipped: list[str] = []
+        documents = list(read_corpus([args.corpus], skip_bad=args.skip_bad, skipped=skipped))
+        for note in skipped:
+            print(f"skipped {note}", file=sys.stderr)
         result = measure(documents, embeddings=embeddings_of(args), corpus_name=args.corpus.name)
     if args.format == "json":
         print(result.to_json())

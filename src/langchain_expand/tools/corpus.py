@@ -141,8 +141,12 @@ class _Logged(list[str]):
         super().append(note)
 
 
+_SKIP_HINT = " (or pass --skip-bad)"
+"""What an error that ``skip_bad`` would skip past ends with; a note of one skipped leaves it out."""
+
+
 def _skip(skipped: list[str], note: str) -> None:
-    skipped.append(note)
+    skipped.append(note.replace(_SKIP_HINT, ""))
 
 
 def read_queries(path: Path | str) -> list[dict[str, object]]:
@@ -177,7 +181,7 @@ def _text(path: Path) -> str:
         raise ValueError(msg)
     text = _utf8(data, str(path), "it")
     if not text.strip():
-        msg = f"{path}: no text to index (empty or whitespace only). Give it text or leave it out (or pass --skip-bad)."
+        msg = f"{path}: no text to index (empty or whitespace only). Give it text or leave it out{_SKIP_HINT}."
         raise ValueError(msg)
     return text
 
@@ -217,7 +221,7 @@ def _row(path: Path, line_no: int, line: str) -> dict[str, object]:
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
-        msg = f"{path}:{line_no}: not valid JSON ({exc.msg}). Fix or remove the line (or pass --skip-bad)."
+        msg = f"{path}:{line_no}: not valid JSON ({exc.msg}). Fix or remove the line{_SKIP_HINT}."
         raise ValueError(msg) from None
     if not isinstance(row, dict):
         msg = f"{path}:{line_no}: each line must be a JSON object."
