@@ -100,6 +100,19 @@ def test_query_with_merge_and_budget_and_parent_mode(tmp_path: Path) -> None:
     parents = json.loads(cli(tmp_path, "query", "pair the remote", "--mode", "parent", "--k", "2", "--format", "json"))
     assert len(parents["results"]) == 2
     assert all("children" in r["metadata"] for r in parents["results"])
+    # a query scoped to one document (the README's "over many meetings or one"), in either mode
+    unscoped = json.loads(cli(tmp_path, "query", "remote design", "--format", "json"))
+    other = next(d for d in ("ES2005a", "IS1004a", "ES2013a") if d != unscoped["results"][0]["metadata"]["doc_id"])
+    where = json.dumps({"doc_id": other})
+    scoped = json.loads(cli(tmp_path, "query", "remote design", "--filter", where, "--format", "json"))
+    assert {r["metadata"]["doc_id"] for r in scoped["results"]} == {other}
+    where = '{"doc_id": {"$in": ["smart_tv_remote"]}}'
+    parents = json.loads(cli(tmp_path, "query", "pair", "--mode", "parent", "--filter", where, "--format", "json"))
+    assert parents["results"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["--home", str(tmp_path), "query", "pair", "--filter", '{"doc_id": "none"}']) == 1
+    assert 'no unit answered the question among 3 indexed documents (--filter {"doc_id": "none"}' in err.getvalue()
 
 
 def test_parent_mode_fuses_bm25_over_the_children_and_fills_an_older_index_without_embedding(tmp_path: Path) -> None:
@@ -438,6 +451,7 @@ def test_one_file_is_one_document_from_any_working_directory(tmp_path: Path, mon
         ["query", "q", "--k", "x"],
         ["query", "   "],  # issue #52, finding 11: refused only after a 21 s model load
         ["query", "q", "--budgett", "100"],
+        ["query", "q", "--filter", "docs/a.md"],  # not JSON: refused before the model loads
     ],
     ids=str,
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -184,11 +185,29 @@ def _query_arguments(query: argparse.ArgumentParser) -> None:
         help="fit the joined context into this many tokens: the retrievers' max_tokens (default: no budget)",
     )
     query.add_argument(
+        "--filter",
+        type=_json_object,
+        help='only units whose metadata match, in the store\'s syntax as JSON: \'{"doc_id": "notes/a.md"}\' for '
+        'one document (its id as indexed), \'{"source": {"$in": ["a.md", "b.md"]}}\' (default: none)',
+    )
+    query.add_argument(
         "--format",
         choices=["text", "json"],
         default="text",
         help="text to read, or one JSON object (default: %(default)s)",
     )
+
+
+def _json_object(given: str) -> dict[str, object]:
+    """``--filter``'s value: a JSON object, else an error that says what it takes."""
+    try:
+        value = json.loads(given)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        msg = f'a JSON object, e.g. \'{{"doc_id": "notes/a.md"}}\'; got {given!r}'
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def _report_arguments(report: argparse.ArgumentParser) -> None:

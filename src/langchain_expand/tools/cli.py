@@ -83,7 +83,7 @@ def _query(args: argparse.Namespace) -> int:
             raise ValueError(msg)
         _check_indexed(args)
         retriever: Any = parents_retriever(args)
-        docs = retriever.invoke(args.question, k=args.k, max_tokens=args.budget)
+        docs = retriever.invoke(args.question, k=args.k, max_tokens=args.budget, filter=args.filter)
     else:
         for flag, value in (("--before", args.before), ("--after", args.after)):
             if value is not None and value < 0:
@@ -99,6 +99,7 @@ def _query(args: argparse.Namespace) -> int:
             merge=True if args.merge is None else args.merge,
             max_tokens=args.budget,
             window=args.window,
+            filter=args.filter,
         )
     _print_units(args.question, docs, args.format == "json")
     if docs:
@@ -122,7 +123,8 @@ def _why_nothing(args: argparse.Namespace, retriever: Any) -> str:
             "before its first batch was committed. Run the same `langchain-expand index` command again to resume."
         )
     budget = f", or --budget {args.budget} holds no whole sentence or parent" if args.budget is not None else ""
-    return f"no unit answered the question among {counted(committed, 'indexed document')}{budget}."
+    scope = f" (--filter {json.dumps(args.filter)}: does any unit's metadata match it?)" if args.filter else ""
+    return f"no unit answered the question among {counted(committed, 'indexed document')}{budget}{scope}."
 
 
 def _check_indexed(args: argparse.Namespace) -> None:
