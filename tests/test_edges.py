@@ -54,11 +54,17 @@ def test_a_dict_filter_on_qdrant_says_which_filter_it_takes(design: str, tmp_pat
         retriever: Any = BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore())
     else:
         retriever = SentenceWindowRetriever(vectorstore=store, lexical=LexicalIndex(tmp_path / "lexical.sqlite"))
-    retriever.add_documents([Document("The warranty lasts two years. Returns take thirty days.", id="a")])
+    text = "The warranty lasts two years. Returns take thirty days."
+    retriever.add_documents([Document(text, id=g, metadata={"groups": [g, "all"]}) for g in ("a", "b")])
     with pytest.raises(ValueError, match=r"Qdrant filters with a qdrant_client.models.Filter, not a dict"):
         retriever.invoke("warranty", filter={"doc_id": "a"})
     kept = models.FieldCondition(key="metadata.doc_id", match=models.MatchValue(value="a"))
-    assert retriever.invoke("warranty", filter=models.Filter(must=[kept]))
+    assert {d.metadata["doc_id"] for d in retriever.invoke("warranty", filter=models.Filter(must=[kept]))} == {"a"}
+    # an access list is held as a list, so a match on one of its values finds it (it was JSON text)
+    member = models.FieldCondition(key="metadata.groups", match=models.MatchValue(value="b"))
+    found = retriever.invoke("warranty", filter=models.Filter(must=[member]))
+    assert {d.metadata["doc_id"] for d in found} == {"b"}
+    assert found[0].metadata["groups"] == ["b", "all"]
 
 
 def test_a_reader_keeps_fetching_past_records_another_process_deleted(

@@ -25,6 +25,12 @@ RECORDS: list[dict[str, Any]] = [
     {"a": "z", "lcx_doc": "d1"},
     {"lcx_doc": "d2", "b": 3},
     {},
+    # lists, as a store of arrays holds them (records.encode_metadata): one scalar kind each
+    {"a": ["x", "1"]},
+    {"a": [1, 2], "b": ["x"]},
+    {"a": [1.0, 0.5]},
+    {"a": [True]},
+    {"a": [0.1, 2.5]},
 ]
 CONDITIONS: list[Any] = [
     1,
@@ -56,6 +62,18 @@ CONDITIONS: list[Any] = [
     {"$in": [1.0, 2.0]},
     {"$nin": [1.5]},
     {"$gt": 1e20},
+    # a list holds a value of the same kind: an int is not a float there, a bool not an int
+    {"$contains": "x"},
+    {"$contains": "1"},
+    {"$contains": 1},
+    {"$contains": 1.0},
+    {"$contains": 0.5},
+    {"$contains": 0.1},
+    {"$contains": True},
+    {"$contains": 0},
+    {"$not_contains": 1},
+    {"$not_contains": "x"},
+    {"$not_contains": False},
 ]
 FILTERS: list[dict[str, Any]] = [
     *({key: c} for key in ("a", "b", "lcx_doc") for c in CONDITIONS),
@@ -76,8 +94,10 @@ REFUSED: list[Any] = [
     {"a": float("nan")},  # a number that is not finite
     {"a": {"$lt": float("inf")}},
     {"a": {"$in": [1.0, float("-inf")]}},
+    {"a": {"$contains": ["x"]}},  # a list: it takes one value
+    {"a": {"$contains": float("nan")}},
 ]
-UNEVALUATED: list[Any] = [{"a": {"$contains": "x"}}, {"$not": {"a": 1}}]
+UNEVALUATED: list[Any] = [{"a": {"$contains": 2**70}}, {"$not": {"a": 1}}]
 """What this module leaves to the store although the store may take it (it answers, or refuses, itself)."""
 
 
@@ -124,9 +144,9 @@ def test_only_keys_every_record_of_a_document_shares_are_evaluated_in_memory() -
 def test_filters_cover_every_operator_on_every_kind() -> None:
     # the table above is the contract: each operator meets a str, an int, a float, a bool and a missing key
     operators = {next(iter(c)) if isinstance(c, dict) else "$eq" for c in CONDITIONS}
-    assert operators == {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin"}
+    assert operators == {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains", "$not_contains"}
     kinds = {type(r.get("a")).__name__ for r in RECORDS}
-    assert kinds >= {"int", "float", "bool", "str", "NoneType"}
+    assert kinds >= {"int", "float", "bool", "str", "NoneType", "list"}
     assert len(list(itertools.product(FILTERS, RECORDS))) > 600
 
 
@@ -173,7 +193,14 @@ def test_random_filters_pick_the_records_chroma_picks_or_are_left_to_it() -> Non
         2**53 + 1,
         7.999999,
     ]
-    records = [{k: rng.choice(values) for k in "abc" if rng.random() < 0.8} for _ in range(40)]
+
+    def held() -> Any:  # a scalar, or a list of one kind (one in five)
+        first = rng.choice(values)
+        if rng.random() < 0.8:
+            return first
+        return [first, *rng.sample([v for v in values if type(v) is type(first)], rng.randint(0, 2))]
+
+    records = [{k: held() for k in "abc" if rng.random() < 0.8} for _ in range(40)]
     collection = chromadb.EphemeralClient().create_collection(f"random-{uuid.uuid4().hex[:8]}")
     collection.add(
         ids=[str(i) for i in range(len(records))],
@@ -182,7 +209,7 @@ def test_random_filters_pick_the_records_chroma_picks_or_are_left_to_it() -> Non
     )
 
     def condition() -> Any:
-        op = rng.choice(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", None])
+        op = rng.choice(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$contains", "$not_contains", None])
         if op is None:
             return rng.choice(values)
         return {

@@ -239,6 +239,22 @@ def test_new_metadata_on_the_same_text_is_served_and_filtered_on(make_parents: M
     assert not retriever.invoke("when is the launch", filter={"acl": "public"})
 
 
+def test_an_access_list_is_a_list_filtered_with_contains(make_parents: Make) -> None:
+    # Lists were stored as JSON text, where Chroma's $contains finds nothing: an access-list filter
+    # silently answered nothing. Chroma holds them as arrays now, and the parent serves the list.
+    retriever = make_parents(k=2)
+    text = "## Plan\nThe launch plan moves to March. Budget approved by the board."
+    retriever.add_documents([Document(text, id=g, metadata={"groups": [g, "all"]}) for g in ("eng", "ops")])
+    for where, found in (
+        ({"$contains": "eng"}, {"eng"}),
+        ({"$not_contains": "eng"}, {"ops"}),
+        ({"$contains": "x"}, set()),
+    ):
+        parents = retriever.invoke("when is the launch", filter={"groups": where})
+        assert {p.metadata["doc_id"] for p in parents} == found
+        assert all(p.metadata["groups"] == [p.metadata["doc_id"], "all"] for p in parents)
+
+
 V1 = "## Price\nThe price is 10 dollars. It ships in May.\n\n## Colour\nThe box is blue and small."
 V2 = V1.replace("10 dollars", "99 dollars now") + "\n\n## Contact\nCall 555-0100 for returns."
 

@@ -113,10 +113,9 @@ def test_tenants_filters_answer_alike_in_every_memory_mode_and_keep_to_their_doc
     rows = load_docs("tatqa")
     tenant = {r["doc_id"]: "abc"[i % 3] for i, r in enumerate(rows)}
     size = {r["doc_id"]: len(r["text"]) for r in rows}
-    documents = [
-        Document(r["text"], id=r["doc_id"], metadata={"tenant": tenant[r["doc_id"]], "size": size[r["doc_id"]]})
-        for r in rows
-    ]
+    groups = {d: sorted({t, "all"} if i % 2 else {t}) for i, (d, t) in enumerate(tenant.items())}  # an access list
+    meta = {d: {"tenant": t, "size": size[d], "groups": groups[d]} for d, t in tenant.items()}
+    documents = [Document(r["text"], id=r["doc_id"], metadata=meta[r["doc_id"]]) for r in rows]
     retrievers = in_every_mode(tmp_path, minilm, documents)
     median = sorted(size.values())[len(size) // 2]
     first, second = rows[0]["doc_id"], rows[1]["doc_id"]
@@ -129,6 +128,8 @@ def test_tenants_filters_answer_alike_in_every_memory_mode_and_keep_to_their_doc
         ),
         "$or": ({"$or": [{"doc_id": first}, {"tenant": "b"}]}, {first} | {d for d, t in tenant.items() if t == "b"}),
         "$nin": ({"doc_id": {"$nin": [first, second]}}, set(tenant) - {first, second}),
+        "$contains": ({"groups": {"$contains": "b"}}, {d for d, g in groups.items() if "b" in g}),
+        "$not_contains": ({"groups": {"$not_contains": "all"}}, {d for d, g in groups.items() if "all" not in g}),
     }
     for q in load_queries("tatqa")[::20]:
         for name, (where, passed) in wheres.items():
@@ -136,6 +137,7 @@ def test_tenants_filters_answer_alike_in_every_memory_mode_and_keep_to_their_doc
                 answer = answered_alike(retrievers, q["query"], filter=where, **call)
                 assert answer
                 assert {meta["doc_id"] for _, meta in answer} <= passed, (name, q["query"])
+                assert all(meta["groups"] == groups[meta["doc_id"]] for _, meta in answer)  # a list, served as one
 
 
 def test_a_long_table_grows_alike_in_every_memory_mode(tmp_path: Path, minilm: Embeddings) -> None:

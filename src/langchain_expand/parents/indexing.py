@@ -212,7 +212,7 @@ class ParentIndexing:
         if isinstance(self.parent_splitter, StructureSplitter):
             served |= {TITLE, HEADINGS}
         check_served_keys(doc.metadata, doc_id, served, "BudgetedParentDocumentRetriever")
-        self._vectors.check_metadata(encode_metadata(doc.metadata, doc_id), doc_id)
+        self._vectors.check_metadata(encode_metadata(doc.metadata, doc_id, lists=self._vectors.holds_lists), doc_id)
 
         def revised(fingerprint: str) -> str:
             return revision(doc.page_content, self.parent_splitter, self.child_splitter, fingerprint, self.child_prefix)
@@ -272,7 +272,8 @@ class ParentIndexing:
         kept = parent.metadata
         if self.child_metadata_fields is not None:
             kept = {k: v for k, v in kept.items() if k in self.child_metadata_fields}
-        shared = encode_metadata({k: v for k, v in kept.items() if k not in (DOC_ID, self.id_key)}, doc_id)
+        own = {k: v for k, v in kept.items() if k not in (DOC_ID, self.id_key)}
+        shared = encode_metadata(own, doc_id, lists=self._vectors.holds_lists)
         # every unit carries its version: a hit never meets another version's parent
         shared.update({self.id_key: parent_id, STORED_DOC: doc_id, STORED_REV: rev})
         return Children(parent_id, parent.page_content, int(parent.metadata[START]), chunks, shared)

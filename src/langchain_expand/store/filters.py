@@ -8,12 +8,14 @@ record of a document carries those alike, so such a filter picks whole documents
 evaluated once on each document's head record.
 
 Chroma's syntax: ``{key: value}`` or ``{key: {op: value}}`` with one operator among ``$eq``,
-``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, and ``{"$and": [...]}`` /
-``{"$or": [...]}`` of two or more. Its semantics, as measured on Chroma 1.5
-(``tests/test_filters.py`` checks each against it): numbers compare by value, but a float
+``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte``, ``$in``, ``$nin``, ``$contains``, ``$not_contains``,
+and ``{"$and": [...]}`` / ``{"$or": [...]}`` of two or more. Its semantics, as measured on Chroma
+1.5 (``tests/test_filters.py`` checks each against it): numbers compare by value, but a float
 compared with an int that a record holds is first cut toward zero, as Chroma casts it (1.5
-equals 1, and ``$lt 1.5`` is ``$lt 1``); a bool only equals a bool, ``$ne`` and ``$nin`` also
-match a record without the key, and ``$gt``-style operators compare numbers only. Anything else
+equals 1, and ``$lt 1.5`` is ``$lt 1``); a bool only equals a bool, ``$ne``, ``$nin`` and
+``$not_contains`` also match a record without the key, ``$gt``-style operators compare numbers
+only, and ``$contains`` finds a value of the same kind in a list the record holds (an int is
+not a float there, and no scalar value contains anything); a list equals nothing. Anything else
 (another operator, a key a record sets for itself such as ``lcx_i``, a number that is not
 finite, a filter Chroma would refuse) is :class:`Unsupported`: the caller asks the store, whose
 answer (or error) stands.
@@ -41,6 +43,9 @@ _ORDER: dict[str, Callable[[float, float], bool]] = {
     "$lte": lambda a, b: a <= b,
 }
 _I64 = (-(2**63), 2**63 - 1)
+_RANGE = range(_I64[0], _I64[1] + 1)
+_CONTAINS = ("$contains", "$not_contains")
+"""Chroma's operators on a list a record holds (:func:`~langchain_expand.store.records.encode_metadata`)."""
 
 
 def said_once(message: str, *args: object) -> None:
@@ -101,6 +106,9 @@ def matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
     if op in ("$in", "$nin"):
         found = present and any(_equal(held, x) for x in operand)
         return found if op == "$in" else not found
+    if op in _CONTAINS:
+        found = isinstance(held, list) and any(type(x) is type(operand) and x == operand for x in held)
+        return found if op == "$contains" else not found
     if not isinstance(held, int | float) or isinstance(held, bool):  # absent, or not a number
         return False
     return _ORDER[op](held, _as_compared(held, operand))
@@ -121,6 +129,8 @@ def _operator(value: Any) -> tuple[str, Any]:
     if op in _ORDER and isinstance(operand, int | float) and not isinstance(operand, bool):
         return op, operand
     if op in ("$in", "$nin") and isinstance(operand, list) and operand and _one_kind(operand):
+        return op, operand
+    if op in _CONTAINS and isinstance(operand, _SCALARS) and not (isinstance(operand, int) and operand not in _RANGE):
         return op, operand
     msg = f"unsupported condition {value!r}"
     raise Unsupported(msg)

@@ -302,8 +302,13 @@ def check_text(text: str, doc_id: str, what: str = "text") -> None:
         raise ValueError(msg) from None
 
 
-def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
+def encode_metadata(metadata: Mapping[str, Any], doc_id: str, *, lists: bool = False) -> dict[str, Any]:
     """Turn a document's metadata into values every vector store accepts.
+
+    A list, a dict or None is stored as JSON text (None as a key named in ``lcx_none``), which
+    every store takes. With ``lists`` (a store that holds arrays and filters them: Chroma's
+    ``$contains``), a non-empty list of one scalar kind (all str, all int, all float or all
+    bool) stays a list, so an access list can be filtered on.
 
     Raises:
         ValueError: When a key uses the reserved ``lcx_`` prefix, or a value is not
@@ -337,7 +342,7 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
             raise ValueError(msg)
         if value is None:
             as_none.append(key)
-        elif isinstance(value, _SCALARS):
+        elif isinstance(value, _SCALARS) or (lists and _array(value, doc_id, key)):
             out[key] = value
         else:
             try:
@@ -355,6 +360,20 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str) -> dict[str, Any]:
     if as_none:
         out[STORED_NONE] = ",".join(as_none)
     return out
+
+
+def _array(value: Any, doc_id: str, key: str) -> bool:
+    """Whether ``value`` is a list a store of arrays holds as one: non-empty, one scalar kind, each one it can write."""
+    if not isinstance(value, list) or not value or len({type(v) for v in value}) != 1 or type(value[0]) not in _SCALARS:
+        return False
+    for item in value:
+        if isinstance(item, str):
+            check_text(item, doc_id, f"metadata {key!r}")
+        elif isinstance(item, float) and not math.isfinite(item):
+            return False  # JSON refuses it, naming the key
+        elif isinstance(item, int) and not isinstance(item, bool) and not _INT64[0] <= item <= _INT64[1]:
+            return False
+    return True
 
 
 def decode_metadata(stored: Mapping[str, Any]) -> dict[str, Any]:

@@ -154,6 +154,7 @@ class SentenceIndexing(DocumentIndexed):
             max_sentence_tokens=self.max_sentence_tokens,
             keep_counts=self.lexical is not None and counter_key(self.token_counter) is not None,
             check_metadata=self._vectors.check_metadata,
+            lists=self._vectors.holds_lists,
         )
 
     def source_text(self, doc_id: str) -> str:
@@ -195,6 +196,7 @@ def prepare(
     max_sentence_tokens: int | None,
     keep_counts: bool,
     check_metadata: Callable[[dict[str, Any], str], None],
+    lists: bool = False,
 ) -> Prepared:
     """Validate one document and build its sentence records, before anything is written.
 
@@ -202,7 +204,8 @@ def prepare(
     ``keep_counts`` (a lexical index that keeps local copies, and a counter it can name), each
     sentence's token count and each one's joined with the next are counted here, so a window's
     count is their sum at query time. ``check_metadata`` refuses what the store would refuse,
-    before anything of the batch is written.
+    before anything of the batch is written; with ``lists``, a list of scalars is stored as one
+    (:func:`~langchain_expand.store.records.encode_metadata`).
     """
     text = doc.page_content
     check_served_keys(doc.metadata, doc_id, SERVED_BY_WINDOWS, "SentenceWindowRetriever")
@@ -218,7 +221,7 @@ def prepare(
     prefixes = None
     if sentence_prefix is not None:
         prefixes = checked_prefixes(sentence_prefix, text, spans, doc_id, setting="sentence_prefix", unit="sentence")
-    base = encode_metadata(doc.metadata, doc_id)
+    base = encode_metadata(doc.metadata, doc_id, lists=lists)
     check_metadata(base, doc_id)
 
     def revised(fingerprint: str) -> str:

@@ -81,6 +81,9 @@ class StoreAdapter:
 
     keeps_marks = False
     """Whether the store keeps change marks (:meth:`mark`): what a snapshot of it is keyed by."""
+    holds_lists = False
+    """Whether the store holds a list of scalars as one metadata value and filters it (Chroma's ``$contains``);
+    elsewhere a list is stored as JSON text (:func:`~langchain_expand.store.records.encode_metadata`)."""
     space: str | None = None
     """The distance the store ranks by, where a snapshot can rank as it does (Chroma's); else None."""
     nested_up_to = 0

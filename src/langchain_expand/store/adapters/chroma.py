@@ -81,6 +81,7 @@ class ChromaAdapter(StoreAdapter):
     """
 
     keeps_marks = True
+    holds_lists = True
 
     def __init__(self, store: VectorStore) -> None:
         """Wrap a Chroma store."""

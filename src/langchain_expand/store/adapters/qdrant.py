@@ -24,6 +24,8 @@ _ID_NAMESPACE = uuid.UUID("7f6d1c2e-6a1b-5c3e-9f3a-1d2b3c4d5e6f")
 class QdrantAdapter(StoreAdapter):
     """A ``langchain_qdrant`` store: each id is written as ``uuid5`` of it, the original in ``lcx_id``."""
 
+    holds_lists = True  # a MatchValue on a list payload matches any of its values
+
     def _relevance_rule(self) -> Callable[[float], float]:
         distance = str(getattr(self.store, "distance", "")).upper()
         if "EUCLID" in distance:
