@@ -394,6 +394,16 @@ def test_a_prompt_variable_the_input_lacks_is_a_clear_error() -> None:
         FitToBudget(max_tokens=100, prompt=prompt).invoke({"context": [window(10, 1, 1)]})
 
 
+def test_a_prompt_without_the_context_variable_is_refused_naming_it() -> None:
+    # A prompt that takes no {context} fitted "within budget" a context it never held: the
+    # budget counted the prompt alone, and every unit was kept.
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer briefly."), ("human", "{question}")])
+    with pytest.raises(ValueError, match=r"prompt takes no \{context\} \(its variables: \['question'\]\)"):
+        FitToBudget(max_tokens=100, prompt=prompt)
+    fit = FitToBudget(max_tokens=100, prompt=prompt, context_key="question")  # the variable that takes it
+    assert fit.context_key == "question"
+
+
 def test_a_prompt_already_over_budget_is_a_clear_error() -> None:
     prompt = ChatPromptTemplate.from_messages([("system", "rules " * 200 + "{context}"), ("human", "{question}")])
     with pytest.raises(ValueError, match="without any context is already"):

@@ -289,6 +289,13 @@ class FitToBudget(calls.Serialisable, RunnableSerializable[Any, Any]):
     @model_validator(mode="after")
     def _validate(self) -> FitToBudget:
         _check(self.max_tokens, self.reserve, self.order)
+        if self.prompt is not None and self.context_key not in self.prompt.input_variables:
+            msg = (
+                f"FitToBudget's prompt takes no {{{self.context_key}}} (its variables: {self.prompt.input_variables}): "
+                "the context would not be in the prompt, and the budget would count none of it. Put "
+                f"{{{self.context_key}}} in the prompt, or name the variable that takes the context in context_key."
+            )
+            raise ValueError(msg)
         return self
 
     @property
