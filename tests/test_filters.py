@@ -141,6 +141,31 @@ def test_only_keys_every_record_of_a_document_shares_are_evaluated_in_memory() -
         filters.whole_documents({"a": 1, "b": 2})
 
 
+def test_a_list_is_held_as_a_list_only_where_chroma_takes_it_and_comes_back_as_given() -> None:
+    from langchain_expand.store.records import decode_metadata, encode_metadata
+
+    given = {
+        "groups": ["eng", "all"],
+        "ids": [1, 2],
+        "weights": [0.5],
+        "flags": [True, False],
+        "mixed": [1, "a"],  # Chroma refuses a mix of kinds: JSON text, as every list was
+        "empty": [],
+        "nested": [[1]],
+        "broken": ["a\ud800"],  # a lone surrogate has no UTF-8 form
+        "big": [2**70],
+        "none": None,
+    }
+    held = encode_metadata(given, "doc", lists=True)
+    assert [k for k, v in held.items() if isinstance(v, list)] == ["groups", "ids", "weights", "flags"]
+    assert decode_metadata(held) == given
+    assert decode_metadata(encode_metadata(given, "doc")) == given  # a store of no arrays: all JSON text
+    assert not any(isinstance(v, list) for v in encode_metadata(given, "doc").values())
+    collection = chromadb.EphemeralClient().create_collection(f"lists-{uuid.uuid4().hex[:8]}")
+    collection.add(ids=["doc"], metadatas=[held], embeddings=[[1.0, 0.0]])  # Chroma takes every one of them
+    assert collection.get(where={"groups": {"$contains": "eng"}})["ids"] == ["doc"]
+
+
 def test_filters_cover_every_operator_on_every_kind() -> None:
     # the table above is the contract: each operator meets a str, an int, a float, a bool and a missing key
     operators = {next(iter(c)) if isinstance(c, dict) else "$eq" for c in CONDITIONS}

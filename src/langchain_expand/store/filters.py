@@ -43,7 +43,6 @@ _ORDER: dict[str, Callable[[float, float], bool]] = {
     "$lte": lambda a, b: a <= b,
 }
 _I64 = (-(2**63), 2**63 - 1)
-_RANGE = range(_I64[0], _I64[1] + 1)
 _CONTAINS = ("$contains", "$not_contains")
 """Chroma's operators on a list a record holds (:func:`~langchain_expand.store.records.encode_metadata`)."""
 
@@ -130,7 +129,8 @@ def _operator(value: Any) -> tuple[str, Any]:
         return op, operand
     if op in ("$in", "$nin") and isinstance(operand, list) and operand and _one_kind(operand):
         return op, operand
-    if op in _CONTAINS and isinstance(operand, _SCALARS) and not (isinstance(operand, int) and operand not in _RANGE):
+    in_range = not isinstance(operand, int) or _I64[0] <= operand <= _I64[1]
+    if op in _CONTAINS and isinstance(operand, _SCALARS) and in_range:
         return op, operand
     msg = f"unsupported condition {value!r}"
     raise Unsupported(msg)

@@ -26,6 +26,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 import types
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence, Set
 from typing import Any
@@ -51,6 +52,7 @@ __all__ = [
 
 _SCALARS = (str, int, float, bool)
 _INT64 = (-(2**63), 2**63 - 1)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 """The integers a store keeps as integers: Chroma rounds larger ones to floats, or clamps them."""
 MAX_ID_CHARS = 400
 """Longest document id: its parent keys (``id.p12``) and unit ids (``id.p12::40``) must fit a
@@ -342,7 +344,7 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str, *, lists: bool = F
             raise ValueError(msg)
         if value is None:
             as_none.append(key)
-        elif isinstance(value, _SCALARS) or (lists and _array(value, doc_id, key)):
+        elif isinstance(value, _SCALARS) or (lists and _array(value)):
             out[key] = value
         else:
             try:
@@ -362,18 +364,19 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str, *, lists: bool = F
     return out
 
 
-def _array(value: Any, doc_id: str, key: str) -> bool:
-    """Whether ``value`` is a list a store of arrays holds as one: non-empty, one scalar kind, each one it can write."""
-    if not isinstance(value, list) or not value or len({type(v) for v in value}) != 1 or type(value[0]) not in _SCALARS:
+def _array(value: Any) -> bool:
+    """Whether ``value`` is a list a store of arrays holds as one: not empty, of one scalar kind, each item writable.
+
+    Any other list stays JSON text, as every list was: a mix of kinds, a lone surrogate, NaN, an int past 64 bits.
+    """
+    if not isinstance(value, list) or not value or len({type(v) for v in value}) != 1:
         return False
-    for item in value:
-        if isinstance(item, str):
-            check_text(item, doc_id, f"metadata {key!r}")
-        elif isinstance(item, float) and not math.isfinite(item):
-            return False  # JSON refuses it, naming the key
-        elif isinstance(item, int) and not isinstance(item, bool) and not _INT64[0] <= item <= _INT64[1]:
-            return False
-    return True
+    kind = type(value[0])
+    if kind is float:
+        return all(math.isfinite(v) for v in value)
+    if kind is int:
+        return all(_INT64[0] <= v <= _INT64[1] for v in value)
+    return kind is bool or (kind is str and not any(_SURROGATE.search(v) for v in value))
 
 
 def decode_metadata(stored: Mapping[str, Any]) -> dict[str, Any]:
