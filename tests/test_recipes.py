@@ -17,7 +17,7 @@ BLOCKS = re.findall(r"^```python\n(.*?)^```", RECIPES, flags=re.S | re.M)
 
 def test_each_recipe_runs_and_does_what_it_says(tmp_path: Path) -> None:
     ran = (run_python(block, cwd=tmp_path).strip() for block in BLOCKS)
-    serialised, ensemble, tool, indexed, sections, clauses = ran
+    serialised, ensemble, tool, indexed, sections, clauses, access = ran
     assert serialised == "400"
     units, tokens = map(int, ensemble.split())  # issue #52, finding 10: 3 overlapping pairs, 671 tokens
     assert units >= 1
@@ -26,3 +26,4 @@ def test_each_recipe_runs_and_does_what_it_says(tmp_path: Path) -> None:
     assert indexed == "4 3 1"  # issue #52, finding 7: index() refused the retriever
     assert sections == "Wireless PowerShare True"  # issue #50: the manual's own section, hybrid parents
     assert clauses == "3. Service Levels True"  # a plain-text contract's clause, found by its number
+    assert access == "ana True True\nben False True"  # an access list, filtered with $contains: no leak
