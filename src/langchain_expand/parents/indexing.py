@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
-from langchain_expand.parents.layout import Children, ParentLayout, ParentRecords, parent_key
+from langchain_expand.parents.layout import LISTED, Children, ParentLayout, ParentRecords, parent_key
 from langchain_expand.parents.migration import Migrated, migrate_stock_index
 from langchain_expand.store import commit
 from langchain_expand.store.adapters import collection_name
@@ -28,6 +28,7 @@ from langchain_expand.store.records import (
     checked_text,
     document_ids,
     encode_metadata,
+    held_as_list,
     metadata_fingerprint,
     revision,
 )
@@ -217,7 +218,8 @@ class ParentIndexing:
         def revised(fingerprint: str) -> str:
             return revision(doc.page_content, self.parent_splitter, self.child_splitter, fingerprint, self.child_prefix)
 
-        rev = revised(metadata_fingerprint(doc.metadata))
+        listed = self._vectors.holds_lists and any(held_as_list(v) for v in doc.metadata.values())
+        rev = revised(metadata_fingerprint(doc.metadata) + (LISTED if listed else ""))
         parents: list[tuple[str, Document]] = []
         children: list[Children] = []
         doc_parents = self._parents_of(doc, doc_id)

@@ -30,7 +30,7 @@ from langchain_expand.units import (
     STORED_START,
 )
 
-__all__ = ["Children", "ParentLayout", "ParentRecords", "parent_key"]
+__all__ = ["LISTED", "Children", "ParentLayout", "ParentRecords", "parent_key"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,11 @@ class Children:
             yield unit_id(self.parent_id, i), Document(own, metadata=meta), embedded
 
 
+LISTED = "\x00lists held as lists"
+"""Added to the fingerprint of metadata whose children hold a list as one (a store of arrays): a document
+indexed when every list was JSON text is a new version, and its children are written again as they are."""
+
+
 class ParentRecords(NamedTuple):
     """One document as it is written: its parents and their children, and what tells an unchanged text."""
 
@@ -79,8 +84,15 @@ class ParentRecords(NamedTuple):
     """The keys a parent carries besides the document's metadata (this class's and its splitter's)."""
 
     def embedded_as(self, head: Document) -> bool:
-        """Whether the stored ``head`` commits this text, split and prefixed as here (:func:`same_embedded_text`)."""
-        return same_embedded_text(self.revised, head.metadata, self.added, REVISION)
+        """Whether the stored ``head`` commits this text, split and prefixed as here (:func:`same_embedded_text`).
+
+        Its metadata's fingerprint read either way: lists held as lists (:data:`LISTED`) or not.
+        """
+
+        def listed(fingerprint: str) -> str:
+            return self.revised(fingerprint + LISTED)
+
+        return any(same_embedded_text(r, head.metadata, self.added, REVISION) for r in (self.revised, listed))
 
 
 @dataclass

@@ -52,8 +52,8 @@ __all__ = [
 
 _SCALARS = (str, int, float, bool)
 _INT64 = (-(2**63), 2**63 - 1)
-_SURROGATE = re.compile("[\ud800-\udfff]")
 """The integers a store keeps as integers: Chroma rounds larger ones to floats, or clamps them."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
 MAX_ID_CHARS = 400
 """Longest document id: its parent keys (``id.p12``) and unit ids (``id.p12::40``) must fit a
 docstore key (512 characters) with room to spare."""
@@ -344,7 +344,7 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str, *, lists: bool = F
             raise ValueError(msg)
         if value is None:
             as_none.append(key)
-        elif isinstance(value, _SCALARS) or (lists and _array(value)):
+        elif isinstance(value, _SCALARS) or (lists and held_as_list(value)):
             out[key] = value
         else:
             try:
@@ -364,7 +364,7 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str, *, lists: bool = F
     return out
 
 
-def _array(value: Any) -> bool:
+def held_as_list(value: Any) -> bool:
     """Whether ``value`` is a list a store of arrays holds as one: not empty, of one scalar kind, each item writable.
 
     Any other list stays JSON text, as every list was: a mix of kinds, a lone surrogate, NaN, an int past 64 bits.
