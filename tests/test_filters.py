@@ -5,12 +5,17 @@ from __future__ import annotations
 import itertools
 import random
 import uuid
+from pathlib import Path
 from typing import Any
 
 import chromadb
 import pytest
+from langchain_core.documents import Document
 
+from langchain_expand import BudgetedParentDocumentRetriever, SentenceWindowRetriever, SQLDocStore, chroma_store
 from langchain_expand.store import filters
+
+from .conftest import CountingEmbeddings
 
 RECORDS: list[dict[str, Any]] = [
     {"a": 1},
@@ -256,3 +261,41 @@ def test_random_filters_pick_the_records_chroma_picks_or_are_left_to_it() -> Non
         evaluated += 1
         assert mine == sorted(int(i) for i in collection.get(where=asked)["ids"]), asked
     assert evaluated > 300
+
+
+@pytest.mark.parametrize("design", ["windows", "parents"])
+def test_an_access_list_is_filtered_with_contains_and_an_older_index_is_rewritten_on_re_adding(
+    design: str, tmp_path: Path, counting: CountingEmbeddings
+) -> None:
+    # Lists were stored as JSON text, where Chroma's $contains finds nothing: an access-list filter
+    # ({"groups": {"$contains": "eng"}}) silently answered nothing. Chroma holds them as lists now.
+    store = chroma_store("acl", persist_directory=tmp_path / "chroma", embeddings=counting)
+    retriever: Any = (
+        SentenceWindowRetriever(vectorstore=store, k=2)
+        if design == "windows"
+        else BudgetedParentDocumentRetriever(
+            vectorstore=store, docstore=SQLDocStore(f"sqlite:///{tmp_path}/docstore.sqlite"), k=2
+        )
+    )
+    text = "The launch plan moves to March. The budget was approved by the board."
+    plans = [Document(text, id=g, metadata={"groups": [g, "all"]}) for g in ("eng", "ops")]
+    retriever._vectors.holds_lists = False  # as an index written before
+    retriever.add_documents(plans)
+    assert not retriever.invoke("when is the launch", filter={"groups": {"$contains": "eng"}})
+    retriever._vectors.holds_lists = True
+    embedded = counting.documents_embedded
+    written = retriever.index_documents(plans)  # a new version: its records written again, not embedded
+    assert (written.unchanged, counting.documents_embedded) == ([], embedded)
+    assert retriever.index_documents(plans).unchanged == ["eng", "ops"]  # settled: the next run writes nothing
+    for where, found in (
+        ({"$contains": "eng"}, {"eng"}),
+        ({"$not_contains": "eng"}, {"ops"}),
+        ({"$contains": "x"}, set()),
+    ):
+        units = retriever.invoke("when is the launch", filter={"groups": where})
+        assert {u.metadata["doc_id"] for u in units} == found
+        assert all(u.metadata["groups"] == [u.metadata["doc_id"], "all"] for u in units)  # a list, served as one
+    retriever.add_documents([Document(text, id="eng", metadata={"groups": ["eng", "ops"]})])  # its list alone changed
+    assert counting.documents_embedded == embedded
+    shared = retriever.invoke("launch", filter={"groups": {"$contains": "ops"}})
+    assert {u.metadata["doc_id"] for u in shared} == {"eng", "ops"}

@@ -36,7 +36,7 @@ from langchain_expand.parents.hybrid import HybridChildren
 from langchain_expand.store.search import VectorSearch, fuse_scores
 from langchain_expand.units import STORED_INDEX, STORED_REV
 
-from .conftest import CountingEmbeddings, gold_recall, load_docs, load_queries
+from .conftest import gold_recall, load_docs, load_queries
 
 COUNTER = TokenCounter()
 Make = Callable[..., BudgetedParentDocumentRetriever]
@@ -237,41 +237,6 @@ def test_new_metadata_on_the_same_text_is_served_and_filtered_on(make_parents: M
     assert parent.metadata["acl"] == "secret"
     assert retriever.invoke("when is the launch", filter={"acl": "secret"})
     assert not retriever.invoke("when is the launch", filter={"acl": "public"})
-
-
-def test_an_access_list_is_a_list_filtered_with_contains_and_an_older_index_is_rewritten_on_re_adding(
-    tmp_path: Path, counting: CountingEmbeddings
-) -> None:
-    # Lists were stored as JSON text, where Chroma's $contains finds nothing: an access-list filter
-    # silently answered nothing. Chroma holds them as arrays now, and the parent serves the list.
-    retriever = BudgetedParentDocumentRetriever(
-        vectorstore=chroma_store("acl", persist_directory=tmp_path / "chroma", embeddings=counting),
-        docstore=SQLDocStore(f"sqlite:///{tmp_path}/docstore.sqlite"),
-        parent_splitter=MarkdownSectionSplitter(max_level=2),
-        k=2,
-    )
-    text = "## Plan\nThe launch plan moves to March. Budget approved by the board."
-    plans = [Document(text, id=g, metadata={"groups": [g, "all"]}) for g in ("eng", "ops")]
-    retriever._vectors.holds_lists = False  # as an index written before
-    retriever.add_documents(plans)
-    assert not retriever.invoke("when is the launch", filter={"groups": {"$contains": "eng"}})
-    retriever._vectors.holds_lists = True
-    embedded = counting.documents_embedded
-    written = retriever.index_documents(plans)  # a new version: its children written again, not embedded
-    assert (written.unchanged, counting.documents_embedded) == ([], embedded)
-    assert retriever.index_documents(plans).unchanged == ["eng", "ops"]  # settled: the next run writes nothing
-    for where, found in (
-        ({"$contains": "eng"}, {"eng"}),
-        ({"$not_contains": "eng"}, {"ops"}),
-        ({"$contains": "x"}, set()),
-    ):
-        parents = retriever.invoke("when is the launch", filter={"groups": where})
-        assert {p.metadata["doc_id"] for p in parents} == found
-        assert all(p.metadata["groups"] == [p.metadata["doc_id"], "all"] for p in parents)
-    retriever.add_documents([Document(text, id="eng", metadata={"groups": ["eng", "ops"]})])  # its list alone changed
-    assert counting.documents_embedded == embedded
-    shared = retriever.invoke("launch", filter={"groups": {"$contains": "ops"}})
-    assert {p.metadata["doc_id"] for p in shared} == {"eng", "ops"}
 
 
 V1 = "## Price\nThe price is 10 dollars. It ships in May.\n\n## Colour\nThe box is blue and small."

@@ -188,31 +188,6 @@ def test_new_metadata_on_the_same_text_is_served_and_filtered_on(make_retriever:
     assert not retriever.invoke("when is the launch", filter={"acl": "public"})
 
 
-def test_an_access_list_is_a_list_filtered_with_contains_and_an_older_index_is_rewritten_on_re_adding(
-    make_retriever: Make, counting: CountingEmbeddings
-) -> None:
-    # Lists were stored as JSON text, where Chroma's $contains finds nothing: an access-list filter
-    # ({"groups": {"$contains": "eng"}}) silently answered nothing. Chroma holds them as arrays now.
-    retriever = make_retriever(k=2)
-    text = "The launch plan moves to March. The budget was approved by the board."
-    plans = [Document(text, id=g, metadata={"groups": [g, "all"]}) for g in ("eng", "ops")]
-    retriever._vectors.holds_lists = False  # as an index written before
-    retriever.add_documents(plans)
-    assert not retriever.invoke("when is the launch", filter={"groups": {"$contains": "eng"}})
-    retriever._vectors.holds_lists = True
-    embedded = counting.documents_embedded
-    retriever.add_documents(plans)  # its metadata rewritten, its text not embedded again
-    assert counting.documents_embedded == embedded
-    for where, found in (
-        ({"$contains": "eng"}, {"eng"}),
-        ({"$not_contains": "eng"}, {"ops"}),
-        ({"$contains": "all"}, {"eng", "ops"}),
-    ):
-        windows = retriever.invoke("when is the launch", filter={"groups": where})
-        assert {w.metadata["doc_id"] for w in windows} == found
-        assert all(w.metadata["groups"] == [w.metadata["doc_id"], "all"] for w in windows)
-
-
 @pytest.mark.parametrize("edit", ["same length", "longer"])
 def test_re_adding_the_committed_version_after_an_interrupted_update_repairs_it(
     make_retriever: Make, caplog: pytest.LogCaptureFixture, edit: str
