@@ -28,7 +28,6 @@ from langchain_expand.store.records import (
     checked_text,
     document_ids,
     encode_metadata,
-    held_as_list,
     metadata_fingerprint,
     revision,
 )
@@ -213,12 +212,13 @@ class ParentIndexing:
         if isinstance(self.parent_splitter, StructureSplitter):
             served |= {TITLE, HEADINGS}
         check_served_keys(doc.metadata, doc_id, served, "BudgetedParentDocumentRetriever")
-        self._vectors.check_metadata(encode_metadata(doc.metadata, doc_id, lists=self._vectors.holds_lists), doc_id)
+        stored = encode_metadata(doc.metadata, doc_id, lists=self._vectors.holds_lists)
+        self._vectors.check_metadata(stored, doc_id)
 
         def revised(fingerprint: str) -> str:
             return revision(doc.page_content, self.parent_splitter, self.child_splitter, fingerprint, self.child_prefix)
 
-        listed = self._vectors.holds_lists and any(held_as_list(v) for v in doc.metadata.values())
+        listed = any(isinstance(v, list) for v in stored.values())  # a list held as one (encode_metadata)
         rev = revised(metadata_fingerprint(doc.metadata) + (LISTED if listed else ""))
         parents: list[tuple[str, Document]] = []
         children: list[Children] = []

@@ -344,7 +344,7 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str, *, lists: bool = F
             raise ValueError(msg)
         if value is None:
             as_none.append(key)
-        elif isinstance(value, _SCALARS) or (lists and held_as_list(value)):
+        elif isinstance(value, _SCALARS) or (lists and _held_as_list(value)):
             out[key] = value
         else:
             try:
@@ -364,7 +364,7 @@ def encode_metadata(metadata: Mapping[str, Any], doc_id: str, *, lists: bool = F
     return out
 
 
-def held_as_list(value: Any) -> bool:
+def _held_as_list(value: Any) -> bool:
     """Whether ``value`` is a list a store of arrays holds as one: not empty, of one scalar kind, each item writable.
 
     Any other list stays JSON text, as every list was: a mix of kinds, a lone surrogate, NaN, an int past 64 bits.
