@@ -479,6 +479,10 @@ def test_an_unknown_option_names_the_closest_and_an_empty_question_is_refused(
     with pytest.raises(SystemExit):
         main(["query", "how?", "--budgett", "100"])
     assert "unrecognized arguments: --budgett 100 (did you mean --budget?)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # another command's option: "did you mean --quiet?" named the same option
+        main(["query", "how?", "--quiet", "--skip-bad"])
+    err = capsys.readouterr().err
+    assert "(--quiet is an option of index only; --skip-bad is an option of index and report only)" in err
     assert main(["query", "  "]) == 2
     assert "The query is empty" in capsys.readouterr().err
 

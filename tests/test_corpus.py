@@ -119,3 +119,18 @@ def test_a_file_that_starts_with_a_byte_order_mark_is_read_without_it(tmp_path: 
     (tmp_path / "rows" / "queries.jsonl").write_bytes(bom + b'{"query": "what is first?"}\n')
     assert [d.id for d in read_corpus([tmp_path / "rows"], root=tmp_path)] == ["a", "b"]
     assert read_queries(tmp_path / "rows" / "queries.jsonl") == [{"query": "what is first?"}]
+
+
+def test_a_suffix_is_read_in_any_case_and_markdown_by_its_long_name(tmp_path: Path) -> None:
+    # notes.TXT and README.MD (as Windows and exports name them) were skipped as "only .txt, .md, .jsonl"
+    (tmp_path / "notes.TXT").write_text("Ana owns the release.")
+    (tmp_path / "README.MD").write_text("# Setup\n\nRun make.")
+    (tmp_path / "guide.markdown").write_text("# Guide\n\nRead this first.")
+    (tmp_path / "rows.JSONL").write_text('{"doc_id": "r1", "text": "A row."}\n')
+    (tmp_path / "paper.pdf").write_bytes(b"%PDF-1.4")
+    notes: list[str] = []
+    docs = {d.id: d for d in read_corpus([tmp_path], skipped=notes, root=tmp_path)}
+    assert sorted(docs) == ["README.MD", "guide.markdown", "notes.TXT", "r1"]
+    assert docs["README.MD"].metadata["format"] == docs["guide.markdown"].metadata["format"] == "markdown"
+    assert "format" not in docs["notes.TXT"].metadata
+    assert notes == [f"{tmp_path / 'paper.pdf'}: only .txt, .md, .jsonl files are read"]

@@ -37,23 +37,34 @@ def _version() -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, which also names the closest option to one it does not know (``--budgett``)."""
+    """argparse's parser, which also says what an option it does not know is (``--budgett``, ``query --quiet``)."""
 
     def error(self, message: str) -> NoReturn:
-        """Print the usage and the error, with the closest known option to each unknown one, and exit 2."""
+        """Print the usage and the error, naming for each unknown option its command or the closest known one; exit 2.
+
+        An option of another command (``query --quiet``: ``--quiet`` is ``index``'s) names the
+        commands that take it; any other, the closest option any command takes.
+        """
         if "unrecognized arguments:" in message:
-            known = [o for p in _parsers(self) for o in p._option_string_actions]
+            parsers = _parsers(self)
+            known = [o for p in parsers.values() for o in p._option_string_actions]
             unknown = [a.split("=")[0] for a in message.split(":", 1)[1].split() if a.startswith("--")]
-            close = [m for a in unknown for m in difflib.get_close_matches(a, known, n=1)]
-            if close:
-                message += f" (did you mean {', '.join(close)}?)"
+            notes = []
+            for option in unknown:
+                owners = [name for name, p in parsers.items() if name and option in p._option_string_actions]
+                if owners:
+                    notes.append(f"{option} is an option of {' and '.join(owners)} only")
+                else:
+                    notes += [f"did you mean {m}?" for m in difflib.get_close_matches(option, known, n=1)]
+            if notes:
+                message += f" ({'; '.join(notes)})"
         super().error(message)
 
 
-def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
-    """``parser`` and its subcommands' parsers."""
+def _parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``parser`` (named ``""``) and its subcommands' parsers, by command name."""
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    return [parser, *(p for a in subs for p in a.choices.values())]
+    return {"": parser, **{name: p for a in subs for name, p in a.choices.items()}}
 
 
 def parser() -> argparse.ArgumentParser:

@@ -22,6 +22,15 @@ __all__ = ["SUFFIXES", "read_corpus", "read_queries"]
 
 SUFFIXES = (".txt", ".md", ".jsonl")
 
+_ALSO = {".markdown": ".md"}
+"""Other names of a kind read: a file's suffix is compared in lower case, then named so."""
+
+
+def _kind(path: Path) -> str:
+    """The file's kind: its suffix in lower case, ``.markdown`` as ``.md`` (``notes.TXT`` is ``.txt``)."""
+    suffix = path.suffix.lower()
+    return _ALSO.get(suffix, suffix)
+
 logger = logging.getLogger(__name__)
 
 _BOM = BOM.encode()
@@ -96,11 +105,11 @@ def _documents(
             for broken in (p for p in entries if p.is_symlink() and not p.exists()):  # a loop too
                 _skip(skipped, f"{broken}: a link to {broken.readlink()}, which leads to no file")
             found = [p for p in entries if p.is_file()]
-            for other in (p for p in found if p.suffix not in SUFFIXES):
+            for other in (p for p in found if _kind(p) not in SUFFIXES):
                 _skip(skipped, f"{other}: only {', '.join(SUFFIXES)} files are read")
-            files = [p for p in found if p.suffix in SUFFIXES]
+            files = [p for p in found if _kind(p) in SUFFIXES]
             yield from _documents([p for p in files if not _is_query_file(p)], skip_bad, skipped, root)
-        elif path.suffix == ".jsonl":
+        elif _kind(path) == ".jsonl":
             yield from _jsonl(path, skip_bad, skipped)
         elif not path.exists():
             msg = f"{path}: no such file or folder."
@@ -108,7 +117,7 @@ def _documents(
         else:
             name = _path_id(path, root)
             meta: dict[str, object] = {SOURCE: name}
-            if path.suffix == ".md":
+            if _kind(path) == ".md":
                 meta["format"] = "markdown"
             try:
                 text = _text(path)
@@ -163,7 +172,7 @@ def read_queries(path: Path | str) -> list[dict[str, object]]:
 
 def _is_query_file(path: Path) -> bool:
     """A JSON Lines file of queries (``{"query": ...}`` rows) found in a corpus folder."""
-    if path.suffix != ".jsonl":
+    if _kind(path) != ".jsonl":
         return False
     with path.open("rb") as f:
         first = f.readline().removeprefix(_BOM)
