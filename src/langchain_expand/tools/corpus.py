@@ -31,6 +31,7 @@ def _kind(path: Path) -> str:
     suffix = path.suffix.lower()
     return _ALSO.get(suffix, suffix)
 
+
 logger = logging.getLogger(__name__)
 
 _BOM = BOM.encode()
