@@ -35,12 +35,47 @@ def test_a_huge_budget_returns_everything_that_matches(design: str, tmp_path: Pa
     assert sum(len(d.page_content) for d in found) <= sum(len(d.page_content) for d in docs) * 1.01
 
 
-def test_a_dict_filter_on_the_in_memory_store_says_which_filter_it_takes(minilm: Embeddings) -> None:
-    retriever = SentenceWindowRetriever(vectorstore=InMemoryVectorStore(minilm))
-    retriever.add_documents([Document("The warranty lasts two years. Returns take thirty days.", id="a")])
-    with pytest.raises(ValueError, match="InMemoryVectorStore filters with a function of a Document"):
-        retriever.invoke("warranty", filter={"source": "a.md"})
-    assert retriever.invoke("warranty", filter=lambda doc: True)  # type: ignore[arg-type]
+@pytest.mark.parametrize("design", ["windows", "hybrid windows", "parents"])
+def test_a_dict_filter_on_the_in_memory_store_picks_what_chroma_picks(
+    design: str, tmp_path: Path, minilm: Embeddings
+) -> None:
+    # Chroma's syntax on InMemoryVectorStore was refused ("filters with a function of a Document"):
+    # a filter written against Chroma failed on the store a test or a prototype swaps in
+    def over(store: Any, name: str) -> Any:
+        if design == "parents":
+            return BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore())
+        lexical = LexicalIndex(tmp_path / f"{name}.sqlite") if design == "hybrid windows" else None
+        return SentenceWindowRetriever(vectorstore=store, lexical=lexical)
+
+    chroma = over(chroma_store("filtered", persist_directory=tmp_path, embeddings=minilm), "chroma")
+    memory = over(InMemoryVectorStore(minilm), "memory")
+    text = "The warranty lasts two years. Returns take thirty days. Keep the receipt."
+    docs = [
+        Document(f"{text} Team {name} owns it.", id=name, metadata={"groups": groups, "year": year})
+        for name, groups, year in (("a", ["eng", "all"], 2021), ("b", ["ops", "all"], 2023), ("c", ["ops"], 2024))
+    ]
+    for retriever in (chroma, memory):
+        retriever.add_documents(docs)
+    wheres = [
+        {"doc_id": "a"},
+        {"groups": {"$contains": "ops"}},
+        {"groups": {"$not_contains": "eng"}},
+        {"year": {"$gte": 2022}},
+        {"$or": [{"doc_id": "a"}, {"year": {"$gt": 2023}}]},
+        {"$and": [{"groups": {"$contains": "all"}}, {"doc_id": {"$nin": ["b"]}}]},
+    ]
+    for where in wheres:
+        picked = [
+            {d.metadata["doc_id"] for d in r.invoke("how long is the warranty", filter=where, k=3)}
+            for r in (chroma, memory)
+        ]
+        assert picked[0] == picked[1] and picked[0], where
+    assert [d.metadata["groups"] for d in memory.invoke("warranty", filter={"doc_id": "c"})] == [["ops"]]
+    with pytest.raises(ValueError, match=r"filter \{'year': \{'\$between': 1\}\}.*Chroma's syntax"):
+        memory.invoke("warranty", filter={"year": {"$between": 1}})
+    with pytest.raises(ValueError, match="a function of a Document or a dict in Chroma's syntax, not a str"):
+        memory.invoke("warranty", filter="year > 2020")
+    assert memory.invoke("warranty", filter=lambda doc: doc.metadata["doc_id"] == "b")[0].metadata["doc_id"] == "b"
 
 
 @pytest.mark.parametrize("design", ["windows", "parents"])

@@ -7,13 +7,20 @@ from typing import Any
 
 from langchain_core.documents import Document
 
+from langchain_expand.store import filters
 from langchain_expand.store.adapters.base import Scored, StoreAdapter, Vector, as_served, clamped
 
 __all__ = ["MemoryAdapter"]
 
 
 class MemoryAdapter(StoreAdapter):
-    """An ``InMemoryVectorStore``: its ``store`` dict maps id -> {"id", "text", "metadata", "vector"}."""
+    """An ``InMemoryVectorStore``: its ``store`` dict maps id -> {"id", "text", "metadata", "vector"}.
+
+    The store filters with a function of a Document; a dict in Chroma's syntax is evaluated as
+    Chroma would (:mod:`~langchain_expand.store.filters`), so a filter written for Chroma works here.
+    """
+
+    holds_lists = True  # it keeps the Python list it is given
 
     def _relevance_rule(self) -> Callable[[float], float]:
         return clamped(float)  # the cosine
@@ -31,20 +38,32 @@ class MemoryAdapter(StoreAdapter):
             self._held[id_] = {"id": id_, "vector": vector, "text": doc.page_content, "metadata": dict(doc.metadata)}
 
     def search(self, query: str, vector: list[float] | None, k: int, **kwargs: Any) -> Scored:
-        """As the base searches; a ``filter`` must be a function of a Document, as the store takes it."""
+        """As the base searches; a ``filter`` is a function of a Document, as the store takes it, or Chroma's dict."""
         where = kwargs.get("filter")
-        if where is not None and not callable(where):
+        if isinstance(where, dict):
+            passes = _passing(where)
+            kwargs = {**kwargs, "filter": lambda doc: passes(doc.metadata)}
+        elif where is not None and not callable(where):
             msg = (
-                f"InMemoryVectorStore filters with a function of a Document, not a {type(where).__name__}: "
-                "e.g. filter=lambda doc: doc.metadata.get('source') == 'a.md'."
+                f"InMemoryVectorStore filters with a function of a Document or a dict in Chroma's syntax, not a "
+                f"{type(where).__name__}: e.g. filter={{'source': 'a.md'}}."
             )
             raise ValueError(msg)
         return super().search(query, vector, k, **kwargs)
 
+    def where(self, where: dict[str, Any], *, vectors: bool = True) -> list[tuple[Document, Vector | None]] | None:
+        """The records whose metadata passes ``where`` (Chroma's syntax), with vectors unless ``vectors`` is False."""
+        passes = _passing(where)
+        return [
+            (Document(r["text"], metadata=dict(r["metadata"]), id=r["id"]), list(r["vector"]) if vectors else None)
+            for r in list(self._held.values())
+            if passes(r["metadata"])
+        ]
+
     def unit_filter(self, where: Any) -> Any:
-        """A function of a Document, given the record as its unit serves it (``doc_id`` and all)."""
+        """A function of a Document, given the record as its unit serves it (``doc_id`` and all); a dict as the base."""
         if not callable(where):
-            return where
+            return super().unit_filter(where)
         return lambda doc: where(Document(doc.page_content, metadata=as_served(doc.metadata), id=doc.id))
 
     def pages(self, size: int) -> Iterator[list[Document]] | None:
@@ -67,3 +86,13 @@ class MemoryAdapter(StoreAdapter):
     def vectors(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors, by id."""
         return {d.id: v for d, v in self.with_vectors(ids) if d.id is not None}
+
+
+def _passing(where: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    """Whether stored metadata passes ``where``, as Chroma decides it; a filter Chroma would refuse is an error."""
+    try:
+        filters.matches(where, {})  # every part is checked, whatever a record holds
+    except filters.Unsupported as exc:
+        msg = f"filter {where!r}: {exc}. InMemoryVectorStore takes Chroma's syntax here, or a function of a Document."
+        raise ValueError(msg) from exc
+    return lambda metadata: filters.matches(where, metadata)
