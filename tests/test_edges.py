@@ -69,7 +69,8 @@ def test_a_dict_filter_on_the_in_memory_store_picks_what_chroma_picks(
             {d.metadata["doc_id"] for d in r.invoke("how long is the warranty", filter=where, k=3)}
             for r in (chroma, memory)
         ]
-        assert picked[0] == picked[1] and picked[0], where
+        assert picked[0], where
+        assert picked[0] == picked[1], where
     assert [d.metadata["groups"] for d in memory.invoke("warranty", filter={"doc_id": "c"})] == [["ops"]]
     with pytest.raises(ValueError, match=r"filter \{'year': \{'\$between': 1\}\}.*Chroma's syntax"):
         memory.invoke("warranty", filter={"year": {"$between": 1}})
