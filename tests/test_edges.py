@@ -9,7 +9,6 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.stores import InMemoryStore
-from langchain_core.vectorstores import InMemoryVectorStore
 
 from langchain_expand import BudgetedParentDocumentRetriever, LexicalIndex, SentenceWindowRetriever, chroma_store
 
@@ -35,12 +34,14 @@ def test_a_huge_budget_returns_everything_that_matches(design: str, tmp_path: Pa
     assert sum(len(d.page_content) for d in found) <= sum(len(d.page_content) for d in docs) * 1.01
 
 
+@pytest.mark.parametrize("kind", ["memory", "faiss-l2"])
 @pytest.mark.parametrize("design", ["windows", "hybrid windows", "parents"])
-def test_a_dict_filter_on_the_in_memory_store_picks_what_chroma_picks(
-    design: str, tmp_path: Path, minilm: Embeddings
+def test_a_dict_filter_in_chromas_syntax_picks_what_chroma_picks_on_the_stores_that_filter_by_function(
+    kind: str, design: str, tmp_path: Path, minilm: Embeddings
 ) -> None:
-    # Chroma's syntax on InMemoryVectorStore was refused ("filters with a function of a Document"):
-    # a filter written against Chroma failed on the store a test or a prototype swaps in
+    # Chroma's syntax was refused on InMemoryVectorStore ("filters with a function of a Document"), and
+    # on FAISS $ne, $contains and $not_contains were ("unsupported operator"): a filter written against
+    # Chroma failed on the store a test or a prototype swaps in
     def over(store: Any, name: str) -> Any:
         if design == "parents":
             return BudgetedParentDocumentRetriever(vectorstore=store, docstore=InMemoryStore())
@@ -48,18 +49,19 @@ def test_a_dict_filter_on_the_in_memory_store_picks_what_chroma_picks(
         return SentenceWindowRetriever(vectorstore=store, lexical=lexical)
 
     chroma = over(chroma_store("filtered", persist_directory=tmp_path, embeddings=minilm), "chroma")
-    memory = over(InMemoryVectorStore(minilm), "memory")
+    other = over(make_store(kind, tmp_path, minilm), kind)
     text = "The warranty lasts two years. Returns take thirty days. Keep the receipt."
     docs = [
         Document(f"{text} Team {name} owns it.", id=name, metadata={"groups": groups, "year": year})
         for name, groups, year in (("a", ["eng", "all"], 2021), ("b", ["ops", "all"], 2023), ("c", ["ops"], 2024))
     ]
-    for retriever in (chroma, memory):
+    for retriever in (chroma, other):
         retriever.add_documents(docs)
     wheres = [
         {"doc_id": "a"},
         {"groups": {"$contains": "ops"}},
         {"groups": {"$not_contains": "eng"}},
+        {"year": {"$ne": 2021}},
         {"year": {"$gte": 2022}},
         {"$or": [{"doc_id": "a"}, {"year": {"$gt": 2023}}]},
         {"$and": [{"groups": {"$contains": "all"}}, {"doc_id": {"$nin": ["b"]}}]},
@@ -67,16 +69,19 @@ def test_a_dict_filter_on_the_in_memory_store_picks_what_chroma_picks(
     for where in wheres:
         picked = [
             {d.metadata["doc_id"] for d in r.invoke("how long is the warranty", filter=where, k=3)}
-            for r in (chroma, memory)
+            for r in (chroma, other)
         ]
         assert picked[0], where
         assert picked[0] == picked[1], where
-    assert [d.metadata["groups"] for d in memory.invoke("warranty", filter={"doc_id": "c"})] == [["ops"]]
+    assert [d.metadata["groups"] for d in other.invoke("warranty", filter={"doc_id": "c"})] == [["ops"]]
+    if kind == "faiss-l2":  # FAISS's own syntax still works
+        assert {d.metadata["doc_id"] for d in other.invoke("warranty", filter={"year": {"$neq": 2021}})} == {"b", "c"}
+        return
     with pytest.raises(ValueError, match=r"filter \{'year': \{'\$between': 1\}\}.*Chroma's syntax"):
-        memory.invoke("warranty", filter={"year": {"$between": 1}})
+        other.invoke("warranty", filter={"year": {"$between": 1}})
     with pytest.raises(ValueError, match="a function of a Document or a dict in Chroma's syntax, not a str"):
-        memory.invoke("warranty", filter="year > 2020")
-    assert memory.invoke("warranty", filter=lambda doc: doc.metadata["doc_id"] == "b")[0].metadata["doc_id"] == "b"
+        other.invoke("warranty", filter="year > 2020")
+    assert other.invoke("warranty", filter=lambda doc: doc.metadata["doc_id"] == "b")[0].metadata["doc_id"] == "b"
 
 
 @pytest.mark.parametrize("design", ["windows", "parents"])

@@ -30,7 +30,7 @@ from typing import Any
 
 from langchain_expand.units import PREFIX, STORED_DOC
 
-__all__ = ["Unsupported", "applied", "matches", "said_once", "whole_documents"]
+__all__ = ["Unsupported", "applied", "matches", "passing", "said_once", "whole_documents"]
 
 logger = logging.getLogger(__name__)
 _SAID: set[str] = set()
@@ -111,6 +111,16 @@ def matches(where: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
     if not isinstance(held, int | float) or isinstance(held, bool):  # absent, or not a number
         return False
     return _ORDER[op](held, _as_compared(held, operand))
+
+
+def passing(where: Any) -> Callable[[Mapping[str, Any]], bool]:
+    """A function of stored metadata: whether a record passes ``where``, as Chroma decides it.
+
+    For a store that filters with a function (``InMemoryVectorStore``, FAISS): Chroma's syntax
+    works there, evaluated as here. :class:`Unsupported` for a filter this module does not evaluate.
+    """
+    matches(where, {})  # the syntax, every part checked whatever a record holds
+    return lambda metadata: matches(where, metadata)
 
 
 def _operator(value: Any) -> tuple[str, Any]:

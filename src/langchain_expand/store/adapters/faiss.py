@@ -7,7 +7,8 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from langchain_expand.store.adapters.base import StoreAdapter, Vector, as_served, clamped
+from langchain_expand.store import filters
+from langchain_expand.store.adapters.base import Scored, StoreAdapter, Vector, as_served, clamped
 
 __all__ = ["FaissAdapter"]
 
@@ -17,7 +18,13 @@ class FaissAdapter(StoreAdapter):
 
     FAISS refuses an id it holds and fails to delete one it does not: writes delete first,
     deletes skip unknown ids. It hands records back without their ids: they are restored.
+    A dict filter in Chroma's syntax is evaluated as Chroma would (:func:`filters.passing`), so
+    ``$ne`` and ``$contains`` work and lists are held as lists; any other dict is FAISS's own
+    syntax (``$neq``, ``$not``), passed through. Records are not listed by metadata (a pass over
+    every one in Python: 0.3 s at 50,000), so a filtered query is dense only, as the store searches.
     """
+
+    holds_lists = True  # its docstore keeps the Python list it is given
 
     def _relevance_rule(self) -> Callable[[float], float]:
         override = getattr(self.store, "override_relevance_score_fn", None)
@@ -35,6 +42,21 @@ class FaissAdapter(StoreAdapter):
         if callable(where):
             return lambda metadata: where(as_served(metadata))
         return super().unit_filter(where)
+
+    def search(self, query: str, vector: list[float] | None, k: int, **kwargs: Any) -> Scored:
+        """As the base searches, a dict ``filter`` in Chroma's syntax evaluated as Chroma would."""
+        passes = self._passing(kwargs.get("filter"))
+        return super().search(query, vector, k, **(kwargs if passes is None else {**kwargs, "filter": passes}))
+
+    @staticmethod
+    def _passing(where: Any) -> Callable[[Any], bool] | None:
+        """A dict in Chroma's syntax as a function of metadata; None for any other filter (FAISS's own)."""
+        if not isinstance(where, dict):
+            return None
+        try:
+            return filters.passing(where)
+        except filters.Unsupported:
+            return None
 
     def takes_vectors(self) -> bool:
         """FAISS keeps the vector it is given."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -88,11 +88,10 @@ class MemoryAdapter(StoreAdapter):
         return {d.id: v for d, v in self.with_vectors(ids) if d.id is not None}
 
 
-def _passing(where: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
-    """Whether stored metadata passes ``where``, as Chroma decides it; a filter Chroma would refuse is an error."""
+def _passing(where: dict[str, Any]) -> Callable[[Mapping[str, Any]], bool]:
+    """:func:`~langchain_expand.store.filters.passing`; a filter Chroma would refuse is an error naming it."""
     try:
-        filters.matches(where, {})  # every part is checked, whatever a record holds
+        return filters.passing(where)
     except filters.Unsupported as exc:
         msg = f"filter {where!r}: {exc}. InMemoryVectorStore takes Chroma's syntax here, or a function of a Document."
         raise ValueError(msg) from exc
-    return lambda metadata: filters.matches(where, metadata)
