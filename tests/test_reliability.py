@@ -234,6 +234,14 @@ def test_a_budget_below_any_unit_drops_everything_and_says_so(caplog: pytest.Log
     with caplog.at_level("WARNING"):
         assert FitToBudget(max_tokens=1).invoke(docs) == []
     assert "kept none of 1 units" in caplog.text
+    assert "without offsets" not in caplog.text
+    caplog.clear()
+    chunks = [Document("A chunk from another retriever. " * 8), Document("Another chunk, as long. " * 8)]
+    with caplog.at_level("WARNING"):  # the warning said "not even a matched sentence": chunks have none
+        assert FitToBudget(max_tokens=20).invoke(chunks) == []
+    assert (
+        "(2 without offsets, start_index, as another retriever's chunks, are kept whole or not at all)" in caplog.text
+    )
 
 
 _FORKED = """

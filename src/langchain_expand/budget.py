@@ -158,11 +158,15 @@ def _in_order(
         ordered.remove(max(ordered, key=lambda item: item[0]))
         dropped += 1
     if documents and not ordered:
+        whole = sum(not isinstance(d.metadata.get(START), int) for d in documents)  # no offsets: nothing to cut by
         logger.warning(
-            "fit_to_budget kept none of %d units: not even a matched sentence fits in %d tokens. "
+            "fit_to_budget kept none of %d units: not even a matched sentence fits in %d tokens%s. "
             "Raise max_tokens or lower the reserve.",
             len(documents),
             context.limit,
+            f" ({whole} without offsets, start_index, as another retriever's chunks, are kept whole or not at all)"
+            if whole
+            else "",
         )
     return _reported(ordered, context, truncated, dropped, printed=printed)
 
