@@ -16,7 +16,9 @@ from langchain_tests.integration_tests.indexer import AsyncDocumentIndexTestSuit
 
 from langchain_expand import (
     BudgetedParentDocumentRetriever,
+    EmbeddingsReranker,
     MarkdownSectionSplitter,
+    RerankThenExpand,
     SentenceWindowRetriever,
     SQLDocStore,
     default_embeddings,
@@ -75,6 +77,32 @@ for _kind in STORES:
     for _retriever in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
         _name = f"Test{_retriever.__name__}On{_kind.title().replace('-', '')}"
         globals()[_name] = type(_name, (_standard_tests(_kind, _retriever),), {})
+
+
+def _reranked(retriever: type[Any]) -> type[RetrieversIntegrationTests]:
+    """The standard tests on ``RerankThenExpand`` (a retriever this package ships too) over ``retriever``."""
+    role = "parents" if retriever is BudgetedParentDocumentRetriever else "windows"
+
+    class Reranked(RetrieversIntegrationTests):
+        @property
+        def retriever_constructor(self) -> type[Any]:
+            return RerankThenExpand
+
+        @property
+        def retriever_constructor_params(self) -> dict[str, Any]:
+            inner = retriever(**_indexed("chroma-cosine", role))
+            return {"retriever": inner, "reranker": EmbeddingsReranker(embeddings=_minilm()), "k": 4}
+
+        @property
+        def retriever_query_example(self) -> str:
+            return "how do I connect the remote control to the TV"
+
+    return Reranked
+
+
+for _retriever in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
+    _name = f"TestRerankThenExpandOver{_retriever.__name__}"
+    globals()[_name] = type(_name, (_reranked(_retriever),), {})
 
 
 # -- LangChain's indexing API: both retrievers are a DocumentIndex ------------------------------
