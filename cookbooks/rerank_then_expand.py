@@ -5,8 +5,8 @@ example a downloaded ``cross-encoder/ms-marco-MiniLM-L-6-v2``) and LangChain's
 ``CrossEncoderReranker`` is used. Without one, the bundled MiniLM scores by cosine
 similarity: a real scorer that reads the text it is given, though, being the retrieval
 model itself, it keeps retrieval's order; a cross-encoder is where reranking earns its keep.
-Either way the shape is the point: 20 matched sentences go to the reranker, the best 4 are
-expanded into windows afterwards.
+Either way the shape is the point: 20 matched sentences go to the reranker, and the best are
+expanded into 4 windows afterwards (two matches whose windows merge make one).
 
 Run: ``.venv/bin/python cookbooks/rerank_then_expand.py``
 """

@@ -22,6 +22,7 @@ from langchain_expand import (
     SentenceWindowRetriever,
     rerank_then_expand_chain,
 )
+from langchain_expand.rerank import rerank
 
 from .conftest import load_docs
 
@@ -134,6 +135,27 @@ async def test_explicit_chain_matches_the_retriever_sync_and_async(
     assert [d.page_content for d in chain.invoke(QUERY)] == expected
     assert [d.page_content for d in await chain.ainvoke(QUERY)] == expected
     assert [d.page_content for d in await retriever.ainvoke(QUERY)] == expected
+
+
+def test_k_counts_units_as_sent_where_the_reranked_matches_windows_merge(
+    qmsum_index: SentenceWindowRetriever, minilm: Embeddings
+) -> None:
+    # RerankThenExpand(k=4) returned 2 units on half of a manual's questions: the windows of the
+    # reranked matches merged, and k counted matches, where the retriever's own k counts units
+    reranker = EmbeddingsReranker(embeddings=minilm)
+    pipeline = RerankThenExpand(retriever=qmsum_index, reranker=reranker, fetch_k=20, k=4)
+    chain = rerank_then_expand_chain(qmsum_index, reranker, fetch_k=20, k=4)
+    merged = 0
+    for query in (QUERY, "the price of the remote", "how many buttons", "what colour should it be"):
+        ranked = rerank(reranker, qmsum_index.invoke(query, k=20, expand=False), query, 20)
+        units = pipeline.invoke(query)
+        assert len(units) == 4, query
+        hits = [(u.metadata["doc_id"], h) for u in units for h in u.metadata["hits"]]
+        first = [(m.metadata["doc_id"], m.metadata["hit"]) for m in ranked[: len(hits)]]
+        assert sorted(hits) == sorted(first)  # the first reranked matches, none skipped
+        merged += len(hits) > 4
+        assert [u.page_content for u in chain.invoke(query)] == [u.page_content for u in units]
+    assert merged, "no two reranked matches merged: the test shows nothing"
 
 
 def test_a_retriever_that_cannot_expand_is_refused(minilm: Embeddings) -> None:

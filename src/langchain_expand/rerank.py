@@ -5,7 +5,8 @@ The ordering rule: a reranker must score what the retriever matched, the sentenc
 cross-encoder that scores a five-sentence window is scoring four sentences the
 retriever never matched, and a distinctive one-sentence match can be scored down to
 nothing by its neighbours. So the pipeline is: match (``expand=False``), rerank the
-matches, keep the best ``k``, then expand the survivors into windows or parents.
+matches, then expand the best into windows or parents, as many as make ``k`` units: two
+matches whose windows merge are one unit, and the next match takes the place left.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from langchain_expand import calls
 from langchain_expand.calls import AsyncQueryByThread, reject_unknown
 from langchain_expand.policy import BudgetPolicy
 from langchain_expand.rules import check_positive
-from langchain_expand.units import RELEVANCE_SCORE, RERANK_SCORE
+from langchain_expand.units import BUDGET, RELEVANCE_SCORE, RERANK_SCORE
 
-__all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "rerank", "rerank_then_expand_chain"]
+__all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "expand_to", "rerank", "rerank_then_expand_chain"]
 
 
 @runtime_checkable
@@ -146,7 +147,8 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
     fetch_k: int = 20
     """Matches retrieved for the reranker to score."""
     k: int | None = None
-    """Matches kept after reranking, each then expanded. None (the default): as the retriever's
+    """Units returned: the reranked matches are expanded in order until they make ``k`` (two whose
+    windows merge are one; :func:`expand_to`). None (the default): as the retriever's
     ``budget_policy`` says: with a budget (``max_tokens``, per call or the retriever's) every
     match, in reranked order, as far as the budget holds them; without one, 4."""
 
@@ -207,9 +209,25 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
         given = {"before": before, "after": after, "merge": merge, "max_tokens": max_tokens}
         shape = _expansion(self.retriever, {n: v for n, v in given.items() if v is not None})
         hits = _matches(self.retriever, query, fetch, filter, callbacks=run_manager.get_child())
-        best = rerank(self.reranker, hits, query, keep, callbacks=run_manager.get_child())
-        expanded: list[Document] = self.retriever.expand_hits(best, **shape)
-        return expanded
+        ranked = rerank(self.reranker, hits, query, len(hits) or 1, callbacks=run_manager.get_child())
+        return expand_to(self.retriever, ranked, keep, **shape)
+
+
+def expand_to(retriever: Expandable, ranked: Sequence[Document], k: int, **shape: Any) -> list[Document]:
+    """The first ``ranked`` matches expanded, as many as make ``k`` units (fewer where they run out).
+
+    Matches whose windows (or parents) merge make one unit, so ``k`` matches can make fewer: the
+    next ones are expanded in their place, as a retriever's ``k`` counts the units it returns.
+    Each round adds as many matches as units are missing, so none makes more than ``k``. Where a
+    budget (``max_tokens``) dropped a unit, it is full: the units it holds are the answer.
+    """
+    taken = min(k, len(ranked))
+    while True:
+        units: list[Document] = retriever.expand_hits(ranked[:taken], **shape)
+        full = any(unit.metadata.get(BUDGET, {}).get("dropped") for unit in units[:1])
+        if len(units) >= k or taken >= len(ranked) or full:
+            return units
+        taken += k - len(units)
 
 
 _UNBOUNDED = 2**62
@@ -258,17 +276,19 @@ def rerank_then_expand_chain(
     """The same pipeline as an explicit LCEL chain: hits, then rerank, then expand.
 
     ``question -> {"query", "matches"} -> reranked hits -> expanded units``; each step is
-    its own runnable, visible in traces, and any can be swapped. ``k`` reranked matches are
-    expanded (4 by default; ``top_n`` is its old name, deprecated).
+    its own runnable, visible in traces, and any can be swapped. The reranked matches are
+    expanded into ``k`` units (4 by default; ``top_n`` is its old name, deprecated): :func:`expand_to`.
     """
     k = 4 if k is None and top_n is None else _k_of("rerank_then_expand_chain", k, top_n)
     matched: RunnableLambda[str, list[Document]] = RunnableLambda(
         lambda q: _matches(retriever, q, fetch_k), name="match"
     )
     reranked: RunnableLambda[dict[str, Any], list[Document]] = RunnableLambda(
-        lambda x: rerank(reranker, x["matches"], x["query"], k), name="rerank"
+        lambda x: rerank(reranker, x["matches"], x["query"], len(x["matches"]) or 1), name="rerank"
     )
-    expanded = RunnableLambda(retriever.expand_hits, afunc=retriever.aexpand_hits, name="expand")
+    expanded: RunnableLambda[list[Document], list[Document]] = RunnableLambda(
+        lambda ranked: expand_to(retriever, ranked, k), name="expand"
+    )
     chain: Runnable[str, list[Document]] = {"query": RunnablePassthrough(), "matches": matched} | reranked | expanded
     return chain
 
