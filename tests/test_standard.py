@@ -54,17 +54,21 @@ def _indexed(kind: str, retriever: str) -> dict[str, Any]:
     return parts
 
 
-def _standard_tests(kind: str, retriever: type[Any]) -> type[RetrieversIntegrationTests]:
+def _standard_tests(kind: str, retriever: type[Any], *, reranked: bool = False) -> type[RetrieversIntegrationTests]:
+    """LangChain's retriever suite on ``retriever`` over a store of ``kind``; or on ``RerankThenExpand`` over it."""
     role = "parents" if retriever is BudgetedParentDocumentRetriever else "windows"
 
     class OnStore(RetrieversIntegrationTests):
         @property
         def retriever_constructor(self) -> type[Any]:
-            return retriever
+            return RerankThenExpand if reranked else retriever
 
         @property
         def retriever_constructor_params(self) -> dict[str, Any]:
-            return {**_indexed(kind, role), "k": 4}
+            if not reranked:
+                return {**_indexed(kind, role), "k": 4}
+            inner = retriever(**_indexed(kind, role))
+            return {"retriever": inner, "reranker": EmbeddingsReranker(embeddings=_minilm()), "k": 4}
 
         @property
         def retriever_query_example(self) -> str:
@@ -73,36 +77,12 @@ def _standard_tests(kind: str, retriever: type[Any]) -> type[RetrieversIntegrati
     return OnStore
 
 
-for _kind in STORES:
-    for _retriever in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
+for _retriever in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
+    for _kind in STORES:
         _name = f"Test{_retriever.__name__}On{_kind.title().replace('-', '')}"
         globals()[_name] = type(_name, (_standard_tests(_kind, _retriever),), {})
-
-
-def _reranked(retriever: type[Any]) -> type[RetrieversIntegrationTests]:
-    """The standard tests on ``RerankThenExpand`` (a retriever this package ships too) over ``retriever``."""
-    role = "parents" if retriever is BudgetedParentDocumentRetriever else "windows"
-
-    class Reranked(RetrieversIntegrationTests):
-        @property
-        def retriever_constructor(self) -> type[Any]:
-            return RerankThenExpand
-
-        @property
-        def retriever_constructor_params(self) -> dict[str, Any]:
-            inner = retriever(**_indexed("chroma-cosine", role))
-            return {"retriever": inner, "reranker": EmbeddingsReranker(embeddings=_minilm()), "k": 4}
-
-        @property
-        def retriever_query_example(self) -> str:
-            return "how do I connect the remote control to the TV"
-
-    return Reranked
-
-
-for _retriever in (SentenceWindowRetriever, BudgetedParentDocumentRetriever):
-    _name = f"TestRerankThenExpandOver{_retriever.__name__}"
-    globals()[_name] = type(_name, (_reranked(_retriever),), {})
+    _name = f"TestRerankThenExpandOver{_retriever.__name__}"  # a retriever this package ships too
+    globals()[_name] = type(_name, (_standard_tests("chroma-cosine", _retriever, reranked=True),), {})
 
 
 # -- LangChain's indexing API: both retrievers are a DocumentIndex ------------------------------
