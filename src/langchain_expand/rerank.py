@@ -224,7 +224,7 @@ def expand_to(retriever: Expandable, ranked: Sequence[Document], k: int, **shape
     taken = min(k, len(ranked))
     while True:
         units: list[Document] = retriever.expand_hits(ranked[:taken], **shape)
-        full = any(unit.metadata.get(BUDGET, {}).get("dropped") for unit in units[:1])
+        full = bool(units) and bool(units[0].metadata.get(BUDGET, {}).get("dropped"))  # every unit holds the report
         if len(units) >= k or taken >= len(ranked) or full:
             return units
         taken += k - len(units)
