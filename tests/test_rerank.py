@@ -158,6 +158,29 @@ def test_k_counts_units_as_sent_where_the_reranked_matches_windows_merge(
     assert merged, "no two reranked matches merged: the test shows nothing"
 
 
+def test_a_reranker_that_rewrites_or_strips_the_matches_is_an_error_naming_it(
+    qmsum_index: SentenceWindowRetriever,
+) -> None:
+    # a compressor that rewrites its input (as LLMChainExtractor does) gave an empty answer, with a
+    # warning that the document had been deleted; one that strips metadata, an error about expand_hits
+    class Rewriting(BaseDocumentCompressor):
+        def compress_documents(self, documents: Sequence[Document], query: str, callbacks: Any = None) -> Any:
+            return [Document(d.page_content.upper(), metadata=d.metadata) for d in documents]
+
+    class Stripping(BaseDocumentCompressor):
+        def compress_documents(self, documents: Sequence[Document], query: str, callbacks: Any = None) -> Any:
+            return [Document(d.page_content) for d in documents]
+
+    for reranker in (Rewriting(), Stripping()):
+        pipeline = RerankThenExpand(retriever=qmsum_index, reranker=reranker, fetch_k=5, k=2)
+        with pytest.raises(
+            ValueError, match=rf"{type(reranker).__name__} handed back a match changed .*LLMChainExtractor"
+        ):
+            pipeline.invoke(QUERY)
+    kept = RecordingBM25()  # one that scores and orders passes
+    assert len(RerankThenExpand(retriever=qmsum_index, reranker=kept, fetch_k=5, k=2).invoke(QUERY)) == 2
+
+
 def test_a_retriever_that_cannot_expand_is_refused(minilm: Embeddings) -> None:
     from langchain_core.retrievers import BaseRetriever
 

@@ -27,7 +27,7 @@ from langchain_expand import calls
 from langchain_expand.calls import AsyncQueryByThread, reject_unknown
 from langchain_expand.policy import BudgetPolicy
 from langchain_expand.rules import check_positive
-from langchain_expand.units import BUDGET, RELEVANCE_SCORE, RERANK_SCORE
+from langchain_expand.units import BUDGET, DOC_ID, RELEVANCE_SCORE, RERANK_SCORE
 
 __all__ = ["EmbeddingsReranker", "Expandable", "RerankThenExpand", "expand_to", "rerank", "rerank_then_expand_chain"]
 
@@ -70,12 +70,15 @@ def rerank(
     LangChain's ``CrossEncoderReranker`` drops its scores, so for it the cross-encoder
     is called directly (the same scoring and sort); other compressors are asked to
     ``compress_documents`` and their ``relevance_score`` metadata, where they set one,
-    becomes ``rerank_score``. ``top_n`` is the old name of ``k`` (deprecated).
+    becomes ``rerank_score``. ``top_n`` is the old name of ``k`` (deprecated). A compressor
+    that hands a match back changed (its text rewritten, its metadata stripped) is an error:
+    a match is expanded by its place in its document.
     """
     k = _k_of("rerank", k, top_n)
     scored = _cross_encoder_scores(reranker, hits, query)
     if scored is None:
         kept = list(reranker.compress_documents(hits, query, callbacks=callbacks))
+        _check_unchanged(reranker, hits, kept)
         scored = [(d, d.metadata.get(RELEVANCE_SCORE)) for d in kept]
     out = []
     for doc, score in scored[:k]:
@@ -84,6 +87,21 @@ def rerank(
             metadata[RERANK_SCORE] = float(score)
         out.append(Document(page_content=doc.page_content, metadata=metadata, id=doc.id))
     return out
+
+
+def _check_unchanged(reranker: BaseDocumentCompressor, hits: Sequence[Document], kept: Sequence[Document]) -> None:
+    """Refuse what ``reranker`` kept unless each is one of the ``hits``: the same text, of the same document."""
+    given = {(d.page_content, d.metadata.get(DOC_ID)) for d in hits}
+    for doc in kept:
+        if (doc.page_content, doc.metadata.get(DOC_ID)) not in given:
+            msg = (
+                f"{type(reranker).__name__} handed back a match changed (document {doc.metadata.get(DOC_ID)!r}: "
+                f"{doc.page_content[:60]!r}): its text rewritten or its metadata stripped, so it cannot be expanded. "
+                "Give RerankThenExpand a reranker that scores and orders the matches (CrossEncoderReranker, "
+                "EmbeddingsReranker, a Cohere or FlashRank reranker); one that rewrites them (LLMChainExtractor) "
+                "goes after the expansion."
+            )
+            raise ValueError(msg)
 
 
 def _cross_encoder_scores(
