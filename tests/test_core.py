@@ -238,6 +238,18 @@ def test_expand_hits_names_what_is_not_a_match_of_its_own_retriever() -> None:
             retriever.expand_hits("alpha")  # type: ignore[arg-type]
 
 
+def test_a_match_whose_text_was_changed_is_skipped_saying_so(caplog: pytest.LogCaptureFixture) -> None:
+    # the warning named only a deleted document or a running write: a compressor had rewritten the match
+    window = windows(RecordingStore())
+    window.add_documents([Document(TEXT, id="a")])
+    (hit,) = window.invoke("alpha", k=1, expand=False)
+    assert window.expand_hits([hit])  # as matched: expanded
+    rewritten = Document(hit.page_content.upper(), metadata=hit.metadata)
+    with caplog.at_level("WARNING"):
+        assert window.expand_hits([rewritten]) == []
+    assert "or the match's text was changed after it was matched" in caplog.text
+
+
 def test_expand_hits_makes_fixed_windows_on_a_retriever_whose_windows_are_guided() -> None:
     # window="guided" on the retriever refused expand_hits without a budget ("give max_tokens"),
     # and with before/after ("sets the fixed window's shape"): RerankThenExpand could not expand

@@ -63,7 +63,7 @@ def assemble(
             logger.warning(
                 "Skipping a hit in document %r: the store holds no whole version of it at the revision "
                 "matched (deleted since, or an add_documents interrupted or running: re-run it where the "
-                "document should be there).",
+                "document should be there), or the match's text was changed after it was matched.",
                 unit.doc_id,
             )
             if skipped is not None:
