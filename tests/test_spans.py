@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from langchain_core.documents import Document
 
 from langchain_expand import MergeOverlaps, SentenceSplitter, SentenceWindowRetriever, merge_overlaps, window_bounds
-from langchain_expand.merge import count_units
 
 from .conftest import as_documents, load_docs
 
@@ -132,9 +131,6 @@ def test_merging_covers_the_union_once_and_is_idempotent(hits: list[tuple[int, i
     for doc in merged:
         assert doc.page_content == SOURCE[doc.metadata["start_index"] : doc.metadata["end_index"]]
     assert merge_overlaps(merged) == merged
-    plain = Document("no offsets")  # passes through: one unit of its own
-    for touching in (True, False):
-        assert count_units([*docs, plain], touching=touching) == len(merge_overlaps([*docs, plain], touching=touching))
 
 
 async def test_merge_runnable_supports_sync_async_and_batch() -> None:

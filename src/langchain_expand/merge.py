@@ -35,7 +35,7 @@ from langchain_expand.units import (
     located,
 )
 
-__all__ = ["MergeOverlaps", "count_units", "merge_overlaps"]
+__all__ = ["MergeOverlaps", "merge_overlaps"]
 
 SourceText = Callable[[str], str]
 """Gives the full source text of a document id; needed only to bridge gaps."""
@@ -101,12 +101,6 @@ def merge_overlaps(
             merged.metadata[TOKENS] = counter(merged.page_content)
         out.append(merged)
     return out
-
-
-def count_units(documents: Sequence[Document], *, touching: bool = True) -> int:
-    """How many units :func:`merge_overlaps` (``gap`` 0) would make of ``documents``, merging nothing."""
-    components = list(_components(documents, 0, touching))
-    return len(components) + len(documents) - sum(map(len, components))  # the unlocated pass through, one each
 
 
 def _components(documents: Sequence[Document], gap: int, touching: bool) -> Iterator[list[int]]:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from langchain_core.documents import Document
 
 from langchain_expand.budget import BudgetReport, context_tokens, fit_to_budget
-from langchain_expand.merge import count_units, merge_overlaps
+from langchain_expand.merge import merge_overlaps
 from langchain_expand.parents.migration import is_stock_parent
 from langchain_expand.shrink import trim
 from langchain_expand.store.records import (
@@ -52,8 +52,6 @@ __all__ = [
     "ranked_parents",
     "same_version",
     "servable",
-    "served",
-    "units_servable",
 ]
 
 logger = logging.getLogger(__name__)
@@ -175,16 +173,19 @@ def servable(
     ranked: list[Parent],
     stored: Sequence[Document | None],
     heads: Mapping[str, Document | None],
+    limit: int | None = None,
     *,
     warn: bool = False,
-) -> Iterator[tuple[Parent, Document]]:
-    """The ranked parents that can be served, in order, each with its stored document.
+) -> list[tuple[Parent, Document]]:
+    """The first ``limit`` ranked parents (all, for None) that can be served.
 
     A parent is servable when it is in the docstore and of the version of its children;
-    each keeps only its children of its version. With ``warn``, each one skipped is logged
-    as the walk passes it (a caller that stops early logs none past where it stopped).
+    each keeps only its children of its version. With ``warn``, each one skipped is logged.
     """
+    out: list[tuple[Parent, Document]] = []
     for parent, doc in zip(ranked, stored, strict=True):
+        if len(out) == limit:
+            break
         if doc is None:
             if warn:
                 logger.warning(
@@ -210,41 +211,8 @@ def servable(
                     parent.parent_id,
                 )
             continue
-        yield Parent(parent.parent_id, same, parent.score), doc
-
-
-def served(
-    ranked: list[Parent],
-    stored: Sequence[Document | None],
-    heads: Mapping[str, Document | None],
-    k: int | None,
-    count: Callable[[str], int],
-    cap: int | None,
-    counter: Callable[[str], int],
-) -> list[Document]:
-    """The servable parents as served (:func:`parent_out`), best first, each capped at ``cap`` tokens.
-
-    As many as make ``k`` units once those that share text are joined, as :func:`as_units`
-    sends them (all, for None): ``k`` counts what the model receives, as the window retriever's
-    does. A skipped parent is logged where the walk passes it.
-    """
-    out: list[Document] = []
-    for parent, doc in servable(ranked, stored, heads, warn=True):
-        unit = parent_out(parent, doc, count)
-        out.append(unit if cap is None else cap_parent(unit, cap, counter))
-        if k is not None and count_units(out, touching=False) >= k:
-            break
+        out.append((Parent(parent.parent_id, same, parent.score), doc))
     return out
-
-
-def units_servable(
-    ranked: list[Parent], stored: Sequence[Document | None], heads: Mapping[str, Document | None]
-) -> int:
-    """How many units the servable parents make as sent: those of one document that share text count once.
-
-    Counted on the stored parents: capping (``max_parent_tokens``) only parts them further.
-    """
-    return count_units([doc for _, doc in servable(ranked, stored, heads)], touching=False)
 
 
 def as_units(parents: Sequence[Document], counter: Callable[[str], int]) -> list[Document]:

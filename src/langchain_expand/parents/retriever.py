@@ -28,11 +28,12 @@ from langchain_expand.parents.assembly import (
     Parent,
     as_units,
     best_children,
+    cap_parent,
     matched_children,
+    parent_out,
     parents_of_hits,
     ranked_parents,
-    served,
-    units_servable,
+    servable,
 )
 from langchain_expand.parents.hybrid import HybridChildren, children_ranking
 from langchain_expand.parents.indexing import ParentIndexing
@@ -89,10 +90,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
 ):
     """``ParentDocumentRetriever`` where ``k`` counts parents, scores stay, and size is bounded.
 
-    Children are over-fetched until ``k`` parents are found (or the store runs out);
-    parents are ranked by their children's scores (``max``, ``mean`` or ``sum``). Parents
-    of one document that share text (a splitter's ``chunk_overlap``) are sent as one unit,
-    each char once, and ``k`` counts it once.
+    Children are over-fetched until ``k`` distinct parents are found (or the store runs
+    out); parents are ranked by their children's scores (``max``, ``mean`` or ``sum``).
     Each returned parent carries ``parent_id``, ``doc_id`` (the source document),
     ``score``, ``children`` (matched children, best first: ``id``, ``score``,
     ``start_index``/``end_index`` in the source and ``in_parent`` offsets into the
@@ -143,8 +142,8 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     child_splitter: TextSplitter = Field(default_factory=_default_child_splitter)
     """Splits each parent into the children that get embedded."""
     k: int | None = None
-    """The most units returned: parents, those that share text joined as one. None (the default): as
-    many as ``max_tokens`` holds, best first, each capped by ``max_parent_tokens``; without a budget, 4."""
+    """The most distinct parents returned. None (the default): as many as ``max_tokens`` holds,
+    best first, each capped by ``max_parent_tokens``; without a budget, 4."""
     aggregate: Literal["max", "mean", "sum"] = "max"
     """How a parent's score comes from its matched children's scores."""
     score_threshold: float | None = None
@@ -315,7 +314,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
                         if fitted and (used or 0) >= policy.parents_full * max_tokens:
                             return fitted
                     continue
-                have = units_servable(ranked, stored, reads.heads(stored)) if expand else len(ranked)
+                have = len(servable(ranked, stored, reads.heads(stored))) if expand else len(ranked)
                 if have >= (k or DEFAULT_K):
                     break
         finally:
@@ -339,7 +338,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         _, max_tokens = self._resolve(k=None, max_tokens=max_tokens)
         ranked, reads = parents_of_hits(hits), CallReads(self.docstore, self.token_counter, self._head_id)
         stored = reads.mget([p.parent_id for p in ranked])
-        return self._fit(self._capped(ranked, None, stored, reads), max_tokens)[0]
+        return self._fit(self._capped(ranked, len(ranked), stored, reads), max_tokens)[0]
 
     def _resolve(self, *, k: int | None, max_tokens: int | None) -> tuple[int | None, int | None]:
         """This call's ``k`` and budget: the call's, else the instance's; checked.
@@ -369,8 +368,12 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
     def _capped(
         self, ranked: list[Parent], k: int | None, stored: Sequence[Document | None], reads: CallReads
     ) -> list[Document]:
-        """The servable parents as served (:func:`~langchain_expand.parents.assembly.served`): ``k`` units' worth."""
-        return served(ranked, stored, reads.heads(stored), k, reads.count, self.max_parent_tokens, self.token_counter)
+        """The first ``k`` parents present in the docstore (all, for None), each capped, with its ``tokens``."""
+        pairs = servable(ranked, stored, reads.heads(stored), k, warn=True)
+        out = [parent_out(parent, doc, reads.count) for parent, doc in pairs]
+        if self.max_parent_tokens is not None:
+            out = [cap_parent(doc, self.max_parent_tokens, self.token_counter) for doc in out]
+        return out
 
 
 _STOCK_DESCRIPTIONS = {
@@ -378,7 +381,7 @@ _STOCK_DESCRIPTIONS = {
     "deletes by id.",
     "byte_store": "A byte store for the parents, as in the stock class: used as the docstore where none is given.",
     "id_key": "The child metadata key that holds its parent's id, as in the stock class.",
-    "search_kwargs": "LangChain's search arguments: `k` (parents as sent, here), `filter`, `score_threshold`; "
+    "search_kwargs": "LangChain's search arguments: `k` (distinct parents here), `filter`, `score_threshold`; "
     "others go to the store's search.",
     "search_type": "`similarity`, `mmr` or `similarity_score_threshold` (which needs a `score_threshold`).",
     "parent_splitter": "Splits each document into parents; None: each document is its own parent.",
