@@ -156,6 +156,30 @@ def test_k_counts_units_as_sent_where_the_reranked_matches_windows_merge(
         merged += len(hits) > 4
         assert [u.page_content for u in chain.invoke(query)] == [u.page_content for u in units]
     assert merged, "no two reranked matches merged: the test shows nothing"
+    assert len(pipeline.invoke(QUERY, merge=False)) == 4  # unmerged: k windows, one a match
+
+
+def test_over_parents_k_counts_parents_so_a_run_of_overlapping_ones_is_never_longer_than_k(
+    tmp_path: Any, minilm: Embeddings
+) -> None:
+    # counted as units, a run of hit parents that share text joined into one as long as the run
+    from langchain_core.stores import InMemoryStore
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+    from langchain_expand import BudgetedParentDocumentRetriever, chroma_store
+
+    size = 600
+    parents = BudgetedParentDocumentRetriever(
+        vectorstore=chroma_store("chained", persist_directory=tmp_path, embeddings=minilm),
+        docstore=InMemoryStore(),
+        parent_splitter=RecursiveCharacterTextSplitter(chunk_size=size, chunk_overlap=150),
+    )
+    text = " ".join(f"Fact {i}: the value of item {i} is {i * 7} units." for i in range(100))  # every part alike
+    parents.add_documents([Document(text, id="facts")])
+    pipeline = RerankThenExpand(retriever=parents, reranker=EmbeddingsReranker(embeddings=minilm), fetch_k=20, k=3)
+    units = pipeline.invoke("the value of item 42")
+    assert sum(len(u.page_content) for u in units) <= 3 * size
+    assert len({c["id"] for u in units for c in u.metadata["children"]}) >= 3
 
 
 def test_a_reranker_that_rewrites_or_strips_the_matches_is_an_error_naming_it(

@@ -5,8 +5,8 @@ The ordering rule: a reranker must score what the retriever matched, the sentenc
 cross-encoder that scores a five-sentence window is scoring four sentences the
 retriever never matched, and a distinctive one-sentence match can be scored down to
 nothing by its neighbours. So the pipeline is: match (``expand=False``), rerank the
-matches, then expand the best into windows or parents, as many as make ``k`` units: two
-matches whose windows merge are one unit, and the next match takes the place left.
+matches, then expand the best into windows or parents, ``k`` as the retriever counts them: two
+matches whose windows merge are one window, and the next match takes the place left.
 """
 
 from __future__ import annotations
@@ -165,10 +165,11 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
     fetch_k: int = 20
     """Matches retrieved for the reranker to score."""
     k: int | None = None
-    """Units returned: the reranked matches are expanded in order until they make ``k`` (two whose
-    windows merge are one; :func:`expand_to`). None (the default): as the retriever's
-    ``budget_policy`` says: with a budget (``max_tokens``, per call or the retriever's) every
-    match, in reranked order, as far as the budget holds them; without one, 4."""
+    """Units returned, counted as the retriever's ``k`` counts them: merged windows, the next
+    reranked matches taking the place of those merged; parents (:func:`expand_to`). None (the
+    default): as the retriever's ``budget_policy`` says: with a budget (``max_tokens``, per call
+    or the retriever's) every match, in reranked order, as far as the budget holds them; without
+    one, 4."""
 
     top_n = calls.renamed_attribute("RerankThenExpand", "top_n", "k")
 
@@ -232,18 +233,21 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
 
 
 def expand_to(retriever: Expandable, ranked: Sequence[Document], k: int, **shape: Any) -> list[Document]:
-    """The first ``ranked`` matches expanded, as many as make ``k`` units (fewer where they run out).
+    """The first ``ranked`` matches expanded, ``k`` of them, as the retriever's own ``k`` counts.
 
-    Matches whose windows (or parents) merge make one unit, so ``k`` matches can make fewer: the
-    next ones are expanded in their place, as a retriever's ``k`` counts the units it returns.
-    Each round adds as many matches as units are missing, so none makes more than ``k``. Where a
-    budget (``max_tokens``) dropped a unit, it is full: the units it holds are the answer.
+    Where the retriever merges windows (``merge``, per call or its field), ``k`` counts merged
+    windows, as the window retriever's does: matches whose windows merge make one unit, and the
+    next ones are expanded in their place, each round as many as units are missing, until ``k``
+    units, the matches run out, or a budget (``max_tokens``) is full (it dropped a unit).
+    Otherwise ``k`` counts matches: a parents retriever's ``k`` counts parents, and those that
+    share text are sent as one unit, so at most ``k`` parents' text is sent.
     """
     taken = min(k, len(ranked))
+    merging = bool(shape.get("merge", getattr(retriever, "merge", False)))
     while True:
         units: list[Document] = retriever.expand_hits(ranked[:taken], **shape)
         full = bool(units) and bool(units[0].metadata.get(BUDGET, {}).get("dropped"))  # every unit holds the report
-        if len(units) >= k or taken >= len(ranked) or full:
+        if not merging or len(units) >= k or taken >= len(ranked) or full:
             return units
         taken += k - len(units)
 
