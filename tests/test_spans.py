@@ -170,6 +170,21 @@ def test_retriever_merge_counts_merged_units_and_refills_to_k(
         assert sources[m["doc_id"]][m["start_index"] : m["end_index"]] == doc.page_content
 
 
+def test_merged_windows_are_not_refilled_past_the_sentences_k_windows_hold(
+    make_retriever: Callable[..., SentenceWindowRetriever],
+) -> None:
+    # where every sentence is a hit the windows chained into one: k=4 returned all 100 sentences
+    retriever = make_retriever()
+    text = " ".join(f"Fact {i}: the value of item {i} is {i * 7} units." for i in range(100))
+    retriever.add_documents([Document(text, id="facts")])
+    for k, side in ((4, 2), (8, 2), (4, 5)):
+        windows = retriever.invoke("the value of item 42", k=k, before=side, after=side)
+        held = sum(d.metadata["span"][1] - d.metadata["span"][0] for d in windows)
+        assert len(windows) <= k
+        assert held <= 2 * k * (2 * side + 1) < 100  # the first search's 2k hits' windows, at most
+        assert len(windows) == k or held >= k * (2 * side + 1)  # fewer than k only where they hold k windows' worth
+
+
 def test_crossed_counts_the_headings_a_window_runs_down_across_after_a_merge_and_a_cut() -> None:
     from langchain_expand import FitToBudget
 
