@@ -46,7 +46,7 @@ def main() -> None:
     }
     for q in queries:
         where = {"meeting": q["doc_id"]}
-        plain = retriever.invoke(q["query"], filter=where)
+        plain = retriever.invoke(q["query"], filter=where, merge=False)  # one window a hit, overlaps and all
         contexts = {
             "plain": plain,
             "merged": merge.invoke(plain),
