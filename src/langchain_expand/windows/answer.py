@@ -50,7 +50,7 @@ def answer(
 def _fixed(ranking: Ranking, plan: Plan, reads: Reads, counter: Callable[[str], int]) -> list[Document]:
     """The windows of the ``k`` best hits (merged windows count once), fitted to the budget where there is one.
 
-    Fewer than ``k`` merged windows that hold as many sentences as ``k`` windows would are the
+    Fewer than ``k`` merged windows that hold twice the sentences ``k`` windows would are the
     answer: a document whose every sentence is a hit would otherwise chain into one window of it all.
     """
     assert plan.k is not None
@@ -59,7 +59,7 @@ def _fixed(ranking: Ranking, plan: Plan, reads: Reads, counter: Callable[[str], 
     for hits in overfetch(ranking, plan.first_fetch(), plan.k):
         units = plan.units(plan.taken(hits))
         dropped = matched(hits) - len(hits)
-        if len(units) >= plan.k or sum(u.last - u.first for u in units) >= plan.k * (plan.before + 1 + plan.after):
+        if len(units) >= plan.k or sum(u.last - u.first for u in units) >= 2 * plan.k * (plan.before + 1 + plan.after):
             break
     if len(units) < plan.k and dropped:
         logger.warning(_SHORT, len(units), plan.k, dropped)

@@ -132,8 +132,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     twice, it reads as corroboration); ``k`` then counts merged units. False returns one window
     a hit, overlaps included.
 
-    Hits are read in rank order (2k at first, more while fewer than ``k`` units hold fewer sentences
-    than ``k`` windows would), and a lower-ranked hit whose window touches a unit formed joins it."""
+    Hits are read in rank order (2k at first, more while fewer than ``k`` units hold less than twice
+    what ``k`` windows would), and a lower-ranked hit whose window touches a unit formed joins it."""
     merge_gap: int = 0
     """With ``merge``, also join windows this many sentences apart (the gap is filled in)."""
     window: Literal["guided", "fixed"] | None = None
