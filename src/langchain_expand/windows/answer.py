@@ -59,7 +59,7 @@ def _fixed(ranking: Ranking, plan: Plan, reads: Reads, counter: Callable[[str], 
     for hits in overfetch(ranking, plan.first_fetch(), plan.k):
         units = plan.units(plan.taken(hits))
         dropped = matched(hits) - len(hits)
-        if len(units) >= plan.k or sum(u.last - u.first for u in units) >= 2 * plan.k * (plan.before + 1 + plan.after):
+        if len(units) >= plan.k or sum(u.last - u.first for u in units) >= 2 * plan.k * plan.sentences_per_window:
             break
     if len(units) < plan.k and dropped:
         logger.warning(_SHORT, len(units), plan.k, dropped)

@@ -72,6 +72,11 @@ class Plan:
     """Documents this answer skipped because the store held no whole version of them."""
 
     @property
+    def sentences_per_window(self) -> int:
+        """A fixed window's sentences: its hit and ``before`` and ``after`` it."""
+        return self.before + 1 + self.after
+
+    @property
     def budget_decides(self) -> bool:
         """No ``k``: hits are taken in rank order until the budget is full or evidence runs out."""
         return self.k is None
@@ -120,7 +125,7 @@ class Plan:
             return self.policy.guided_first_fetch(self.max_tokens)
         if self.k is None:
             assert self.max_tokens is not None
-            return self.policy.fixed_first_fetch(self.max_tokens, self.before + self.after + 1)
+            return self.policy.fixed_first_fetch(self.max_tokens, self.sentences_per_window)
         return 2 * self.k if self.merge else self.k
 
 
