@@ -176,3 +176,59 @@ def test_how_far_a_chroma_search_reads_ahead_follows_its_beam(tmp_path: Path, mi
     spann = SimpleNamespace(_collection=SimpleNamespace(metadata=None, configuration={"hnsw": None, "spann": {}}))
     assert chroma_ef_search(legacy) == 64  # type: ignore[arg-type]
     assert chroma_ef_search(spann) == 0  # type: ignore[arg-type]  # a distributed index: nothing read ahead
+
+
+_MARKER = """
+import sys
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_expand import chroma_store
+from langchain_expand.store.adapters import adapt
+
+store = chroma_store("marks", persist_directory=sys.argv[1], embeddings=DeterministicFakeEmbedding(size=8))
+writer = adapt(store, "a writer")
+writer.mark(writer.begin())
+"""
+
+
+def test_a_change_mark_kept_between_reads_is_the_one_chroma_holds_after_every_kind_of_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a query read the mark from Chroma every time (300-500 us, a tenth of its own time); it is
+    # read again only once the database file's data version has changed
+    import subprocess
+    import sys
+
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    fake = DeterministicFakeEmbedding(size=8)
+    folder = tmp_path / "chroma"
+    reader = adapt(chroma_store("marks", persist_directory=folder, embeddings=fake), "a reader")
+    writer = adapt(chroma_store("marks", persist_directory=folder, embeddings=fake), "a writer")
+    reads: list[str | None] = []
+    read_mark = reader._read_mark
+    monkeypatch.setattr(reader, "_read_mark", lambda: reads.append(read_mark()) or reads[-1])
+
+    def agreed() -> str | None:
+        kept = reader.marked()
+        assert kept == read_mark()
+        return kept
+
+    assert agreed() == ""
+    writing = writer.begin()
+    assert agreed() is None
+    writer.mark(writing)
+    first = agreed()
+    assert first
+    before = len(reads)
+    for _ in range(3):
+        assert agreed() == first
+    assert len(reads) == before  # nothing written since: Chroma is not read
+    chroma_store("other", persist_directory=folder, embeddings=fake).add_texts(["another collection"])
+    assert agreed() == first
+    assert len(reads) == before + 1  # the file changed: read again
+    subprocess.run([sys.executable, "-c", _MARKER, str(folder)], check=True, timeout=120)
+    assert agreed() not in (first, None, "")
+    in_memory = adapt(chroma_store("marks-in-memory", embeddings=fake), "in memory")
+    assert in_memory._version is None or in_memory._version() is None
+    in_memory.mark(in_memory.begin())
+    assert in_memory.marked() == in_memory._read_mark() != ""

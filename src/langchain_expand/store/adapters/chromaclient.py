@@ -3,16 +3,21 @@
 An embedded Chroma (Chroma's Rust binding) runs in the process that opened it. Forked, its
 child's first call never returns; and a collection another process wrote to may not find
 the new ids until it is opened again. :func:`refuse_after_fork` and :class:`Reopening` handle
-both for :class:`~langchain_expand.store.adapters.chroma.ChromaAdapter`.
+both for :class:`~langchain_expand.store.adapters.chroma.ChromaAdapter`; :class:`DataVersion`
+says, for a few microseconds, whether its database file may have changed since last asked.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
+import sqlite3
+import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-__all__ = ["Reopening", "embedded", "forked", "is_embedded", "refuse_after_fork"]
+__all__ = ["DataVersion", "Reopening", "embedded", "forked", "is_embedded", "refuse_after_fork"]
 
 
 _FORKED_FROM: int | None = None
@@ -97,3 +102,45 @@ class Reopening:
             return getattr(reopened, name)(*args, **kwargs)
 
         return call
+
+
+class DataVersion:
+    """A token that changes whenever anything is committed to an embedded Chroma's database file.
+
+    An embedded, persistent Chroma keeps its records' metadata in one SQLite file, written by
+    Chroma's own connections in this process or another. SQLite's ``PRAGMA data_version``, read
+    on a read-only connection of this one's, changes whenever another connection commits to the
+    file; the token is that, and which connection read it (one per process and file: a file
+    replaced is another file). About 10 microseconds, against 300-500 for a Chroma read: a
+    reader reads the store's change mark again only once the token has changed
+    (:meth:`~langchain_expand.store.adapters.chroma.ChromaAdapter.marked`). None where it
+    cannot say: a Chroma in memory or on a server, or the file locked or gone.
+    """
+
+    _connections = itertools.count()
+
+    def __init__(self, client: Any) -> None:
+        """For ``client``'s database file, where it is an embedded, persistent Chroma's."""
+        settings = client._system.settings
+        persistent = is_embedded(client._system) and settings.is_persistent and settings.persist_directory
+        self._path = Path(settings.persist_directory, "chroma.sqlite3") if persistent else None
+        self._lock = threading.Lock()
+        self._open: tuple[int, int, int, sqlite3.Connection] | None = None  # its process, file, number; itself
+
+    def __call__(self) -> tuple[int, int] | None:
+        """The token: the connection's number and the file's data version; None where it cannot say."""
+        if self._path is None:
+            return None
+        try:
+            found = os.stat(self._path)
+            with self._lock:
+                held = self._open
+                if held is None or held[:2] != (os.getpid(), found.st_ino):
+                    if held is not None and held[0] == os.getpid():
+                        held[3].close()
+                    uri = self._path.as_uri() + "?mode=ro"
+                    connection = sqlite3.connect(uri, uri=True, timeout=0, check_same_thread=False)
+                    held = self._open = (os.getpid(), found.st_ino, next(self._connections), connection)
+                return held[2], int(held[3].execute("PRAGMA data_version").fetchone()[0])
+        except (OSError, sqlite3.Error):
+            return None
