@@ -93,7 +93,7 @@ class ChromaAdapter(StoreAdapter):
         self._marks: Any = None
         self._beats: dict[str, float] = {}
         self._version: DataVersion | None = None
-        self._marked: tuple[tuple[int, int], str | None] | None = None
+        self._marked: tuple[tuple[int, ...], str | None] | None = None
         """The last mark read, with the database's version before it was read (:meth:`marked`)."""
 
     @property

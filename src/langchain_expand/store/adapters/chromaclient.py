@@ -110,9 +110,10 @@ class DataVersion:
     An embedded, persistent Chroma keeps its records' metadata in one SQLite file, written by
     Chroma's own connections in this process or another. SQLite's ``PRAGMA data_version``, read
     on a read-only connection of this one's, changes whenever another connection commits to the
-    file; the token is that, and which connection read it (one per process and file: a file
-    replaced is another file). About 10 microseconds, against 300-500 for a Chroma read: a
-    reader reads the store's change mark again only once the token has changed
+    file; the token is that, which connection read it (one per process and file), and the
+    file's size and time of change (a file replaced: its connection would still read the old
+    one). About 10 microseconds, against 300-500 for a Chroma read: a reader reads the store's
+    change mark again only once the token has changed
     (:meth:`~langchain_expand.store.adapters.chroma.ChromaAdapter.marked`). None where it
     cannot say: a Chroma in memory or on a server, or the file locked or gone.
     """
@@ -123,12 +124,12 @@ class DataVersion:
         """For ``client``'s database file, where it is an embedded, persistent Chroma's."""
         settings = client._system.settings
         persistent = is_embedded(client._system) and settings.is_persistent and settings.persist_directory
-        self._path = Path(settings.persist_directory, "chroma.sqlite3") if persistent else None
+        self._path = Path(settings.persist_directory, "chroma.sqlite3").absolute() if persistent else None
         self._lock = threading.Lock()
         self._open: tuple[int, int, int, sqlite3.Connection] | None = None  # its process, file, number; itself
 
-    def __call__(self) -> tuple[int, int] | None:
-        """The token: the connection's number and the file's data version; None where it cannot say."""
+    def __call__(self) -> tuple[int, ...] | None:
+        """The connection's number, the file's data version, size and time of change; None where it cannot say."""
         if self._path is None:
             return None
         try:
@@ -141,6 +142,7 @@ class DataVersion:
                     uri = self._path.as_uri() + "?mode=ro"
                     connection = sqlite3.connect(uri, uri=True, timeout=0, check_same_thread=False)
                     held = self._open = (os.getpid(), found.st_ino, next(self._connections), connection)
-                return held[2], int(held[3].execute("PRAGMA data_version").fetchone()[0])
+                version = int(held[3].execute("PRAGMA data_version").fetchone()[0])
+            return held[2], version, found.st_size, found.st_mtime_ns
         except (OSError, sqlite3.Error):
             return None
