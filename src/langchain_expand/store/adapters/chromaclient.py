@@ -15,9 +15,11 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["DataVersion", "Reopening", "embedded", "forked", "is_embedded", "refuse_after_fork"]
+
+T = TypeVar("T")
 
 
 _FORKED_FROM: int | None = None
@@ -127,6 +129,7 @@ class DataVersion:
         self._path = Path(settings.persist_directory, "chroma.sqlite3").absolute() if persistent else None
         self._lock = threading.Lock()
         self._open: tuple[int, int, int, sqlite3.Connection] | None = None  # its process, file, number; itself
+        self._last: tuple[tuple[int, ...], Any] | None = None  # what :meth:`read` read last, at which token
 
     def __call__(self) -> tuple[int, ...] | None:
         """The connection's number, the file's data version, size and time of change; None where it cannot say."""
@@ -146,3 +149,15 @@ class DataVersion:
             return held[2], version, found.st_size, found.st_mtime_ns
         except (OSError, sqlite3.Error):
             return None
+
+    def read(self, read: Callable[[], T]) -> T:
+        """``read()``, or what it gave last where the token has not changed since.
+
+        The token is taken before ``read()``: a write during it changes the token again.
+        """
+        token, last = self(), self._last
+        if token is not None and last is not None and last[0] == token:
+            return last[1]  # type: ignore[no-any-return]
+        value = read()
+        self._last = None if token is None else (token, value)
+        return value
