@@ -528,6 +528,21 @@ def test_guided_window_arguments_are_checked(qmsum_index: SentenceWindowRetrieve
         SentenceWindowRetriever(vectorstore=qmsum_index.vectorstore, max_radius=-1)
 
 
+def test_a_merge_gap_without_merging_is_refused_and_a_calls_merge_false_turns_it_off(
+    qmsum_index: SentenceWindowRetriever,
+) -> None:
+    # merge_gap=2 beside merge=False was accepted, and did nothing
+    store = qmsum_index.vectorstore
+    with pytest.raises(ValueError, match=re.escape("`merge_gap=2` joins windows that many sentences apart")):
+        SentenceWindowRetriever(vectorstore=store, merge=False, merge_gap=2)
+    gapped = SentenceWindowRetriever(vectorstore=store, merge_gap=2)
+    with pytest.raises(ValueError, match="set merge=True, or leave merge_gap at 0"):
+        gapped.merge = False
+    query = "the price of the remote control"
+    plain = SentenceWindowRetriever(vectorstore=store, merge=False)
+    assert gapped.invoke(query, k=6, merge=False) == plain.invoke(query, k=6)
+
+
 def test_guided_windows_work_on_an_in_memory_store(minilm: object) -> None:
     from langchain_core.vectorstores import InMemoryVectorStore
 

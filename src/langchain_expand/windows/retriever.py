@@ -135,7 +135,8 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
     Hits are read in rank order (2k at first, more while fewer than ``k`` units hold less than twice
     what ``k`` windows would), and a lower-ranked hit whose window touches a unit formed joins it."""
     merge_gap: int = 0
-    """With ``merge``, also join windows this many sentences apart (the gap is filled in)."""
+    """With ``merge``, also join windows this many sentences apart (the gap is filled in); refused
+    beside ``merge=False``, where it would do nothing (a call's ``merge=False`` turns it off)."""
     window: Literal["guided", "fixed"] | None = None
     """The windows' shape. ``"fixed"``: ``before`` and ``after`` sentences around every hit,
     the predictable shape. ``"guided"`` (needs a budget): each hit starts as its own sentence
@@ -229,6 +230,12 @@ class SentenceWindowRetriever(calls.Portable, calls.CheckedAssignment, FromTexts
         for name, rule in RULES.items():
             rule(name, getattr(self, name))
         check_window(self.window)
+        if self.merge_gap and not self.merge:
+            msg = (
+                f"`merge_gap={self.merge_gap}` joins windows that many sentences apart when merging, and "
+                "`merge=False` merges none: set merge=True, or leave merge_gap at 0."
+            )
+            raise ValueError(msg)
         self._wire()
         return self
 
