@@ -124,9 +124,10 @@ class DataVersion:
 
     def __init__(self, client: Any) -> None:
         """For ``client``'s database file, where it is an embedded, persistent Chroma's."""
-        settings = client._system.settings
-        persistent = is_embedded(client._system) and settings.is_persistent and settings.persist_directory
-        self._path = Path(settings.persist_directory, "chroma.sqlite3").absolute() if persistent else None
+        system = getattr(client, "_system", None)
+        settings = getattr(system, "settings", None)
+        folder = getattr(settings, "persist_directory", None) if getattr(settings, "is_persistent", False) else None
+        self._path = Path(folder, "chroma.sqlite3").absolute() if folder and is_embedded(system) else None
         self._lock = threading.Lock()
         self._open: tuple[int, int, int, sqlite3.Connection] | None = None  # its process, file, number; itself
         self._last: tuple[tuple[int, ...], Any] | None = None  # what :meth:`read` read last, at which token
