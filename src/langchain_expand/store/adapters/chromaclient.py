@@ -151,14 +151,14 @@ class DataVersion:
         except (OSError, sqlite3.Error):
             return None
 
-    def read(self, read: Callable[[], T]) -> T:
-        """``read()``, or what it gave last where the token has not changed since.
+    def read(self, load: Callable[[], T]) -> T:
+        """``load()``, or what it gave last where the token has not changed since.
 
-        The token is taken before ``read()``: a write during it changes the token again.
+        The token is taken before ``load()``: a write during it changes the token again.
         """
         token, last = self(), self._last
         if token is not None and last is not None and last[0] == token:
             return last[1]  # type: ignore[no-any-return]
-        value = read()
+        value = load()
         self._last = None if token is None else (token, value)
         return value
