@@ -89,6 +89,13 @@ def rerank(
     return out
 
 
+def _every_reranked(
+    reranker: BaseDocumentCompressor, hits: Sequence[Document], query: str, callbacks: Callbacks = None
+) -> list[Document]:
+    """Every match, reranked (:func:`rerank`, ``k`` their number): :func:`expand_to` takes what ``k`` units need."""
+    return rerank(reranker, hits, query, max(len(hits), 1), callbacks=callbacks)
+
+
 def _check_unchanged(reranker: BaseDocumentCompressor, hits: Sequence[Document], kept: Sequence[Document]) -> None:
     """Refuse what ``reranker`` kept unless each is one of the ``hits``: the same text, of the same document."""
     given = {(d.page_content, d.metadata.get(DOC_ID)) for d in hits}
@@ -228,7 +235,7 @@ class RerankThenExpand(AsyncQueryByThread, BaseRetriever):
         given = {"before": before, "after": after, "merge": merge, "max_tokens": max_tokens}
         shape = _expansion(self.retriever, {n: v for n, v in given.items() if v is not None})
         hits = _matches(self.retriever, query, fetch, filter, callbacks=run_manager.get_child())
-        ranked = rerank(self.reranker, hits, query, len(hits) or 1, callbacks=run_manager.get_child())
+        ranked = _every_reranked(self.reranker, hits, query, callbacks=run_manager.get_child())
         return expand_to(self.retriever, ranked, keep, **shape)
 
 
@@ -306,7 +313,7 @@ def rerank_then_expand_chain(
         lambda q: _matches(retriever, q, fetch_k), name="match"
     )
     reranked: RunnableLambda[dict[str, Any], list[Document]] = RunnableLambda(
-        lambda x: rerank(reranker, x["matches"], x["query"], len(x["matches"]) or 1), name="rerank"
+        lambda x: _every_reranked(reranker, x["matches"], x["query"]), name="rerank"
     )
     expanded: RunnableLambda[list[Document], list[Document]] = RunnableLambda(
         lambda ranked: expand_to(retriever, ranked, k), name="expand"

@@ -338,7 +338,7 @@ class BudgetedParentDocumentRetriever(  # type: ignore[misc]
         _, max_tokens = self._resolve(k=None, max_tokens=max_tokens)
         ranked, reads = parents_of_hits(hits), CallReads(self.docstore, self.token_counter, self._head_id)
         stored = reads.mget([p.parent_id for p in ranked])
-        return self._fit(self._capped(ranked, len(ranked), stored, reads), max_tokens)[0]
+        return self._fit(self._capped(ranked, None, stored, reads), max_tokens)[0]
 
     def _resolve(self, *, k: int | None, max_tokens: int | None) -> tuple[int | None, int | None]:
         """This call's ``k`` and budget: the call's, else the instance's; checked.
